@@ -1,0 +1,113 @@
+// The iotest executable: parses the command line and hands over to the
+// library. Everything it prints comes from a report::Report.
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/recombine/plan.hpp"
+#include "iotest/recombine/recombine.hpp"
+#include "iotest/report/report.hpp"
+
+namespace {
+
+using iotest::index_t;
+
+// "all" or a positive count.
+std::optional<index_t> parse_count_or_all(const std::string& option, const std::string& text) {
+  if (text == "all") return std::nullopt;
+  index_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 0)
+    throw iotest::UsageError(option, "expected a count or 'all', got '" + text + "'");
+  return value;
+}
+
+void emit(const iotest::report::Report& report, const std::string& report_path) {
+  // With the JSON going to stdout the human summary moves to stderr, so
+  // `--report=/dev/stdout` gives clean JSON.
+  const bool json_on_stdout = report_path == "/dev/stdout" || report_path == "-";
+  const std::string text = iotest::report::render_text(report);
+  std::fputs(text.c_str(), json_on_stdout ? stderr : stdout);
+  std::fflush(json_on_stdout ? stderr : stdout);
+  if (!report_path.empty())
+    iotest::report::write_json(report, report_path == "-" ? "/dev/stdout" : report_path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"iotest: SKA-scale radio-astronomy imaging I/O benchmark"};
+  app.require_subcommand(1);
+
+  iotest::recombine::Options rec_opts;
+  std::string direction = "both", subgrids = "all", check, report_path;
+  auto* recombine = app.add_subcommand(
+      "recombine", "SwiFTly recombination of a whole set in one process, checked against the "
+                   "direct Fourier transform");
+  recombine->add_option("--rec-set", rec_opts.rec_set,
+                        "recombination set: image-facet-subgrid (k = 1024, e.g. 16k-8k-512) or "
+                        "T05_ tiny small smallish medium large tremendous huge")
+      ->required();
+  recombine->add_option("--source-count", rec_opts.source_count,
+                        "unit point sources in the random sky")
+      ->capture_default_str();
+  recombine->add_option("--seed", rec_opts.seed, "seed of the random sky")->capture_default_str();
+  recombine->add_option("--direction", direction, "predict, image or both")->capture_default_str();
+  recombine->add_option("--subgrids", subgrids,
+                        "subgrids to process (nearest the grid centre first) or 'all'")
+      ->capture_default_str();
+  recombine->add_option("--check", check,
+                        "subgrids to check against the direct transform, or 'all' (default: up "
+                        "to 64, spread over the walk)");
+  recombine->add_option("--threads", rec_opts.threads, "OpenMP threads (default: all cores)");
+  recombine->add_option("--report", report_path, "write the JSON report to this file");
+
+  std::string plan_set;
+  index_t nodes = 1;
+  auto* plan = app.add_subcommand(
+      "plan", "resolved parameters, counts, memory per role and rank count of a set");
+  plan->add_option("--rec-set", plan_set, "recombination set (as for recombine)")->required();
+  plan->add_option("--nodes", nodes, "nodes the job will use")->capture_default_str();
+  plan->add_option("--report", report_path, "write the JSON report to this file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "iotest: error: %s (see iotest --help)\n", e.what());
+    return iotest::kExitUsage;
+  }
+
+  try {
+    if (!report_path.empty()) iotest::report::check_writable(report_path);
+    if (*recombine) {
+      rec_opts.direction = iotest::recombine::parse_direction(direction);
+      rec_opts.subgrids = parse_count_or_all("--subgrids", subgrids);
+      if (rec_opts.subgrids && *rec_opts.subgrids == 0)
+        throw iotest::UsageError("--subgrids", "expected at least 1 subgrid or 'all'");
+      if (!check.empty()) {
+        rec_opts.check = parse_count_or_all("--check", check);
+        rec_opts.check_all = !rec_opts.check;
+      }
+      emit(iotest::recombine::run(rec_opts), report_path);
+    } else if (*plan) {
+      emit(iotest::recombine::plan(plan_set, nodes), report_path);
+    }
+  } catch (const iotest::UsageError& e) {
+    std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());
+    return iotest::kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "iotest: error: out of memory\n");
+    return iotest::kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "iotest: error: %s\n", e.what());
+    return iotest::kExitFailure;
+  }
+  return iotest::kExitOk;
+}

@@ -1,0 +1,100 @@
+// Complex arrays for the transforms: an owning, SIMD-aligned buffer and a
+// non-owning 2-D view (rows x cols, row stride), so kernels take views
+// instead of raw pointers and sizes travel with the data.
+#pragma once
+
+#include <fftw3.h>
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace iotest {
+
+using cplx = std::complex<double>;
+using index_t = std::int64_t;
+
+// FFTW-aligned storage (fftw_malloc), zero-initialised. Untouched pages of a
+// large buffer are not resident, so sizing for the worst case is cheap.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  // Zeroed unless `zeroed` is false (for buffers the caller overwrites whole).
+  explicit AlignedBuffer(index_t count, bool zeroed = true) : size_(count) {
+    if (count > 0) {
+      data_ = static_cast<cplx*>(fftw_malloc(sizeof(cplx) * static_cast<size_t>(count)));
+      if (!data_) throw std::bad_alloc();
+      if (zeroed) zero();
+    }
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~AlignedBuffer() { fftw_free(data_); }
+
+  cplx* data() { return data_; }
+  const cplx* data() const { return data_; }
+  index_t size() const { return size_; }
+  void zero() {
+    if (data_) std::memset(static_cast<void*>(data_), 0, sizeof(cplx) * static_cast<size_t>(size_));
+  }
+
+ private:
+  cplx* data_ = nullptr;
+  index_t size_ = 0;
+};
+
+// A view of rows x cols complex values, row-major with a row stride.
+template <typename T>
+struct View2D {
+  T* data = nullptr;
+  index_t rows = 0;
+  index_t cols = 0;
+  index_t stride = 0;  // elements between the starts of consecutive rows
+
+  View2D() = default;
+  View2D(T* d, index_t r, index_t c) : data(d), rows(r), cols(c), stride(c) {}
+  View2D(T* d, index_t r, index_t c, index_t s) : data(d), rows(r), cols(c), stride(s) {}
+  // A mutable view converts to a read-only one.
+  operator View2D<const T>() const { return {data, rows, cols, stride}; }
+
+  T& operator()(index_t r, index_t c) const { return data[r * stride + c]; }
+  T* row(index_t r) const { return data + r * stride; }
+};
+
+using CView2D = View2D<const cplx>;
+using MView2D = View2D<cplx>;
+
+// Owning 2-D array: an AlignedBuffer with its shape.
+class Array2D {
+ public:
+  Array2D() = default;
+  Array2D(index_t rows, index_t cols, bool zeroed = true)
+      : buf_(rows * cols, zeroed), rows_(rows), cols_(cols) {}
+  MView2D view() { return {buf_.data(), rows_, cols_}; }
+  CView2D view() const { return {buf_.data(), rows_, cols_}; }
+  cplx& operator()(index_t r, index_t c) { return buf_.data()[r * cols_ + c]; }
+  const cplx& operator()(index_t r, index_t c) const { return buf_.data()[r * cols_ + c]; }
+  cplx* data() { return buf_.data(); }
+  const cplx* data() const { return buf_.data(); }
+  index_t rows() const { return rows_; }
+  index_t cols() const { return cols_; }
+  index_t size() const { return rows_ * cols_; }
+  index_t bytes() const { return size() * static_cast<index_t>(sizeof(cplx)); }
+  void zero() { buf_.zero(); }
+
+ private:
+  AlignedBuffer buf_;
+  index_t rows_ = 0, cols_ = 0;
+};
+
+}  // namespace iotest

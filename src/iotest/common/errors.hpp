@@ -1,0 +1,27 @@
+// Errors that reach the user. A UsageError names the option at fault and what
+// was expected; the executable prints it on one line and exits with status 2.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace iotest {
+
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(std::string option, const std::string& message)
+      : std::runtime_error(message), option_(std::move(option)) {}
+  const std::string& option() const { return option_; }
+  // "--rec-set: unknown recombination set 'x' (expected ...)"
+  std::string one_line() const;
+
+ private:
+  std::string option_;
+};
+
+// Exit statuses of the iotest executable.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // a run that could not complete
+inline constexpr int kExitUsage = 2;    // bad options or a job this machine cannot hold
+
+}  // namespace iotest

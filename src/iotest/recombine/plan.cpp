@@ -1,0 +1,65 @@
+#include "iotest/recombine/plan.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::recombine {
+
+report::Memory estimate_memory(const config::RecombinationParams& p, int threads) {
+  constexpr index_t c = sizeof(cplx);
+  const index_t nf2 = p.facet_count(), t = threads;
+  report::Memory m;
+  m.image_bytes = p.image_bytes();
+  m.facet_bytes = p.yB * p.yB * c;
+  m.prepared_facet_bytes = p.yN * p.yB * c;
+  m.contribution_bytes = p.m * p.m * c;
+  m.subgrid_bytes = p.xM * p.xM * c;
+  const index_t column_bytes = p.m * p.yN * c;
+  const index_t column_workspace = p.m * p.yB * c + column_bytes;
+  // A facet worker: its prepared facet, one column buffer and workspace per
+  // thread, and its queue of contributions in flight.
+  m.producer_bytes = m.prepared_facet_bytes + t * (column_bytes + column_workspace) +
+                     t * kDefaultSendQueue * m.contribution_bytes;
+  // A streamer: its receive slots, each a padded subgrid plus one
+  // contribution per facet.
+  m.streamer_bytes = kDefaultSubgridQueue * (m.subgrid_bytes + nf2 * m.contribution_bytes);
+  // One process doing both roles for all facets (`iotest recombine`).
+  m.single_process_bytes =
+      nf2 * (m.prepared_facet_bytes + column_bytes) +
+      t * (column_workspace + m.contribution_bytes + m.subgrid_bytes + m.facet_bytes) +
+      p.subgrids_per_axis * (p.xA * p.xA * c + m.subgrid_bytes) + p.N * c;
+  return m;
+}
+
+index_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    index_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+report::Report plan(const std::string& rec_set, index_t nodes) {
+  if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
+  report::Report r;
+  r.mode = "plan";
+  r.rec = config::resolve_rec_set(rec_set);
+  r.counts.facets = r.rec.facet_count();
+  r.counts.subgrids = r.rec.subgrid_count();
+  r.memory = estimate_memory(r.rec, 1);
+  report::Advice advice;
+  advice.nodes = nodes;
+  advice.streamers = nodes;
+  advice.recommended_ranks = r.counts.facets + advice.streamers + 1;
+  advice.rule = "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
+  r.advice = advice;
+  return r;
+}
+
+}  // namespace iotest::recombine

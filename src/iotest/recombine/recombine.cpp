@@ -1,0 +1,377 @@
+#include "iotest/recombine/recombine.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "iotest/common/accuracy.hpp"
+#include "iotest/common/errors.hpp"
+#include "iotest/recombine/plan.hpp"
+#include "iotest/sky/sky_model.hpp"
+#include "iotest/swiftly/core.hpp"
+
+namespace iotest::recombine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Checks at most this many subgrids by default: the direct transform costs
+// sources x xA^2 per subgrid, so checking everything would dominate big runs.
+constexpr index_t kDefaultCheckedSubgrids = 64;
+
+// Relative errors pooled over items, plus the worst item.
+struct ErrorTally {
+  RelativeError pooled;
+  double worst = std::nan("");
+  index_t items = 0;  // items with a non-zero reference
+  void add(const RelativeError& e) {
+    pooled.add(e);
+    if (e.reference_sq > 0) {
+      ++items;
+      if (!(e.value() <= worst)) worst = e.value();
+    }
+  }
+};
+
+struct DirectionResult {
+  double timed_s = 0, check_s = 0, flops = 0;
+  ErrorTally errors;
+};
+
+// Per-thread buffers, allocated once before the walk.
+struct ThreadBuffers {
+  swiftly::ColumnWorkspace column;
+  Array2D contribution, subgrid_sum;
+  explicit ThreadBuffers(const swiftly::Recombination& rec)
+      : column(rec.params()), contribution(rec.make_contribution()),
+        subgrid_sum(rec.make_subgrid_sum()) {}
+};
+
+struct Walk {
+  const config::RecombinationParams& p;
+  std::vector<swiftly::Tile> facets;  // per axis; facet (j0, j1) is index j0 * nf + j1
+  std::vector<SubgridColumn> columns;
+  std::vector<std::vector<bool>> checked;  // per column, per subgrid
+  index_t subgrids = 0;
+  index_t facet_count() const { return p.facet_count(); }
+  const swiftly::Tile& t0(index_t f) const { return facets[static_cast<size_t>(f / p.facets_per_axis)]; }
+  const swiftly::Tile& t1(index_t f) const { return facets[static_cast<size_t>(f % p.facets_per_axis)]; }
+  index_t max_column() const {
+    size_t n = 0;
+    for (const auto& c : columns) n = std::max(n, c.t1.size());
+    return static_cast<index_t>(n);
+  }
+};
+
+std::vector<Array2D> make_buffers(index_t count, index_t rows, index_t cols, bool zeroed) {
+  std::vector<Array2D> v;
+  v.reserve(static_cast<size_t>(count));
+  for (index_t i = 0; i < count; ++i) v.emplace_back(rows, cols, zeroed);
+  return v;
+}
+
+std::vector<ThreadBuffers> make_thread_buffers(const swiftly::Recombination& rec, int threads) {
+  std::vector<ThreadBuffers> v;
+  v.reserve(static_cast<size_t>(threads));
+  for (int i = 0; i < threads; ++i) v.emplace_back(rec);
+  return v;
+}
+
+DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
+                            const std::vector<sky::PointSource>& sources,
+                            const sky::UnitRoots& roots, int threads) {
+  const auto& p = rec.params();
+  const index_t F = walk.facet_count();
+  DirectionResult res;
+  auto thread_buffers = make_thread_buffers(rec, threads);
+  std::vector<Array2D> subgrids = make_buffers(walk.max_column(), p.xA, p.xA, false);
+  Array2D reference = rec.make_subgrid();
+
+  auto t_start = Clock::now();
+  std::vector<Array2D> prepared = make_buffers(F, p.yN, p.yB, false);
+#pragma omp parallel num_threads(threads)
+  {
+    Array2D facet = rec.make_facet();
+#pragma omp for schedule(dynamic)
+    for (index_t f = 0; f < F; ++f) {
+      sky::fill_facet(sources, walk.t0(f), walk.t1(f), facet.view());
+      rec.prepare_facet(facet.view(), prepared[static_cast<size_t>(f)].view());
+    }
+  }
+  std::vector<Array2D> columns = make_buffers(F, p.m, p.yN, false);
+  res.timed_s += seconds_since(t_start);
+
+  for (size_t c = 0; c < walk.columns.size(); ++c) {
+    const auto& col = walk.columns[c];
+    const index_t count = static_cast<index_t>(col.t1.size());
+    t_start = Clock::now();
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t f = 0; f < F; ++f)
+      rec.prepare_column(prepared[static_cast<size_t>(f)].view(), walk.t0(f).offset, col.t0.offset,
+                         thread_buffers[static_cast<size_t>(omp_get_thread_num())].column,
+                         columns[static_cast<size_t>(f)].view());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t s = 0; s < count; ++s) {
+      auto& tb = thread_buffers[static_cast<size_t>(omp_get_thread_num())];
+      const index_t off1 = col.t1[static_cast<size_t>(s)].offset;
+      for (index_t f = 0; f < F; ++f) {
+        rec.extract_contribution(columns[static_cast<size_t>(f)].view(), walk.t1(f).offset, off1,
+                                 tb.contribution.view());
+        rec.add_contribution(tb.contribution.view(), walk.t0(f).offset, walk.t1(f).offset,
+                             tb.subgrid_sum.view());
+      }
+      rec.finish_subgrid(tb.subgrid_sum.view(), subgrids[static_cast<size_t>(s)].view());
+    }
+    res.timed_s += seconds_since(t_start);
+
+    // Untimed: compare the checked subgrids with the direct transform.
+    t_start = Clock::now();
+    for (index_t s = 0; s < count; ++s) {
+      if (!walk.checked[c][static_cast<size_t>(s)]) continue;
+      sky::dft_subgrid(sources, roots, col.t0.offset, col.t1[static_cast<size_t>(s)].offset,
+                       reference.view());
+      RelativeError e;
+      e.add(subgrids[static_cast<size_t>(s)].view(), reference.view());
+      res.errors.add(e);
+    }
+    res.check_s += seconds_since(t_start);
+  }
+  const auto& fl = rec.flops();
+  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
+  res.flops = static_cast<double>(F) * (fl.prepare_facet + cols * fl.column + n * fl.contribution) +
+              n * fl.subgrid;
+  return res;
+}
+
+DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
+                          const std::vector<sky::PointSource>& sources,
+                          const sky::UnitRoots& roots, int threads) {
+  const auto& p = rec.params();
+  const index_t F = walk.facet_count();
+  DirectionResult res;
+  auto thread_buffers = make_thread_buffers(rec, threads);
+  const index_t max_column = walk.max_column();
+  std::vector<Array2D> inputs = make_buffers(max_column, p.xA, p.xA, false);
+  std::vector<Array2D> sums = make_buffers(max_column, p.xM, p.xM, false);
+
+  auto t_start = Clock::now();
+  std::vector<Array2D> facet_sums = make_buffers(F, p.yN, p.yB, true);
+  std::vector<Array2D> column_sums = make_buffers(F, p.m, p.yN, true);
+  res.timed_s += seconds_since(t_start);
+
+  for (const auto& col : walk.columns) {
+    const index_t count = static_cast<index_t>(col.t1.size());
+    // Untimed: the exact subgrids (direct transform), masked so that the
+    // subgrids tile the grid exactly once.
+    t_start = Clock::now();
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t s = 0; s < count; ++s) {
+      const auto& t1 = col.t1[static_cast<size_t>(s)];
+      auto view = inputs[static_cast<size_t>(s)].view();
+      sky::dft_subgrid(sources, roots, col.t0.offset, t1.offset, view);
+      sky::apply_subgrid_mask(col.t0, t1, view);
+    }
+    res.check_s += seconds_since(t_start);
+
+    t_start = Clock::now();
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t s = 0; s < count; ++s)
+      rec.prepare_subgrid(inputs[static_cast<size_t>(s)].view(), sums[static_cast<size_t>(s)].view());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t f = 0; f < F; ++f) {
+      auto& tb = thread_buffers[static_cast<size_t>(omp_get_thread_num())];
+      auto column_sum = column_sums[static_cast<size_t>(f)].view();
+      for (index_t s = 0; s < count; ++s) {
+        rec.extract_from_subgrid(sums[static_cast<size_t>(s)].view(), walk.t0(f).offset,
+                                 walk.t1(f).offset, tb.contribution.view());
+        rec.add_to_column(tb.contribution.view(), walk.t1(f).offset,
+                          col.t1[static_cast<size_t>(s)].offset, column_sum);
+      }
+      rec.finish_column(column_sum, walk.t0(f).offset, col.t0.offset, tb.column,
+                        facet_sums[static_cast<size_t>(f)].view());
+    }
+    res.timed_s += seconds_since(t_start);
+  }
+
+  // Finish every facet, releasing its sum as soon as it is done.
+  t_start = Clock::now();
+  std::vector<Array2D> facets(static_cast<size_t>(F));
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < F; ++f) {
+    facets[static_cast<size_t>(f)] = Array2D(p.yB, p.yB, false);
+    rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(), facets[static_cast<size_t>(f)].view());
+    facet_sums[static_cast<size_t>(f)] = Array2D();
+  }
+  res.timed_s += seconds_since(t_start);
+
+  t_start = Clock::now();
+  Array2D reference = rec.make_facet();
+  for (index_t f = 0; f < F; ++f) {
+    sky::fill_facet(sources, walk.t0(f), walk.t1(f), reference.view());
+    RelativeError e;
+    e.add(facets[static_cast<size_t>(f)].view(), reference.view());
+    res.errors.add(e);
+  }
+  res.check_s += seconds_since(t_start);
+
+  const auto& fl = rec.flops();
+  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
+  res.flops = n * fl.subgrid +
+              static_cast<double>(F) * (n * fl.contribution + cols * fl.column + fl.facet_finish);
+  return res;
+}
+
+index_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<index_t>(usage.ru_maxrss) * 1024;
+}
+
+std::string gib(index_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+}  // namespace
+
+Direction parse_direction(const std::string& text) {
+  if (text == "predict") return Direction::predict;
+  if (text == "image") return Direction::image;
+  if (text == "both") return Direction::both;
+  throw UsageError("--direction", "expected predict, image or both, got '" + text + "'");
+}
+
+std::string to_string(Direction d) {
+  switch (d) {
+    case Direction::predict: return "predict";
+    case Direction::image: return "image";
+    case Direction::both: return "both";
+  }
+  return "?";
+}
+
+std::vector<SubgridColumn> plan_walk(const config::RecombinationParams& p, index_t count) {
+  const auto tiles = swiftly::subgrid_tiles(p);
+  std::vector<SubgridPosition> all;
+  for (const auto& t0 : tiles)
+    for (const auto& t1 : tiles) all.push_back({t0, t1});
+  // Nearest the centre first (where baselines concentrate); ties broken by
+  // position so the walk is the same everywhere.
+  const auto key = [](const SubgridPosition& s) {
+    return std::tuple(s.t0.offset * s.t0.offset + s.t1.offset * s.t1.offset, s.t0.offset,
+                      s.t1.offset);
+  };
+  std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  all.resize(static_cast<size_t>(count));
+  std::map<index_t, SubgridColumn> columns;
+  for (const auto& s : all) {
+    auto& col = columns[s.t0.offset];
+    col.t0 = s.t0;
+    col.t1.push_back(s.t1);
+  }
+  std::vector<SubgridColumn> walk;
+  for (auto& [offset, col] : columns) {
+    std::sort(col.t1.begin(), col.t1.end(),
+              [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    walk.push_back(std::move(col));
+  }
+  return walk;
+}
+
+report::Report run(const Options& o) {
+  const auto t_wall = Clock::now();
+  report::Report r;
+  r.mode = "recombine";
+  r.rec = config::resolve_rec_set(o.rec_set);
+  const auto& p = r.rec;
+
+  const index_t total = p.subgrid_count();
+  const index_t count = o.subgrids.value_or(total);
+  if (count < 1 || count > total)
+    throw UsageError("--subgrids", fmt::format("expected 1..{} or 'all' for {}, got {}", total,
+                                               p.canonical, count));
+  if (o.source_count < 1 || o.source_count > p.used_size * p.used_size / 2)
+    throw UsageError("--source-count",
+                     fmt::format("expected 1..{} sources, got {}", p.used_size * p.used_size / 2,
+                                 o.source_count));
+  const index_t check =
+      o.check_all ? count : o.check.value_or(std::min(count, kDefaultCheckedSubgrids));
+  if (check < 0 || check > count)
+    throw UsageError("--check", fmt::format("expected 0..{} (the subgrids processed), got {}",
+                                            count, check));
+  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+
+  r.memory = estimate_memory(p, threads);
+  const index_t available = available_memory_bytes();
+  if (available > 0 && r.memory.single_process_bytes > available)
+    throw UsageError("--rec-set",
+                     fmt::format("{} needs about {} of memory in one process (the image alone is "
+                                 "{}), but this machine has {} available",
+                                 p.canonical, gib(r.memory.single_process_bytes),
+                                 gib(p.image_bytes()), gib(available)));
+
+  Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, count), {}, count};
+  index_t seen = 0;
+  for (const auto& col : walk.columns) {
+    std::vector<bool> flags;
+    for (size_t s = 0; s < col.t1.size(); ++s, ++seen)
+      // Spread the checks evenly over the walk.
+      flags.push_back(check > 0 && (seen * check) / count != ((seen + 1) * check) / count);
+    walk.checked.push_back(std::move(flags));
+  }
+
+  report::Timing timing;
+  auto t0 = Clock::now();
+  const swiftly::Recombination rec(p);
+  const sky::UnitRoots roots(p.N);
+  const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
+  timing.planning_s = seconds_since(t0);
+
+  report::Rates rates;
+  report::Accuracy accuracy;
+  if (o.direction != Direction::image) {
+    const auto res = run_predict(rec, walk, sources, roots, threads);
+    timing.predict_s = res.timed_s;
+    timing.check_s += res.check_s;
+    rates.predict_subgrids_per_s = static_cast<double>(count) / res.timed_s;
+    rates.predict_gflops = res.flops / res.timed_s * 1e-9;
+    accuracy.subgrid_rmse = res.errors.pooled.value();
+    accuracy.subgrid_rmse_max = res.errors.worst;
+    r.counts.subgrids_checked = res.errors.items;
+    rates.gflops += res.flops;
+  }
+  if (o.direction != Direction::predict) {
+    const auto res = run_image(rec, walk, sources, roots, threads);
+    timing.image_s = res.timed_s;
+    timing.check_s += res.check_s;
+    rates.image_subgrids_per_s = static_cast<double>(count) / res.timed_s;
+    rates.image_gflops = res.flops / res.timed_s * 1e-9;
+    accuracy.facet_rmse = res.errors.pooled.value();
+    accuracy.facet_rmse_max = res.errors.worst;
+    r.counts.facets_checked = res.errors.items;
+    rates.gflops += res.flops;
+  }
+  rates.gflops = rates.gflops / (timing.predict_s + timing.image_s) * 1e-9;
+
+  r.settings = report::RunSettings{o.source_count, o.seed, to_string(o.direction), count, check,
+                                   threads};
+  r.counts.facets = p.facet_count();
+  r.counts.subgrids = total;
+  r.counts.subgrids_processed = count;
+  r.counts.subgrid_columns = static_cast<index_t>(walk.columns.size());
+  r.accuracy = accuracy;
+  r.rates = rates;
+  r.memory.peak_rss_bytes = peak_rss_bytes();
+  timing.wall_s = seconds_since(t_wall);
+  r.timing = timing;
+  return r;
+}
+
+}  // namespace iotest::recombine

@@ -1,0 +1,209 @@
+#include "iotest/report/report.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::report {
+namespace {
+
+using nlohmann::json;
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json config_json(const config::RecombinationParams& p) {
+  return {{"rec_set", p.name},
+          {"canonical", p.canonical},
+          {"N", p.N},
+          {"yB", p.yB},
+          {"yN", p.yN},
+          {"xA", p.xA},
+          {"xM", p.xM},
+          {"W", p.W},
+          {"f", p.f},
+          {"m", p.m},
+          {"used_size", p.used_size},
+          {"facets_per_axis", p.facets_per_axis},
+          {"facet_step", p.facet_step},
+          {"subgrids_per_axis", p.subgrids_per_axis},
+          {"subgrid_step", p.subgrid_step},
+          {"facet_granularity", p.facet_granularity},
+          {"subgrid_granularity", p.subgrid_granularity},
+          {"wire_efficiency", p.wire_efficiency_per_axis() * p.wire_efficiency_per_axis()}};
+}
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) b /= 1024, ++u;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+std::string error_text(double v) { return std::isfinite(v) ? fmt::format("{:.2e}", v) : "-"; }
+
+}  // namespace
+
+json to_json(const Report& r) {
+  json j;
+  j["mode"] = r.mode;
+  j["config"] = config_json(r.rec);
+  if (r.settings) {
+    const auto& s = *r.settings;
+    j["config"]["source_count"] = s.source_count;
+    j["config"]["seed"] = s.seed;
+    j["config"]["direction"] = s.direction;
+    j["config"]["subgrids"] = s.subgrids;
+    j["config"]["check"] = s.check;
+    j["config"]["threads"] = s.threads;
+  }
+  j["counts"] = {{"facets", r.counts.facets},
+                 {"subgrids", r.counts.subgrids},
+                 {"subgrids_processed", r.counts.subgrids_processed},
+                 {"subgrid_columns", r.counts.subgrid_columns},
+                 {"subgrids_checked", r.counts.subgrids_checked},
+                 {"facets_checked", r.counts.facets_checked}};
+  if (r.accuracy) {
+    const auto& a = *r.accuracy;
+    j["accuracy"] = {{"definition", kAccuracyDefinition},
+                     {"subgrid_rmse", number_or_null(a.subgrid_rmse)},
+                     {"subgrid_rmse_max", number_or_null(a.subgrid_rmse_max)},
+                     {"facet_rmse", number_or_null(a.facet_rmse)},
+                     {"facet_rmse_max", number_or_null(a.facet_rmse_max)}};
+  }
+  if (r.timing) {
+    const auto& t = *r.timing;
+    j["timing"] = {{"wall_s", t.wall_s},       {"planning_s", t.planning_s},
+                   {"predict_s", t.predict_s}, {"image_s", t.image_s},
+                   {"check_s", t.check_s}};
+  }
+  if (r.rates) {
+    const auto& t = *r.rates;
+    j["rates"] = {{"predict_subgrids_per_s", t.predict_subgrids_per_s},
+                  {"image_subgrids_per_s", t.image_subgrids_per_s},
+                  {"predict_gflops", t.predict_gflops},
+                  {"image_gflops", t.image_gflops},
+                  {"gflops", t.gflops}};
+  }
+  const auto& m = r.memory;
+  j["memory"] = {{"image_bytes", m.image_bytes},
+                 {"facet_bytes", m.facet_bytes},
+                 {"prepared_facet_bytes", m.prepared_facet_bytes},
+                 {"contribution_bytes", m.contribution_bytes},
+                 {"subgrid_bytes", m.subgrid_bytes},
+                 {"producer_bytes", m.producer_bytes},
+                 {"streamer_bytes", m.streamer_bytes},
+                 {"single_process_bytes", m.single_process_bytes}};
+  if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
+  if (r.advice) {
+    j["advice"] = {{"nodes", r.advice->nodes},
+                   {"streamers", r.advice->streamers},
+                   {"recommended_ranks", r.advice->recommended_ranks},
+                   {"rule", r.advice->rule}};
+  }
+  return j;
+}
+
+std::string render_text(const Report& r) {
+  const auto& p = r.rec;
+  std::string s;
+  s += fmt::format("iotest {}: {} ({})\n", r.mode, p.name, p.canonical);
+  s += fmt::format("  N={} yB={} yN={} xA={} xM={} W={} f={} m={}\n", p.N, p.yB, p.yN, p.xA, p.xM,
+                   p.W, p.f, p.m);
+  s += fmt::format("  facets {} ({}x{}, step {}), subgrids {} ({}x{}, step {}), wire efficiency {:.1f}%\n",
+                   r.counts.facets, p.facets_per_axis, p.facets_per_axis, p.facet_step,
+                   r.counts.subgrids, p.subgrids_per_axis, p.subgrids_per_axis, p.subgrid_step,
+                   100 * p.wire_efficiency_per_axis() * p.wire_efficiency_per_axis());
+  if (r.settings) {
+    const auto& st = *r.settings;
+    s += fmt::format("  direction {}, {} subgrids in {} columns, {} sources (seed {}), {} thread(s)\n",
+                     st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns,
+                     st.source_count, st.seed, st.threads);
+  }
+  if (r.accuracy) {
+    const auto& a = *r.accuracy;
+    s += fmt::format("  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
+                     "facets {} (max {}, {} checked)\n",
+                     error_text(a.subgrid_rmse), error_text(a.subgrid_rmse_max),
+                     r.counts.subgrids_checked, error_text(a.facet_rmse),
+                     error_text(a.facet_rmse_max), r.counts.facets_checked);
+  }
+  if (r.rates && r.timing) {
+    const auto& t = *r.timing;
+    const auto& q = *r.rates;
+    if (t.predict_s > 0)
+      s += fmt::format("  predict {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.predict_s,
+                       q.predict_subgrids_per_s, q.predict_gflops);
+    if (t.image_s > 0)
+      s += fmt::format("  image   {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.image_s,
+                       q.image_subgrids_per_s, q.image_gflops);
+    s += fmt::format("  wall {:.3f} s (planning {:.3f} s, checks {:.3f} s)\n", t.wall_s,
+                     t.planning_s, t.check_s);
+  }
+  const auto& m = r.memory;
+  s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",
+                   bytes_text(static_cast<double>(m.image_bytes)), bytes_text(static_cast<double>(m.facet_bytes)),
+                   bytes_text(static_cast<double>(m.prepared_facet_bytes)),
+                   bytes_text(static_cast<double>(m.contribution_bytes)),
+                   bytes_text(static_cast<double>(m.subgrid_bytes)));
+  s += fmt::format("          per facet worker {}, per streamer {}, single process {}",
+                   bytes_text(static_cast<double>(m.producer_bytes)),
+                   bytes_text(static_cast<double>(m.streamer_bytes)),
+                   bytes_text(static_cast<double>(m.single_process_bytes)));
+  if (m.peak_rss_bytes)
+    s += fmt::format(", peak RSS {}", bytes_text(static_cast<double>(*m.peak_rss_bytes)));
+  s += "\n";
+  if (r.advice)
+    s += fmt::format("  ranks: {} recommended for {} node(s) ({})\n", r.advice->recommended_ranks,
+                     r.advice->nodes, r.advice->rule);
+  return s;
+}
+
+namespace {
+bool is_regular_or_absent(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+}
+std::string temp_name(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid());
+}
+}  // namespace
+
+void check_writable(const std::string& path) {
+  if (path.empty()) throw UsageError("--report", "expected a file name, got an empty one");
+  if (!is_regular_or_absent(path)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw UsageError("--report", "cannot write '" + path + "': " + std::strerror(errno));
+    return;
+  }
+  // Probe with the temporary name the final write will use.
+  const std::string tmp = temp_name(path);
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw UsageError("--report", "cannot write '" + path + "': " + std::strerror(errno));
+  std::fclose(f);
+  std::remove(tmp.c_str());
+}
+
+void write_json(const Report& report, const std::string& path) {
+  const std::string text = to_json(report).dump(2) + "\n";
+  const bool direct = !is_regular_or_absent(path);
+  const std::string target = direct ? path : temp_name(path);
+  std::FILE* f = std::fopen(target.c_str(), "w");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f) ok = (std::fclose(f) == 0) && ok;
+  if (ok && !direct) ok = std::rename(target.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    const std::string why = std::strerror(errno);
+    if (!direct) std::remove(target.c_str());
+    throw std::runtime_error("--report: writing '" + path + "' failed: " + why);
+  }
+}
+
+}  // namespace iotest::report

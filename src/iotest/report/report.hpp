@@ -1,0 +1,102 @@
+// The one report data model. Every figure iotest prints comes from a Report:
+// serialised once to JSON (to_json) and rendered once for humans
+// (render_text). Sections a mode does not produce stay empty and are omitted.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "iotest/common/array.hpp"
+#include "iotest/config/rec_set.hpp"
+
+namespace iotest::report {
+
+// The definition written into every report that carries accuracy figures.
+inline constexpr const char* kAccuracyDefinition =
+    "relative RMSE: RMS(computed - reference) / RMS(reference) over the same samples; "
+    "*_max is the worst such figure over the checked subgrids or facets";
+
+struct RunSettings {  // what the user chose besides the recombination set
+  index_t source_count = 0;
+  std::uint64_t seed = 0;
+  std::string direction;
+  index_t subgrids = 0;  // processed per direction
+  index_t check = 0;     // subgrids checked against the direct transform
+  int threads = 0;
+};
+
+struct Counts {
+  index_t facets = 0;
+  index_t subgrids = 0;  // of the whole grid
+  index_t subgrids_processed = 0;
+  index_t subgrid_columns = 0;
+  index_t subgrids_checked = 0;
+  index_t facets_checked = 0;  // facets with sources (a zero facet has no relative error)
+};
+
+struct Accuracy {  // NaN when not measured (serialised as null)
+  double subgrid_rmse = std::nan("");
+  double subgrid_rmse_max = std::nan("");
+  double facet_rmse = std::nan("");
+  double facet_rmse_max = std::nan("");
+};
+
+struct Timing {
+  double wall_s = 0;      // the whole command
+  double planning_s = 0;  // FFTW plans and window tables
+  double predict_s = 0;   // timed predict recombination (checks excluded)
+  double image_s = 0;     // timed image recombination (input generation and checks excluded)
+  double check_s = 0;     // direct transforms and comparisons
+};
+
+struct Rates {
+  double predict_subgrids_per_s = 0;
+  double image_subgrids_per_s = 0;
+  double predict_gflops = 0;
+  double image_gflops = 0;
+  double gflops = 0;  // both directions: FFT work (5 n log2 n) over timed seconds
+};
+
+struct Memory {
+  index_t image_bytes = 0;            // N^2 complex doubles: the whole image
+  index_t facet_bytes = 0;            // one facet, yB^2
+  index_t prepared_facet_bytes = 0;   // one facet after preparation, yN x yB
+  index_t contribution_bytes = 0;     // one facet-subgrid message, m^2
+  index_t subgrid_bytes = 0;          // one padded subgrid, xM^2
+  index_t producer_bytes = 0;         // estimate per facet worker holding one facet
+  index_t streamer_bytes = 0;         // estimate per subgrid worker
+  index_t single_process_bytes = 0;   // estimate for `iotest recombine`
+  std::optional<index_t> peak_rss_bytes;  // measured (recombine only)
+};
+
+struct Advice {  // plan only
+  index_t nodes = 1;
+  index_t streamers = 0;
+  index_t recommended_ranks = 0;
+  std::string rule;
+};
+
+struct Report {
+  std::string mode;  // "recombine" or "plan"
+  config::RecombinationParams rec;
+  std::optional<RunSettings> settings;
+  Counts counts;
+  std::optional<Accuracy> accuracy;
+  std::optional<Timing> timing;
+  std::optional<Rates> rates;
+  Memory memory;
+  std::optional<Advice> advice;
+};
+
+nlohmann::json to_json(const Report& report);
+std::string render_text(const Report& report);
+
+// Writes the JSON report. A regular file is written beside its final name and
+// renamed into place, so a failed run never leaves a file that looks valid;
+// devices and pipes (/dev/stdout) are written directly.
+void write_json(const Report& report, const std::string& path);
+// Checks up front that `path` can be written; throws UsageError("--report").
+void check_writable(const std::string& path);
+
+}  // namespace iotest::report

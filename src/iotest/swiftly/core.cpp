@@ -1,0 +1,288 @@
+#include "iotest/swiftly/core.hpp"
+
+#include <cassert>
+#include <cmath>
+#include <numbers>
+
+#include "iotest/swiftly/window.hpp"
+
+namespace iotest::swiftly {
+namespace {
+
+// Position of FFT-order index i of a length-n array, in [-n/2, n/2).
+inline index_t centred(index_t i, index_t n) { return i < n / 2 ? i : i - n; }
+inline index_t wrap(index_t i, index_t n) {
+  i %= n;
+  return i < 0 ? i + n : i;
+}
+
+// dst[t] = scale * src[(start + t) mod len] for t in [0, count): a cyclic
+// extraction done as at most two straight runs.
+void gather_cyclic(const cplx* src, index_t len, index_t start, cplx* dst, index_t count,
+                   cplx scale) {
+  start = wrap(start, len);
+  for (index_t done = 0; done < count;) {
+    const index_t run = std::min(count - done, len - start);
+    for (index_t t = 0; t < run; ++t) dst[done + t] = scale * src[start + t];
+    done += run;
+    start = 0;
+  }
+}
+
+// dst[(start + t) mod len] += scale * src[t]: the adjoint of gather_cyclic.
+void scatter_add_cyclic(const cplx* src, index_t count, cplx* dst, index_t len, index_t start,
+                        cplx scale) {
+  start = wrap(start, len);
+  for (index_t done = 0; done < count;) {
+    const index_t run = std::min(count - done, len - start);
+    for (index_t t = 0; t < run; ++t) dst[start + t] += scale * src[done + t];
+    done += run;
+    start = 0;
+  }
+}
+
+// Scratch arrays for planning only: FFTW_MEASURE writes into them, and
+// FFTW_ESTIMATE does not touch them, so a large one costs no memory.
+struct PlanningArray {
+  cplx* data;
+  explicit PlanningArray(index_t count)
+      : data(static_cast<cplx*>(fftw_malloc(sizeof(cplx) * static_cast<size_t>(count)))) {
+    if (!data) throw std::bad_alloc();
+  }
+  ~PlanningArray() { fftw_free(data); }
+  PlanningArray(const PlanningArray&) = delete;
+  PlanningArray& operator=(const PlanningArray&) = delete;
+};
+
+fftw_complex* fc(cplx* p) { return reinterpret_cast<fftw_complex*>(p); }
+
+// m-point transforms along axis 0 between the rows buffer (m x yB, axis 1
+// rotated by yB/2) and the zero-padded m x yN layout. Two batches map the
+// two halves of axis 1 to both ends of the padded axis.
+FftPlan plan_column_axis0(const config::RecombinationParams& p, cplx* rows, cplx* padded,
+                          bool to_padded, unsigned flags) {
+  const int m = static_cast<int>(p.m), yB = static_cast<int>(p.yB), yN = static_cast<int>(p.yN);
+  const int half = yB / 2;
+  fftw_iodim dim{m, to_padded ? yB : yN, to_padded ? yN : yB};
+  fftw_iodim batch[2] = {{2, to_padded ? half : yN - half, to_padded ? yN - half : half},
+                         {half, 1, 1}};
+  return FftPlan(fftw_plan_guru_dft(1, &dim, 2, batch, fc(to_padded ? rows : padded),
+                                    fc(to_padded ? padded : rows),
+                                    to_padded ? FFTW_FORWARD : FFTW_BACKWARD, flags));
+}
+
+}  // namespace
+
+double fft_flops(double n) { return n > 1 ? 5.0 * n * std::log2(n) : 0.0; }
+
+ColumnWorkspace::ColumnWorkspace(const config::RecombinationParams& p)
+    : rows(p.m, p.yB), padded(p.m, p.yN) {}
+
+Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_flags) : p_(p) {
+  const Pswf window(p.W * std::numbers::pi / 2);
+  const double yN = static_cast<double>(p.yN), m = static_cast<double>(p.m),
+               N = static_cast<double>(p.N);
+  Fb_.resize(static_cast<size_t>(p.yB));
+  for (index_t a = 0; a < p.yB; ++a)
+    Fb_[static_cast<size_t>(a)] = 1.0 / window(2.0 * static_cast<double>(a - p.yB / 2) / yN);
+  // The window at subgrid-image resolution (every N/xM pixels): x = 2 z / m.
+  Fn_.resize(static_cast<size_t>(p.m));
+  Fn_image_.resize(static_cast<size_t>(p.m));
+  for (index_t i = 0; i < p.m; ++i) {
+    const double w = window(2.0 * static_cast<double>(centred(i, p.m)) / m);
+    Fn_[static_cast<size_t>(i)] = w / (m * N);
+    Fn_image_[static_cast<size_t>(i)] = w / m;
+  }
+
+  const int yNi = static_cast<int>(p.yN), yBi = static_cast<int>(p.yB), mi = static_cast<int>(p.m),
+            xMi = static_cast<int>(p.xM);
+  {
+    PlanningArray facet(p.yN * p.yB);
+    facet_axis0_inv_ = plan_many(yNi, yBi, facet.data, yBi, 1, facet.data, yBi, 1, FFTW_BACKWARD,
+                                 FFTW_ESTIMATE);
+    facet_axis0_fwd_ = plan_many(yNi, yBi, facet.data, yBi, 1, facet.data, yBi, 1, FFTW_FORWARD,
+                                 FFTW_ESTIMATE);
+  }
+  {
+    PlanningArray rows(p.m * p.yB), padded(p.m * p.yN), column(p.m * p.yN);
+    column_axis0_fwd_ = plan_column_axis0(p, rows.data, padded.data, true, fft_flags);
+    column_axis0_inv_ = plan_column_axis0(p, rows.data, padded.data, false, fft_flags);
+    column_axis1_inv_ = plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi,
+                                  FFTW_BACKWARD, fft_flags);
+    column_axis1_fwd_ =
+        plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
+  }
+  {
+    PlanningArray contribution(p.m * p.m);
+    contribution_fwd_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
+                                  FFTW_FORWARD, fft_flags);
+    contribution_inv_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
+                                  FFTW_BACKWARD, fft_flags);
+  }
+  {
+    PlanningArray sum(p.xM * p.xM);
+    subgrid_inv_ = FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD,
+                                            fft_flags));
+    subgrid_fwd_ = FftPlan(
+        fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
+  }
+
+  flops_.prepare_facet = static_cast<double>(p.yB) * fft_flops(yN);
+  flops_.column = static_cast<double>(p.yB) * fft_flops(m) + m * fft_flops(yN);
+  flops_.contribution = m * fft_flops(m);
+  flops_.subgrid = 2 * static_cast<double>(p.xM) * fft_flops(static_cast<double>(p.xM));
+  flops_.facet_finish = flops_.prepare_facet;
+}
+
+index_t Recombination::k_row(index_t subgrid_off) const {
+  assert(subgrid_off % p_.subgrid_granularity == 0);
+  return wrap(subgrid_off * p_.yN / p_.N, p_.yN);
+}
+
+index_t Recombination::z_row(index_t facet_off) const {
+  assert(facet_off % p_.facet_granularity == 0);
+  return facet_off * p_.xM / p_.N;
+}
+
+cplx Recombination::phase(index_t subgrid_off, index_t facet_off) const {
+  // exp(2 pi i x y / N) with x y reduced exactly modulo N first.
+  const index_t r = wrap(wrap(subgrid_off, p_.N) * wrap(facet_off, p_.N) % p_.N, p_.N);
+  const double angle = 2 * std::numbers::pi * static_cast<double>(r) / static_cast<double>(p_.N);
+  return {std::cos(angle), std::sin(angle)};
+}
+
+// ---- predict ------------------------------------------------------------
+
+void Recombination::prepare_facet(CView2D facet, MView2D prepared) const {
+  const index_t yB = p_.yB, yN = p_.yN, half = yB / 2;
+  assert(facet.rows == yB && facet.cols == yB && prepared.rows == yN && prepared.cols == yB);
+  for (index_t k = half; k < yN - half; ++k)
+    std::fill(prepared.row(k), prepared.row(k) + yB, cplx{});
+  for (index_t a = 0; a < yB; ++a) {
+    cplx* out = prepared.row(wrap(a - half, yN));
+    const cplx* in = facet.row(a);
+    const double fa = Fb_[static_cast<size_t>(a)];
+    // Axis 1 rotated by yB/2: pixel b goes to column (b + yB/2) mod yB.
+    for (index_t b = 0; b < yB; ++b)
+      out[wrap(b + half, yB)] = fa * Fb_[static_cast<size_t>(b)] * in[b];
+  }
+  facet_axis0_inv_.execute(prepared.data);
+}
+
+void Recombination::prepare_column(CView2D prepared, index_t facet_off0, index_t subgrid_off0,
+                                   ColumnWorkspace& ws, MView2D column) const {
+  const index_t m = p_.m, yN = p_.yN, yB = p_.yB, k0 = k_row(subgrid_off0);
+  const cplx ph = phase(subgrid_off0, facet_off0);
+  MView2D rows = ws.rows.view();
+  for (index_t i = 0; i < m; ++i) {
+    const cplx* src = prepared.row(wrap(k0 + centred(i, m), yN));
+    cplx* dst = rows.row(i);
+    for (index_t b = 0; b < yB; ++b) dst[b] = ph * src[b];
+  }
+  column_axis0_fwd_.execute(ws.rows.data(), ws.padded.data());
+  column_axis1_inv_.execute(ws.padded.data(), column.data);
+}
+
+void Recombination::extract_contribution(CView2D column, index_t facet_off1,
+                                         index_t subgrid_off1, MView2D contribution) const {
+  const index_t m = p_.m, yN = p_.yN, k1 = k_row(subgrid_off1);
+  const cplx ph = phase(subgrid_off1, facet_off1);
+  for (index_t i = 0; i < m; ++i) {
+    // FFT order along axis 1: [k1, k1 + m/2) then [k1 - m/2, k1).
+    gather_cyclic(column.row(i), yN, k1, contribution.row(i), m / 2, ph);
+    gather_cyclic(column.row(i), yN, k1 - m / 2, contribution.row(i) + m / 2, m / 2, ph);
+  }
+  contribution_fwd_.execute(contribution.data);
+}
+
+void Recombination::add_contribution(CView2D contribution, index_t facet_off0,
+                                     index_t facet_off1, MView2D subgrid_sum) const {
+  const index_t m = p_.m, xM = p_.xM, o0 = z_row(facet_off0), o1 = z_row(facet_off1);
+  for (index_t i = 0; i < m; ++i) {
+    cplx* out = subgrid_sum.row(wrap(centred(i, m) + o0, xM));
+    const cplx* in = contribution.row(i);
+    const double w0 = Fn_[static_cast<size_t>(i)];
+    index_t col = wrap(o1 - m / 2, xM);
+    // Walk z1 = -m/2 .. m/2-1 (input index j = z1 mod m), output cyclic.
+    for (index_t z1 = -m / 2; z1 < m / 2; ++z1) {
+      const index_t j = z1 < 0 ? z1 + m : z1;
+      out[col] += (w0 * Fn_[static_cast<size_t>(j)]) * in[j];
+      if (++col == xM) col = 0;
+    }
+  }
+}
+
+void Recombination::finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const {
+  const index_t xA = p_.xA, xM = p_.xM;
+  subgrid_inv_.execute(subgrid_sum.data);
+  for (index_t a = 0; a < xA; ++a)
+    gather_cyclic(subgrid_sum.row(wrap(a - xA / 2, xM)), xM, -xA / 2, subgrid.row(a), xA, 1.0);
+  std::fill(subgrid_sum.data, subgrid_sum.data + xM * xM, cplx{});
+}
+
+// ---- image (adjoint) ------------------------------------------------------
+
+void Recombination::prepare_subgrid(CView2D subgrid, MView2D subgrid_sum) const {
+  const index_t xA = p_.xA, xM = p_.xM;
+  std::fill(subgrid_sum.data, subgrid_sum.data + xM * xM, cplx{});
+  for (index_t a = 0; a < xA; ++a)
+    scatter_add_cyclic(subgrid.row(a), xA, subgrid_sum.row(wrap(a - xA / 2, xM)), xM, -xA / 2,
+                       1.0);
+  subgrid_fwd_.execute(subgrid_sum.data);
+}
+
+void Recombination::extract_from_subgrid(CView2D subgrid_sum, index_t facet_off0,
+                                         index_t facet_off1, MView2D contribution) const {
+  const index_t m = p_.m, xM = p_.xM, o0 = z_row(facet_off0), o1 = z_row(facet_off1);
+  for (index_t i = 0; i < m; ++i) {
+    const cplx* in = subgrid_sum.row(wrap(centred(i, m) + o0, xM));
+    cplx* out = contribution.row(i);
+    const double w0 = Fn_image_[static_cast<size_t>(i)];
+    index_t col = wrap(o1 - m / 2, xM);
+    for (index_t z1 = -m / 2; z1 < m / 2; ++z1) {
+      const index_t j = z1 < 0 ? z1 + m : z1;
+      out[j] = (w0 * Fn_image_[static_cast<size_t>(j)]) * in[col];
+      if (++col == xM) col = 0;
+    }
+  }
+}
+
+void Recombination::add_to_column(MView2D contribution, index_t facet_off1, index_t subgrid_off1,
+                                  MView2D column_sum) const {
+  const index_t m = p_.m, yN = p_.yN, k1 = k_row(subgrid_off1);
+  const cplx ph = std::conj(phase(subgrid_off1, facet_off1));
+  contribution_inv_.execute(contribution.data);
+  for (index_t i = 0; i < m; ++i) {
+    scatter_add_cyclic(contribution.row(i), m / 2, column_sum.row(i), yN, k1, ph);
+    scatter_add_cyclic(contribution.row(i) + m / 2, m / 2, column_sum.row(i), yN, k1 - m / 2, ph);
+  }
+}
+
+void Recombination::finish_column(MView2D column_sum, index_t facet_off0, index_t subgrid_off0,
+                                  ColumnWorkspace& ws, MView2D facet_sum) const {
+  const index_t m = p_.m, yN = p_.yN, yB = p_.yB, k0 = k_row(subgrid_off0);
+  const cplx ph = std::conj(phase(subgrid_off0, facet_off0));
+  column_axis1_fwd_.execute(column_sum.data);
+  column_axis0_inv_.execute(column_sum.data, ws.rows.data());
+  MView2D rows = ws.rows.view();
+  for (index_t i = 0; i < m; ++i) {
+    cplx* dst = facet_sum.row(wrap(k0 + centred(i, m), yN));
+    const cplx* src = rows.row(i);
+    for (index_t b = 0; b < yB; ++b) dst[b] += ph * src[b];
+  }
+  std::fill(column_sum.data, column_sum.data + m * yN, cplx{});
+}
+
+void Recombination::finish_facet(MView2D facet_sum, MView2D facet) const {
+  const index_t yB = p_.yB, yN = p_.yN, half = yB / 2;
+  facet_axis0_fwd_.execute(facet_sum.data);
+  for (index_t a = 0; a < yB; ++a) {
+    const cplx* in = facet_sum.row(wrap(a - half, yN));
+    cplx* out = facet.row(a);
+    const double fa = Fb_[static_cast<size_t>(a)];
+    for (index_t b = 0; b < yB; ++b)
+      out[b] = fa * Fb_[static_cast<size_t>(b)] * in[wrap(b + half, yB)];
+  }
+}
+
+}  // namespace iotest::swiftly

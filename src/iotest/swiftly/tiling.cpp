@@ -1,0 +1,34 @@
+#include "iotest/swiftly/tiling.hpp"
+
+namespace iotest::swiftly {
+
+std::vector<Tile> facet_tiles(const config::RecombinationParams& p) {
+  const index_t nf = p.facets_per_axis, t = p.facet_step, half_used = p.used_size / 2;
+  std::vector<Tile> tiles(static_cast<size_t>(nf));
+  for (index_t j = 0; j < nf; ++j) {
+    auto& tile = tiles[static_cast<size_t>(j)];
+    tile.offset = (2 * j - (nf - 1)) * t / 2;
+    // Borders midway between neighbouring centres; the outer ones at the edge
+    // of the used region.
+    tile.lo = j == 0 ? -half_used - tile.offset : -t / 2;
+    tile.hi = j == nf - 1 ? half_used - tile.offset : t / 2;
+  }
+  return tiles;
+}
+
+std::vector<Tile> subgrid_tiles(const config::RecombinationParams& p) {
+  const index_t ns = p.subgrids_per_axis, s = p.subgrid_step;
+  std::vector<Tile> tiles(static_cast<size_t>(ns));
+  for (index_t i = 0; i < ns; ++i) {
+    // Gaps to the neighbours; the last gap closes the circle (<= step).
+    const index_t gap_next = i + 1 < ns ? s : p.N - (ns - 1) * s;
+    const index_t gap_prev = i > 0 ? s : p.N - (ns - 1) * s;
+    auto& tile = tiles[static_cast<size_t>(i)];
+    tile.offset = wrap_centred(i * s, p.N);
+    tile.lo = -(gap_prev - gap_prev / 2);
+    tile.hi = gap_next / 2;
+  }
+  return tiles;
+}
+
+}  // namespace iotest::swiftly

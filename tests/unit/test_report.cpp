@@ -1,0 +1,55 @@
+// The report model serialises to the documented JSON keys and renders text.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/recombine/plan.hpp"
+#include "iotest/report/report.hpp"
+
+namespace iotest::report {
+namespace {
+
+TEST(Report, PlanCarriesCountsConfigAndMemory) {
+  const auto r = recombine::plan("small", 1);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["mode"], "plan");
+  EXPECT_EQ(j["counts"]["facets"], 9);
+  EXPECT_EQ(j["counts"]["subgrids"], r.rec.subgrid_count());
+  EXPECT_EQ(j["config"]["N"], 16384);
+  EXPECT_EQ(j["config"]["yN"], 8192);
+  EXPECT_EQ(j["config"]["xM"], 512);
+  EXPECT_EQ(j["memory"]["image_bytes"], index_t{16384} * 16384 * 16);
+  EXPECT_EQ(j["advice"]["recommended_ranks"], 11);
+  EXPECT_FALSE(j.contains("accuracy"));
+  EXPECT_NE(render_text(r).find("16k-8k-512"), std::string::npos);
+}
+
+TEST(Report, AccuracyIsNullWhenNotMeasured) {
+  Report r = recombine::plan("T05_", 1);
+  r.mode = "recombine";
+  r.accuracy = Accuracy{};
+  r.accuracy->subgrid_rmse = 1e-12;
+  const auto j = to_json(r);
+  EXPECT_EQ(j["accuracy"]["subgrid_rmse"], 1e-12);
+  EXPECT_TRUE(j["accuracy"]["facet_rmse_max"].is_null());
+  EXPECT_NE(j["accuracy"]["definition"].get<std::string>().find("RMS(reference)"),
+            std::string::npos);
+}
+
+TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
+  const std::string path = ::testing::TempDir() + "iotest_report_test.json";
+  write_json(recombine::plan("T05_", 2), path);
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["advice"]["nodes"], 2);
+  std::remove(path.c_str());
+  EXPECT_THROW(check_writable("/nonexistent-dir/x.json"), UsageError);
+  EXPECT_NO_THROW(check_writable("/dev/stdout"));
+}
+
+TEST(Report, PlanRejectsBadNodeCounts) { EXPECT_THROW(recombine::plan("T05_", 0), UsageError); }
+
+}  // namespace
+}  // namespace iotest::report
