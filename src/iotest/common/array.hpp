@@ -4,10 +4,12 @@
 #pragma once
 
 #include <fftw3.h>
+#include <sys/mman.h>
 
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -17,18 +19,27 @@ namespace iotest {
 using cplx = std::complex<double>;
 using index_t = std::int64_t;
 
-// FFTW-aligned storage (fftw_malloc), zero-initialised. Untouched pages of a
-// large buffer are not resident, so sizing for the worst case is cheap.
+// SIMD-aligned storage, zero-initialised unless asked otherwise. Buffers of
+// 4 MiB and more are 2 MiB aligned and advised onto transparent huge pages:
+// first touch then costs far fewer page faults, and strided access fewer TLB
+// misses. Untouched pages are not resident, so sizing for the worst case is
+// cheap.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   // Zeroed unless `zeroed` is false (for buffers the caller overwrites whole).
   explicit AlignedBuffer(index_t count, bool zeroed = true) : size_(count) {
-    if (count > 0) {
-      data_ = static_cast<cplx*>(fftw_malloc(sizeof(cplx) * static_cast<size_t>(count)));
-      if (!data_) throw std::bad_alloc();
-      if (zeroed) zero();
+    if (count <= 0) return;
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t bytes = sizeof(cplx) * static_cast<size_t>(count);
+    if (bytes >= 2 * kHuge) {
+      data_ = static_cast<cplx*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge));
+      if (data_) madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
+    } else {
+      data_ = static_cast<cplx*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
     }
+    if (!data_) throw std::bad_alloc();
+    if (zeroed) zero();
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
@@ -39,7 +50,7 @@ class AlignedBuffer {
     std::swap(size_, o.size_);
     return *this;
   }
-  ~AlignedBuffer() { fftw_free(data_); }
+  ~AlignedBuffer() { std::free(data_); }
 
   cplx* data() { return data_; }
   const cplx* data() const { return data_; }

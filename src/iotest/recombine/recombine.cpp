@@ -96,7 +96,7 @@ DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
   Array2D reference = rec.make_subgrid();
 
   auto t_start = Clock::now();
-  std::vector<Array2D> prepared = make_buffers(F, p.yN, p.yB, false);
+  std::vector<Array2D> prepared = make_buffers(F, p.yB, p.yN, false);
 #pragma omp parallel num_threads(threads)
   {
     Array2D facet = rec.make_facet();
@@ -163,7 +163,7 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   std::vector<Array2D> sums = make_buffers(max_column, p.xM, p.xM, false);
 
   auto t_start = Clock::now();
-  std::vector<Array2D> facet_sums = make_buffers(F, p.yN, p.yB, true);
+  std::vector<Array2D> facet_sums = make_buffers(F, p.yB, p.yN, true);
   std::vector<Array2D> column_sums = make_buffers(F, p.m, p.yN, true);
   res.timed_s += seconds_since(t_start);
 

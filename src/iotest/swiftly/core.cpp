@@ -56,19 +56,27 @@ struct PlanningArray {
 
 fftw_complex* fc(cplx* p) { return reinterpret_cast<fftw_complex*>(p); }
 
-// m-point transforms along axis 0 between the rows buffer (m x yB, axis 1
-// rotated by yB/2) and the zero-padded m x yN layout. Two batches map the
-// two halves of axis 1 to both ends of the padded axis.
-FftPlan plan_column_axis0(const config::RecombinationParams& p, cplx* rows, cplx* padded,
-                          bool to_padded, unsigned flags) {
-  const int m = static_cast<int>(p.m), yB = static_cast<int>(p.yB), yN = static_cast<int>(p.yN);
-  const int half = yB / 2;
-  fftw_iodim dim{m, to_padded ? yB : yN, to_padded ? yN : yB};
-  fftw_iodim batch[2] = {{2, to_padded ? half : yN - half, to_padded ? yN - half : half},
-                         {half, 1, 1}};
-  return FftPlan(fftw_plan_guru_dft(1, &dim, 2, batch, fc(to_padded ? rows : padded),
-                                    fc(to_padded ? padded : rows),
-                                    to_padded ? FFTW_FORWARD : FFTW_BACKWARD, flags));
+// dst[(b - yB/2) mod yN][i] = src[b][i]: a cache-blocked transpose from the
+// yB x m column rows into the zero-padded m x yN layout (and back, below).
+constexpr index_t kTile = 16;
+void transpose_to_padded(CView2D src, MView2D dst, index_t yN) {
+  const index_t yB = src.rows, m = src.cols, half = yB / 2;
+  for (index_t b0 = 0; b0 < yB; b0 += kTile)
+    for (index_t i0 = 0; i0 < m; i0 += kTile)
+      for (index_t i = i0; i < std::min(i0 + kTile, m); ++i) {
+        cplx* out = dst.row(i);
+        for (index_t b = b0; b < std::min(b0 + kTile, yB); ++b) out[wrap(b - half, yN)] = src(b, i);
+      }
+}
+void transpose_from_padded(CView2D src, MView2D dst, index_t yN) {
+  const index_t yB = dst.rows, m = dst.cols, half = yB / 2;
+  for (index_t b0 = 0; b0 < yB; b0 += kTile)
+    for (index_t i0 = 0; i0 < m; i0 += kTile)
+      for (index_t b = b0; b < std::min(b0 + kTile, yB); ++b) {
+        cplx* out = dst.row(b);
+        const index_t k = wrap(b - half, yN);
+        for (index_t i = i0; i < std::min(i0 + kTile, m); ++i) out[i] = src(i, k);
+      }
 }
 
 }  // namespace
@@ -76,7 +84,7 @@ FftPlan plan_column_axis0(const config::RecombinationParams& p, cplx* rows, cplx
 double fft_flops(double n) { return n > 1 ? 5.0 * n * std::log2(n) : 0.0; }
 
 ColumnWorkspace::ColumnWorkspace(const config::RecombinationParams& p)
-    : rows(p.m, p.yB), padded(p.m, p.yN) {}
+    : rows(p.yB, p.m), padded(p.m, p.yN) {}
 
 Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_flags) : p_(p) {
   const Pswf window(p.W * std::numbers::pi / 2);
@@ -97,16 +105,16 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
   const int yNi = static_cast<int>(p.yN), yBi = static_cast<int>(p.yB), mi = static_cast<int>(p.m),
             xMi = static_cast<int>(p.xM);
   {
-    PlanningArray facet(p.yN * p.yB);
-    facet_axis0_inv_ = plan_many(yNi, yBi, facet.data, yBi, 1, facet.data, yBi, 1, FFTW_BACKWARD,
-                                 FFTW_ESTIMATE);
-    facet_axis0_fwd_ = plan_many(yNi, yBi, facet.data, yBi, 1, facet.data, yBi, 1, FFTW_FORWARD,
-                                 FFTW_ESTIMATE);
+    PlanningArray line(p.yN);
+    facet_axis0_inv_ = plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+    facet_axis0_fwd_ = plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
   }
   {
-    PlanningArray rows(p.m * p.yB), padded(p.m * p.yN), column(p.m * p.yN);
-    column_axis0_fwd_ = plan_column_axis0(p, rows.data, padded.data, true, fft_flags);
-    column_axis0_inv_ = plan_column_axis0(p, rows.data, padded.data, false, fft_flags);
+    PlanningArray rows(p.yB * p.m), padded(p.m * p.yN), column(p.m * p.yN);
+    column_axis0_fwd_ =
+        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_FORWARD, fft_flags);
+    column_axis0_inv_ =
+        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_BACKWARD, fft_flags);
     column_axis1_inv_ = plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi,
                                   FFTW_BACKWARD, fft_flags);
     column_axis1_fwd_ =
@@ -154,19 +162,25 @@ cplx Recombination::phase(index_t subgrid_off, index_t facet_off) const {
 // ---- predict ------------------------------------------------------------
 
 void Recombination::prepare_facet(CView2D facet, MView2D prepared) const {
+  // Prepared facets are stored transposed (row b = facet column b along
+  // axis 0), so every transform here and in prepare_column is contiguous.
   const index_t yB = p_.yB, yN = p_.yN, half = yB / 2;
-  assert(facet.rows == yB && facet.cols == yB && prepared.rows == yN && prepared.cols == yB);
-  for (index_t k = half; k < yN - half; ++k)
-    std::fill(prepared.row(k), prepared.row(k) + yB, cplx{});
-  for (index_t a = 0; a < yB; ++a) {
-    cplx* out = prepared.row(wrap(a - half, yN));
-    const cplx* in = facet.row(a);
-    const double fa = Fb_[static_cast<size_t>(a)];
-    // Axis 1 rotated by yB/2: pixel b goes to column (b + yB/2) mod yB.
-    for (index_t b = 0; b < yB; ++b)
-      out[wrap(b + half, yB)] = fa * Fb_[static_cast<size_t>(b)] * in[b];
+  assert(facet.rows == yB && facet.cols == yB && prepared.rows == yB && prepared.cols == yN);
+  for (index_t b = 0; b < yB; ++b)
+    std::fill(prepared.row(b) + half, prepared.row(b) + yN - half, cplx{});
+  // Window correction and padding, a block of columns at a time so that
+  // reads and writes both stay in cache.
+  for (index_t b0 = 0; b0 < yB; b0 += kTile) {
+    const index_t nb = std::min(kTile, yB - b0);
+    for (index_t a = 0; a < yB; ++a) {
+      const cplx* in = facet.row(a) + b0;
+      const index_t k = wrap(a - half, yN);
+      const double fa = Fb_[static_cast<size_t>(a)];
+      for (index_t j = 0; j < nb; ++j)
+        prepared(b0 + j, k) = fa * Fb_[static_cast<size_t>(b0 + j)] * in[j];
+    }
   }
-  facet_axis0_inv_.execute(prepared.data);
+  for (index_t b = 0; b < yB; ++b) facet_axis0_inv_.execute(prepared.row(b));
 }
 
 void Recombination::prepare_column(CView2D prepared, index_t facet_off0, index_t subgrid_off0,
@@ -174,12 +188,14 @@ void Recombination::prepare_column(CView2D prepared, index_t facet_off0, index_t
   const index_t m = p_.m, yN = p_.yN, yB = p_.yB, k0 = k_row(subgrid_off0);
   const cplx ph = phase(subgrid_off0, facet_off0);
   MView2D rows = ws.rows.view();
-  for (index_t i = 0; i < m; ++i) {
-    const cplx* src = prepared.row(wrap(k0 + centred(i, m), yN));
-    cplx* dst = rows.row(i);
-    for (index_t b = 0; b < yB; ++b) dst[b] = ph * src[b];
+  // The m samples around k0 of every facet column, in FFT order.
+  for (index_t b = 0; b < yB; ++b) {
+    gather_cyclic(prepared.row(b), yN, k0, rows.row(b), m / 2, ph);
+    gather_cyclic(prepared.row(b), yN, k0 - m / 2, rows.row(b) + m / 2, m / 2, ph);
   }
-  column_axis0_fwd_.execute(ws.rows.data(), ws.padded.data());
+  column_axis0_fwd_.execute(rows.data);
+  // Padding columns of ws.padded stay zero: only the data columns are written.
+  transpose_to_padded(rows, ws.padded.view(), yN);
   column_axis1_inv_.execute(ws.padded.data(), column.data);
 }
 
@@ -263,25 +279,29 @@ void Recombination::finish_column(MView2D column_sum, index_t facet_off0, index_
   const index_t m = p_.m, yN = p_.yN, yB = p_.yB, k0 = k_row(subgrid_off0);
   const cplx ph = std::conj(phase(subgrid_off0, facet_off0));
   column_axis1_fwd_.execute(column_sum.data);
-  column_axis0_inv_.execute(column_sum.data, ws.rows.data());
   MView2D rows = ws.rows.view();
-  for (index_t i = 0; i < m; ++i) {
-    cplx* dst = facet_sum.row(wrap(k0 + centred(i, m), yN));
-    const cplx* src = rows.row(i);
-    for (index_t b = 0; b < yB; ++b) dst[b] += ph * src[b];
+  transpose_from_padded(column_sum, rows, yN);
+  column_axis0_inv_.execute(rows.data);
+  for (index_t b = 0; b < yB; ++b) {
+    scatter_add_cyclic(rows.row(b), m / 2, facet_sum.row(b), yN, k0, ph);
+    scatter_add_cyclic(rows.row(b) + m / 2, m / 2, facet_sum.row(b), yN, k0 - m / 2, ph);
   }
   std::fill(column_sum.data, column_sum.data + m * yN, cplx{});
 }
 
 void Recombination::finish_facet(MView2D facet_sum, MView2D facet) const {
+  // The adjoint of prepare_facet.
   const index_t yB = p_.yB, yN = p_.yN, half = yB / 2;
-  facet_axis0_fwd_.execute(facet_sum.data);
-  for (index_t a = 0; a < yB; ++a) {
-    const cplx* in = facet_sum.row(wrap(a - half, yN));
-    cplx* out = facet.row(a);
-    const double fa = Fb_[static_cast<size_t>(a)];
-    for (index_t b = 0; b < yB; ++b)
-      out[b] = fa * Fb_[static_cast<size_t>(b)] * in[wrap(b + half, yB)];
+  for (index_t b = 0; b < yB; ++b) facet_axis0_fwd_.execute(facet_sum.row(b));
+  for (index_t b0 = 0; b0 < yB; b0 += kTile) {
+    const index_t nb = std::min(kTile, yB - b0);
+    for (index_t a = 0; a < yB; ++a) {
+      cplx* out = facet.row(a) + b0;
+      const index_t k = wrap(a - half, yN);
+      const double fa = Fb_[static_cast<size_t>(a)];
+      for (index_t j = 0; j < nb; ++j)
+        out[j] = fa * Fb_[static_cast<size_t>(b0 + j)] * facet_sum(b0 + j, k);
+    }
   }
 }
 

@@ -6,7 +6,8 @@
 //
 // Layouts (row = axis 0, column = axis 1; all row-major):
 //   facet           yB x yB   natural order, pixel (y0, y1) at (y0 + yB/2, y1 + yB/2)
-//   prepared facet  yN x yB   axis 0 transformed (FFT order), axis 1 rotated by yB/2
+//   prepared facet  yB x yN   transposed: row b is facet column b, padded and
+//                             transformed along axis 0 (FFT order)
 //   column          m  x yN   one facet's data for one subgrid column
 //   contribution    m  x m    one facet's part of one subgrid (the message)
 //   subgrid sum     xM x xM   FFT order, contributions summed
@@ -27,7 +28,7 @@ namespace iotest::swiftly {
 // Per-thread scratch for the column steps; preallocated, reused for every
 // column so the walk allocates nothing.
 struct ColumnWorkspace {
-  Array2D rows;    // m x yB: the extracted rows of a prepared facet
+  Array2D rows;    // yB x m: the m samples of every facet column around the subgrid column
   Array2D padded;  // m x yN: axis 1 zero-padded (padding is never written)
   explicit ColumnWorkspace(const config::RecombinationParams& p);
 };
@@ -39,8 +40,8 @@ struct FlopModel {
 
 class Recombination {
  public:
-  // fft_flags: FFTW_MEASURE (default) tunes the per-column and per-subgrid
-  // plans; the once-per-facet transform is always planned with FFTW_ESTIMATE.
+  // fft_flags: FFTW_MEASURE (default) tunes the plans; FFTW_ESTIMATE plans
+  // at once (tests).
   explicit Recombination(const config::RecombinationParams& p, unsigned fft_flags = FFTW_MEASURE);
 
   const config::RecombinationParams& params() const { return p_; }
@@ -48,7 +49,7 @@ class Recombination {
 
   // Buffers of the right shape, zeroed and aligned as the plans expect.
   Array2D make_facet() const { return {p_.yB, p_.yB}; }
-  Array2D make_prepared_facet() const { return {p_.yN, p_.yB}; }
+  Array2D make_prepared_facet() const { return {p_.yB, p_.yN}; }
   Array2D make_column() const { return {p_.m, p_.yN}; }
   Array2D make_contribution() const { return {p_.m, p_.m}; }
   Array2D make_subgrid_sum() const { return {p_.xM, p_.xM}; }
@@ -92,8 +93,8 @@ class Recombination {
   std::vector<double> Fn_image_;  // the same scaled 1/m for the image direction
   FlopModel flops_;
 
-  FftPlan facet_axis0_inv_, facet_axis0_fwd_;      // yN along axis 0 of yN x yB
-  FftPlan column_axis0_fwd_, column_axis0_inv_;    // m along axis 0, rows <-> padded
+  FftPlan facet_axis0_inv_, facet_axis0_fwd_;      // one yN transform (a facet column)
+  FftPlan column_axis0_fwd_, column_axis0_inv_;    // yB transforms of length m
   FftPlan column_axis1_inv_, column_axis1_fwd_;    // yN along axis 1 of m x yN
   FftPlan contribution_fwd_, contribution_inv_;    // m along axis 1 of m x m
   FftPlan subgrid_inv_, subgrid_fwd_;              // xM x xM
