@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
                         "subgrids to check against the direct transform, or 'all' (default: up "
                         "to 64, spread over the walk)");
   recombine->add_option("--threads", rec_opts.threads, "OpenMP threads (default: all cores)");
+  recombine->add_option("--window-width", rec_opts.window_width,
+                        "override the set's PSWF width W (accuracy against usable subgrid size)");
   recombine->add_option("--report", report_path, "write the JSON report to this file");
 
   std::string plan_set;
@@ -70,7 +72,9 @@ int main(int argc, char** argv) {
   auto* plan = app.add_subcommand(
       "plan", "resolved parameters, counts, memory per role and rank count of a set");
   plan->add_option("--rec-set", plan_set, "recombination set (as for recombine)")->required();
+  std::optional<double> plan_window_width;
   plan->add_option("--nodes", nodes, "nodes the job will use")->capture_default_str();
+  plan->add_option("--window-width", plan_window_width, "override the set's PSWF width W");
   plan->add_option("--report", report_path, "write the JSON report to this file");
 
   try {
@@ -97,7 +101,7 @@ int main(int argc, char** argv) {
       }
       emit(iotest::recombine::run(rec_opts), report_path);
     } else if (*plan) {
-      emit(iotest::recombine::plan(plan_set, nodes), report_path);
+      emit(iotest::recombine::plan(plan_set, nodes, plan_window_width), report_path);
     }
   } catch (const iotest::UsageError& e) {
     std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());

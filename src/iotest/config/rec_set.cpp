@@ -99,7 +99,7 @@ double RecombinationParams::wire_efficiency_per_axis() const {
 }
 
 RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, index_t xM,
-                                  index_t facets_per_axis) {
+                                  index_t facets_per_axis, std::optional<double> window_width) {
   RecombinationParams p;
   p.name = std::string(name);
   p.canonical = format_size(N) + "-" + format_size(yN) + "-" + format_size(xM);
@@ -139,7 +139,10 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
                      ", which does not fit in the padded facet size " + std::to_string(yN));
 
   // Window: as wide as accuracy can use; it costs usable subgrid width.
-  p.W = window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN));
+  p.W = window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
+  if (!(p.W > 0) || p.W >= static_cast<double>(p.m))
+    throw UsageError("--window-width", "expected 0 < W < m = " + std::to_string(p.m) + ", got " +
+                                           std::to_string(p.W));
   const double margin = p.W * static_cast<double>(N) / static_cast<double>(yN);
   p.xA = static_cast<index_t>(std::floor(static_cast<double>(xM) - margin)) / 2 * 2;
   if (p.xA < std::max<index_t>(2, p.subgrid_granularity))
@@ -154,7 +157,7 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
   return p;
 }
 
-RecombinationParams resolve_rec_set(std::string_view name) {
+RecombinationParams resolve_rec_set(std::string_view name, std::optional<double> window_width) {
   std::string_view canonical = name;
   for (const auto& a : aliases())
     if (a.name == name) canonical = a.canonical;
@@ -178,7 +181,7 @@ RecombinationParams resolve_rec_set(std::string_view name) {
                                                "' (" + expected_names() + ")");
   const index_t nf =
       published_facets_per_axis(*N, *yN, *xM).value_or(default_facets_per_axis(*N, *yN));
-  return derive_params(name, *N, *yN, *xM, nf);
+  return derive_params(name, *N, *yN, *xM, nf, window_width);
 }
 
 }  // namespace iotest::config

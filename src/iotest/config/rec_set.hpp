@@ -50,12 +50,16 @@ struct RecombinationParams {
 
 // Resolves a --rec-set value; throws UsageError("--rec-set", ...) for unknown
 // names, malformed sizes or sizes that break a constraint.
-RecombinationParams resolve_rec_set(std::string_view name);
+// `window_width` overrides the rule's W (an expert knob: accuracy against
+// usable subgrid area); xA and the subgrid step follow from it.
+RecombinationParams resolve_rec_set(std::string_view name,
+                                    std::optional<double> window_width = std::nullopt);
 
 // Full parameters from the three sizes of a set name and a facet count per
 // axis, following the documented rule. Throws UsageError on violations.
 RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, index_t xM,
-                                  index_t facets_per_axis);
+                                  index_t facets_per_axis,
+                                  std::optional<double> window_width = std::nullopt);
 
 // Facets per axis of the published family (N/yN, xM), or nothing when the
 // family is not one of the 36 published ones.

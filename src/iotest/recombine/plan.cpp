@@ -45,11 +45,11 @@ index_t available_memory_bytes() {
   return -1;
 }
 
-report::Report plan(const std::string& rec_set, index_t nodes) {
+report::Report plan(const std::string& rec_set, index_t nodes, std::optional<double> window_width) {
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   report::Report r;
   r.mode = "plan";
-  r.rec = config::resolve_rec_set(rec_set);
+  r.rec = config::resolve_rec_set(rec_set, window_width);
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
   r.memory = estimate_memory(r.rec, 1);

@@ -2,6 +2,7 @@
 // count for a recombination set, without computing anything heavy.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "iotest/report/report.hpp"
@@ -17,6 +18,7 @@ report::Memory estimate_memory(const config::RecombinationParams& p, int threads
 // Bytes this machine can still give (MemAvailable), or a negative value when unknown.
 index_t available_memory_bytes();
 
-report::Report plan(const std::string& rec_set, index_t nodes);
+report::Report plan(const std::string& rec_set, index_t nodes,
+                    std::optional<double> window_width = std::nullopt);
 
 }  // namespace iotest::recombine

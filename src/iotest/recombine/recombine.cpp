@@ -212,6 +212,12 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   }
   res.timed_s += seconds_since(t_start);
 
+  const auto& fl = rec.flops();
+  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
+  res.flops = n * fl.subgrid +
+              static_cast<double>(F) * (n * fl.contribution + cols * fl.column + fl.facet_finish);
+  // Facets are complete only when every subgrid of the grid contributed.
+  if (walk.subgrids < p.subgrid_count()) return res;
   t_start = Clock::now();
   Array2D reference = rec.make_facet();
   for (index_t f = 0; f < F; ++f) {
@@ -222,10 +228,6 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   }
   res.check_s += seconds_since(t_start);
 
-  const auto& fl = rec.flops();
-  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
-  res.flops = n * fl.subgrid +
-              static_cast<double>(F) * (n * fl.contribution + cols * fl.column + fl.facet_finish);
   return res;
 }
 
@@ -289,7 +291,7 @@ report::Report run(const Options& o) {
   const auto t_wall = Clock::now();
   report::Report r;
   r.mode = "recombine";
-  r.rec = config::resolve_rec_set(o.rec_set);
+  r.rec = config::resolve_rec_set(o.rec_set, o.window_width);
   const auto& p = r.rec;
 
   const index_t total = p.subgrid_count();

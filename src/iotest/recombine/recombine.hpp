@@ -26,6 +26,7 @@ struct Options {
   std::optional<index_t> check;     // subgrids checked; nothing: up to 64
   bool check_all = false;           // check every processed subgrid
   int threads = 0;                  // 0: OpenMP's default
+  std::optional<double> window_width;  // override the set's W
 };
 
 // One subgrid of the walk: its tiles on both axes.

@@ -1,0 +1,103 @@
+"""The iotest command line as users meet it: reports, exit statuses, errors."""
+import json
+import os
+
+import pytest
+
+from conftest import load
+
+
+def test_recombine_t05_meets_the_accuracy_target(iotest, tmp_path):
+    report = tmp_path / "t05.json"
+    iotest("recombine", "--rec-set=T05_", "--source-count=10", "--direction=both",
+           f"--report={report}", check=0)
+    r = load(report)
+    assert r["mode"] == "recombine"
+    assert r["config"]["rec_set"] == "T05_"
+    assert r["counts"]["facets"] == 9
+    assert r["counts"]["subgrids"] == r["config"]["subgrids_per_axis"] ** 2
+    acc = r["accuracy"]
+    assert 0 < acc["subgrid_rmse_max"] <= 1e-8
+    assert 0 < acc["facet_rmse_max"] <= 1e-8
+    assert acc["subgrid_rmse"] <= acc["subgrid_rmse_max"] * 1.0001
+    assert "RMS(reference)" in acc["definition"]
+    assert r["timing"]["wall_s"] > 0
+    for key in ("predict_subgrids_per_s", "image_subgrids_per_s", "gflops"):
+        assert r["rates"][key] > 0
+    assert r["memory"]["peak_rss_bytes"] > 0
+
+
+def test_predict_only_reports_no_facet_accuracy(iotest, tmp_path):
+    report = tmp_path / "p.json"
+    iotest("recombine", "--rec-set=T05_", "--direction=predict", "--subgrids=5",
+           "--check=all", f"--report={report}", check=0)
+    r = load(report)
+    assert r["counts"]["subgrids_processed"] == 5
+    assert r["counts"]["subgrids_checked"] == 5
+    assert r["accuracy"]["facet_rmse_max"] is None
+    assert r["rates"]["image_subgrids_per_s"] == 0
+
+
+def test_a_narrow_window_shows_in_the_accuracy(iotest, tmp_path):
+    report = tmp_path / "w.json"
+    iotest("recombine", "--rec-set=T05_", "--window-width=8", "--direction=predict",
+           f"--report={report}", check=0)
+    r = load(report)
+    assert r["config"]["W"] == 8
+    assert r["accuracy"]["subgrid_rmse_max"] > 1e-7
+
+
+def test_plan_to_stdout_is_clean_json(iotest):
+    proc = iotest("plan", "--rec-set=small", "--report=/dev/stdout", check=0)
+    r = json.loads(proc.stdout)
+    assert r["mode"] == "plan"
+    assert r["counts"]["facets"] == 9
+    assert r["config"]["N"] == 16384 and r["config"]["yN"] == 8192 and r["config"]["xM"] == 512
+    assert r["memory"]["image_bytes"] == 16384 ** 2 * 16
+    assert r["advice"]["recommended_ranks"] == 11
+    assert "16k-8k-512" in proc.stderr  # the human summary moved aside
+
+
+@pytest.mark.parametrize("name,facets", [("tiny", 64), ("smallish", 36), ("medium", 36),
+                                         ("large", 256), ("huge", 144), ("8k-192-2k", 9216)])
+def test_plan_counts_facets_of_big_sets_without_computing(iotest, name, facets):
+    proc = iotest("plan", f"--rec-set={name}", "--report=-", check=0)
+    assert json.loads(proc.stdout)["counts"]["facets"] == facets
+
+
+@pytest.mark.parametrize("args,option", [
+    (["recombine", "--rec-set=bogus"], "--rec-set"),
+    (["recombine", "--rec-set=16k-8k-300"], "--rec-set"),
+    (["recombine", "--rec-set=8k-5000-256"], "--rec-set"),
+    (["recombine", "--rec-set=T05_", "--direction=sideways"], "--direction"),
+    (["recombine", "--rec-set=T05_", "--subgrids=0"], "--subgrids"),
+    (["recombine", "--rec-set=T05_", "--subgrids=many"], "--subgrids"),
+    (["recombine", "--rec-set=T05_", "--subgrids=100000"], "--subgrids"),
+    (["recombine", "--rec-set=T05_", "--source-count=0"], "--source-count"),
+    (["recombine", "--rec-set=T05_", "--check=lots"], "--check"),
+    (["recombine", "--rec-set=T05_", "--window-width=100"], "--window-width"),
+    (["recombine", "--rec-set=T05_", "--window-width=abc"], "--window-width"),
+    (["recombine", "--rec-set=T05_", "--report=/nonexistent-dir/r.json"], "--report"),
+    (["recombine", "--rec-set=huge"], "--rec-set"),
+    (["plan", "--rec-set=T05_", "--nodes=0"], "--nodes"),
+    (["recombine"], "--rec-set"),
+    (["recombine", "--rec-set=T05_", "--no-such-option"], "--no-such-option"),
+])
+def test_bad_input_is_one_line_naming_the_option_with_status_2(iotest, args, option):
+    proc = iotest(*args, check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert option in lines[0]
+    assert proc.stdout == ""
+
+
+def test_a_set_too_big_for_memory_names_the_memory_it_needs(iotest):
+    proc = iotest("recombine", "--rec-set=huge", check=2)
+    assert "GiB" in proc.stderr and "available" in proc.stderr
+
+
+def test_a_failed_run_leaves_no_report(iotest, tmp_path):
+    report = tmp_path / "r.json"
+    iotest("recombine", "--rec-set=bogus", f"--report={report}", check=2)
+    assert not report.exists()
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what iotest needs on a fresh Debian/Ubuntu machine: the Debian
+# packages (apt-get, as root or through sudo) and the Python venv for the
+# tests and tools. Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libfftw3-dev liblapacke-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
+  python3 python3-venv
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing Debian packages: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+venv=.venv
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
