@@ -89,8 +89,8 @@ index_t default_facets_per_axis(index_t N, index_t yN) {
 }
 
 double window_width_for(double facet_fill) {
-  // Calibrated on 1-D recombinations (docs/recombination-sets.md): the error
-  // reaches the ~1e-12 floor at W = 18 (yB/yN = 1/3), 18.5 (3/8), 20 (1/2).
+  // Calibrated with tools/window_calibration.py (docs/recombination-sets.md):
+  // W = 18 (yB/yN = 1/3), 18.5 (3/8), 20 (1/2) give errors of 2e-13..5e-13.
   return std::ceil(2.0 * (14.0 + 12.0 * facet_fill)) / 2.0;
 }
 

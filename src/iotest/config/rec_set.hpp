@@ -69,7 +69,7 @@ std::optional<index_t> published_facets_per_axis(index_t N, index_t yN, index_t 
 index_t default_facets_per_axis(index_t N, index_t yN);
 
 // Window width for a facet fill yB/yN: the smallest W (in steps of 1/2) that
-// reaches the double-precision floor of the recombination (~1e-12).
+// brings the recombination error below ~5e-13 (see the docs for why not more).
 double window_width_for(double facet_fill);
 
 struct Alias {
