@@ -64,6 +64,10 @@ struct Walk {
   index_t facet_count() const { return p.facet_count(); }
   const swiftly::Tile& t0(index_t f) const { return facets[static_cast<size_t>(f / p.facets_per_axis)]; }
   const swiftly::Tile& t1(index_t f) const { return facets[static_cast<size_t>(f % p.facets_per_axis)]; }
+  double flops(const swiftly::Recombination& rec) const {
+    return rec.flops().walk(static_cast<double>(facet_count()), static_cast<double>(columns.size()),
+                            static_cast<double>(subgrids));
+  }
   index_t max_column() const {
     size_t n = 0;
     for (const auto& c : columns) n = std::max(n, c.t1.size());
@@ -144,10 +148,7 @@ DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
     }
     res.check_s += seconds_since(t_start);
   }
-  const auto& fl = rec.flops();
-  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
-  res.flops = static_cast<double>(F) * (fl.prepare_facet + cols * fl.column + n * fl.contribution) +
-              n * fl.subgrid;
+  res.flops = walk.flops(rec);
   return res;
 }
 
@@ -212,10 +213,7 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   }
   res.timed_s += seconds_since(t_start);
 
-  const auto& fl = rec.flops();
-  const double cols = static_cast<double>(walk.columns.size()), n = static_cast<double>(walk.subgrids);
-  res.flops = n * fl.subgrid +
-              static_cast<double>(F) * (n * fl.contribution + cols * fl.column + fl.facet_finish);
+  res.flops = walk.flops(rec);
   // Facets are complete only when every subgrid of the grid contributed.
   if (walk.subgrids < p.subgrid_count()) return res;
   t_start = Clock::now();

@@ -135,11 +135,10 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
         fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
   }
 
-  flops_.prepare_facet = static_cast<double>(p.yB) * fft_flops(yN);
+  flops_.facet = static_cast<double>(p.yB) * fft_flops(yN);
   flops_.column = static_cast<double>(p.yB) * fft_flops(m) + m * fft_flops(yN);
   flops_.contribution = m * fft_flops(m);
   flops_.subgrid = 2 * static_cast<double>(p.xM) * fft_flops(static_cast<double>(p.xM));
-  flops_.facet_finish = flops_.prepare_facet;
 }
 
 index_t Recombination::k_row(index_t subgrid_off) const {
