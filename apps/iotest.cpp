@@ -44,20 +44,23 @@ int main(int argc, char** argv) {
 
   iotest::recombine::Options rec_opts;
   std::string direction = "both", subgrids = "all", check, report_path;
-  auto* recombine = app.add_subcommand(
-      "recombine", "SwiFTly recombination of a whole set in one process, checked against the "
-                   "direct Fourier transform");
-  recombine->add_option("--rec-set", rec_opts.rec_set,
-                        "recombination set: image-facet-subgrid (k = 1024, e.g. 16k-8k-512) or "
-                        "T05_ tiny small smallish medium large tremendous huge")
+  auto* recombine =
+      app.add_subcommand("recombine",
+                         "SwiFTly recombination of a whole set in one process, checked against the "
+                         "direct Fourier transform");
+  recombine
+      ->add_option("--rec-set", rec_opts.rec_set,
+                   "recombination set: image-facet-subgrid (k = 1024, e.g. 16k-8k-512) or "
+                   "T05_ tiny small smallish medium large tremendous huge")
       ->required();
-  recombine->add_option("--source-count", rec_opts.source_count,
-                        "unit point sources in the random sky")
+  recombine
+      ->add_option("--source-count", rec_opts.source_count, "unit point sources in the random sky")
       ->capture_default_str();
   recombine->add_option("--seed", rec_opts.seed, "seed of the random sky")->capture_default_str();
   recombine->add_option("--direction", direction, "predict, image or both")->capture_default_str();
-  recombine->add_option("--subgrids", subgrids,
-                        "subgrids to process (nearest the grid centre first) or 'all'")
+  recombine
+      ->add_option("--subgrids", subgrids,
+                   "subgrids to process (nearest the grid centre first) or 'all'")
       ->capture_default_str();
   recombine->add_option("--check", check,
                         "subgrids to check against the direct transform, or 'all' (default: up "

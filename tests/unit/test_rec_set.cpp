@@ -73,8 +73,12 @@ TEST(RecSet, EveryPublishedSetIsAccurate) {
 
 TEST(RecSet, AliasesResolveToTheirSets) {
   const std::pair<const char*, index_t> expected[] = {
-      {"tiny", 64}, {"small", 9}, {"smallish", 36}, {"medium", 36},
-      {"large", 256}, {"huge", 144},
+      {"tiny", 64},
+      {"small", 9},
+      {"smallish", 36},
+      {"medium", 36},
+      {"large", 256},
+      {"huge", 144},
       // 128k-32k-2k is outside the published families: the default rule.
       {"tremendous", 36}};
   for (const auto& [name, facets] : expected) {
@@ -104,10 +108,9 @@ TEST(RecSet, ReferenceSetMatchesTheModernImplementationsSubgridCount) {
 }
 
 TEST(RecSet, RejectsBadNamesWithTheOptionNamed) {
-  const char* bad[] = {"",           "foo",          "16k-8k",        "16k-8k-512-1",
-                       "16x-8k-512", "16k-8k-300",   "8k-5000-256",   "0-8k-512",
-                       "16k-32k-512", "8k--256",     "-8k-256",       "16k-8k-512k",
-                       "T05",        "12-8-4"};
+  const char* bad[] = {"",           "foo",         "16k-8k",   "16k-8k-512-1", "16x-8k-512",
+                       "16k-8k-300", "8k-5000-256", "0-8k-512", "16k-32k-512",  "8k--256",
+                       "-8k-256",    "16k-8k-512k", "T05",      "12-8-4"};
   for (const char* name : bad) {
     try {
       resolve_rec_set(name);

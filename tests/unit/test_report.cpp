@@ -49,7 +49,9 @@ TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
   EXPECT_NO_THROW(check_writable("/dev/stdout"));
 }
 
-TEST(Report, PlanRejectsBadNodeCounts) { EXPECT_THROW(recombine::plan("T05_", 0), UsageError); }
+TEST(Report, PlanRejectsBadNodeCounts) {
+  EXPECT_THROW(recombine::plan("T05_", 0), UsageError);
+}
 
 }  // namespace
 }  // namespace iotest::report

@@ -136,7 +136,8 @@ TEST_P(Swiftly, PredictMatchesDirectTransformForRandomAndEdgeSources) {
       const auto prepared = h.prepare(sky);
       // Several offsets: centre, far edge, and an off-diagonal pair.
       const size_t n = h.subgrids.size();
-      for (auto [i, j] : {std::pair<size_t, size_t>{0, 0}, {n / 2, n / 2}, {1, n - 1}, {n - 1, 2 % n}}) {
+      for (auto [i, j] :
+           {std::pair<size_t, size_t>{0, 0}, {n / 2, n / 2}, {1, n - 1}, {n - 1, 2 % n}}) {
         const auto got = h.predict(prepared, h.subgrids[i], h.subgrids[j]);
         const auto want = h.dft(sky, h.subgrids[i], h.subgrids[j]);
         EXPECT_LT(relative_error(got.view(), want.view()), kTolerance)
@@ -148,8 +149,7 @@ TEST_P(Swiftly, PredictMatchesDirectTransformForRandomAndEdgeSources) {
 
 TEST_P(Swiftly, ImageMatchesFacetPixels) {
   Harness h(GetParam());
-  for (const auto& sky :
-       {sky::random_sources(20, h.p.used_size, 3), edge_sources(h.p, h.facets)}) {
+  for (const auto& sky : {sky::random_sources(20, h.p.used_size, 3), edge_sources(h.p, h.facets)}) {
     const auto facets = h.image([&](const Tile& s0, const Tile& s1) { return h.dft(sky, s0, s1); });
     Array2D reference = h.rec.make_facet();
     RelativeError pooled;
@@ -206,9 +206,10 @@ TEST(SwiftlyWithoutWindowMargin, ErrorGrowsWhenTheWindowIsTooNarrow) {
   const auto subgrids = subgrid_tiles(p);
   const auto sky = sky::random_sources(20, p.used_size, 1);
   ColumnWorkspace ws(p);
-  Array2D facet = rec.make_facet(), prepared = rec.make_prepared_facet(), column = rec.make_column(),
-          contribution = rec.make_contribution(), sum = rec.make_subgrid_sum(),
-          subgrid = rec.make_subgrid(), reference = rec.make_subgrid();
+  Array2D facet = rec.make_facet(), prepared = rec.make_prepared_facet(),
+          column = rec.make_column(), contribution = rec.make_contribution(),
+          sum = rec.make_subgrid_sum(), subgrid = rec.make_subgrid(),
+          reference = rec.make_subgrid();
   for (const auto& t0 : facets)
     for (const auto& t1 : facets) {
       sky::fill_facet(sky, t0, t1, facet.view());

@@ -19,19 +19,22 @@ struct Family {
   index_t ratio_num, ratio_den, xM, facets_per_axis;
 };
 constexpr Family kFamilies[] = {
-    {1, 1, 256, 2},     {4, 3, 256, 3},     {2, 1, 256, 3},     {2, 1, 512, 3},
-    {8, 3, 256, 4},     {8, 3, 512, 4},     {3, 1, 768, 6},     {4, 1, 256, 6},
-    {4, 1, 512, 8},     {4, 1, 768, 6},     {4, 1, 1024, 6},    {16, 3, 256, 12},
-    {16, 3, 512, 8},    {16, 3, 1024, 8},   {6, 1, 768, 9},     {6, 1, 1536, 9},
-    {8, 1, 512, 12},    {8, 1, 768, 16},    {8, 1, 1024, 16},   {8, 1, 1536, 12},
-    {8, 1, 2048, 12},   {32, 3, 512, 24},   {32, 3, 1024, 16},  {32, 3, 2048, 16},
-    {12, 1, 768, 18},   {12, 1, 1536, 24},  {16, 1, 768, 36},   {16, 1, 1024, 24},
-    {16, 1, 1536, 32},  {16, 1, 2048, 32},  {64, 3, 1024, 48},  {64, 3, 2048, 32},
-    {24, 1, 1536, 36},  {32, 1, 1536, 72},  {32, 1, 2048, 48},  {128, 3, 2048, 96},
+    {1, 1, 256, 2},     {4, 3, 256, 3},    {2, 1, 256, 3},    {2, 1, 512, 3},    {8, 3, 256, 4},
+    {8, 3, 512, 4},     {3, 1, 768, 6},    {4, 1, 256, 6},    {4, 1, 512, 8},    {4, 1, 768, 6},
+    {4, 1, 1024, 6},    {16, 3, 256, 12},  {16, 3, 512, 8},   {16, 3, 1024, 8},  {6, 1, 768, 9},
+    {6, 1, 1536, 9},    {8, 1, 512, 12},   {8, 1, 768, 16},   {8, 1, 1024, 16},  {8, 1, 1536, 12},
+    {8, 1, 2048, 12},   {32, 3, 512, 24},  {32, 3, 1024, 16}, {32, 3, 2048, 16}, {12, 1, 768, 18},
+    {12, 1, 1536, 24},  {16, 1, 768, 36},  {16, 1, 1024, 24}, {16, 1, 1536, 32}, {16, 1, 2048, 32},
+    {64, 3, 1024, 48},  {64, 3, 2048, 32}, {24, 1, 1536, 36}, {32, 1, 1536, 72}, {32, 1, 2048, 48},
+    {128, 3, 2048, 96},
 };
 
-index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
-index_t round_up(index_t a, index_t step) { return ceil_div(a, step) * step; }
+index_t ceil_div(index_t a, index_t b) {
+  return (a + b - 1) / b;
+}
+index_t round_up(index_t a, index_t step) {
+  return ceil_div(a, step) * step;
+}
 
 [[noreturn]] void reject(std::string_view name, const std::string& why) {
   throw UsageError(std::string(kOption), "'" + std::string(name) + "': " + why);
@@ -50,8 +53,8 @@ const std::vector<Alias>& aliases() {
   // subgrid of a 512 grid, yN = 216 off the grid); we keep its spirit: a
   // 512-pixel image in 3x3 facets and 36 subgrids of 88 pixels.
   static const std::vector<Alias> list = {
-      {"T05_", "512-256-128"},      {"tiny", "8k-2k-512"},      {"small", "16k-8k-512"},
-      {"smallish", "32k-8k-1k"},    {"medium", "64k-16k-1k"},   {"large", "96k-12k-1k"},
+      {"T05_", "512-256-128"},       {"tiny", "8k-2k-512"},    {"small", "16k-8k-512"},
+      {"smallish", "32k-8k-1k"},     {"medium", "64k-16k-1k"}, {"large", "96k-12k-1k"},
       {"tremendous", "128k-32k-2k"}, {"huge", "256k-32k-2k"},
   };
   return list;
@@ -139,15 +142,16 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
                      ", which does not fit in the padded facet size " + std::to_string(yN));
 
   // Window: as wide as accuracy can use; it costs usable subgrid width.
-  p.W = window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
+  p.W =
+      window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
   if (!(p.W > 0) || p.W >= static_cast<double>(p.m))
     throw UsageError("--window-width", "expected 0 < W < m = " + std::to_string(p.m) + ", got " +
                                            std::to_string(p.W));
   const double margin = p.W * static_cast<double>(N) / static_cast<double>(yN);
   p.xA = static_cast<index_t>(std::floor(static_cast<double>(xM) - margin)) / 2 * 2;
   if (p.xA < std::max<index_t>(2, p.subgrid_granularity))
-    reject(name, "the window (W = " + std::to_string(p.W) + ") leaves no usable subgrid: xA <= xM - W*N/yN = " +
-                     std::to_string(p.xA));
+    reject(name, "the window (W = " + std::to_string(p.W) +
+                     ") leaves no usable subgrid: xA <= xM - W*N/yN = " + std::to_string(p.xA));
 
   // Subgrids: a regular step that is a multiple of the subgrid granularity,
   // no larger than xA, tiling the periodic grid.

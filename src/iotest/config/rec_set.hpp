@@ -33,12 +33,12 @@ struct RecombinationParams {
   double f = 0;           // used fraction of the image
   index_t m = 0;          // contribution size xM*yN/N (facet-subgrid message is m x m)
 
-  index_t used_size = 0;          // f*N: the image width the facets cover
+  index_t used_size = 0;  // f*N: the image width the facets cover
   index_t facets_per_axis = 0;
-  index_t facet_step = 0;         // distance between facet centres
+  index_t facet_step = 0;  // distance between facet centres
   index_t subgrids_per_axis = 0;
-  index_t subgrid_step = 0;       // distance between subgrid centres
-  index_t facet_granularity = 0;  // facet offsets are multiples of this: N/gcd(N,xM)
+  index_t subgrid_step = 0;         // distance between subgrid centres
+  index_t facet_granularity = 0;    // facet offsets are multiples of this: N/gcd(N,xM)
   index_t subgrid_granularity = 0;  // subgrid offsets: N/gcd(N,yN)
 
   index_t facet_count() const { return facets_per_axis * facets_per_axis; }

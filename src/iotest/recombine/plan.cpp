@@ -57,7 +57,8 @@ report::Report plan(const std::string& rec_set, index_t nodes, std::optional<dou
   advice.nodes = nodes;
   advice.streamers = nodes;
   advice.recommended_ranks = r.counts.facets + advice.streamers + 1;
-  advice.rule = "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
+  advice.rule =
+      "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
   r.advice = advice;
   return r;
 }

@@ -51,7 +51,8 @@ struct ThreadBuffers {
   swiftly::ColumnWorkspace column;
   Array2D contribution, subgrid_sum;
   explicit ThreadBuffers(const swiftly::Recombination& rec)
-      : column(rec.params()), contribution(rec.make_contribution()),
+      : column(rec.params()),
+        contribution(rec.make_contribution()),
         subgrid_sum(rec.make_subgrid_sum()) {}
 };
 
@@ -62,8 +63,12 @@ struct Walk {
   std::vector<std::vector<bool>> checked;  // per column, per subgrid
   index_t subgrids = 0;
   index_t facet_count() const { return p.facet_count(); }
-  const swiftly::Tile& t0(index_t f) const { return facets[static_cast<size_t>(f / p.facets_per_axis)]; }
-  const swiftly::Tile& t1(index_t f) const { return facets[static_cast<size_t>(f % p.facets_per_axis)]; }
+  const swiftly::Tile& t0(index_t f) const {
+    return facets[static_cast<size_t>(f / p.facets_per_axis)];
+  }
+  const swiftly::Tile& t1(index_t f) const {
+    return facets[static_cast<size_t>(f % p.facets_per_axis)];
+  }
   double flops(const swiftly::Recombination& rec) const {
     return rec.flops().walk(static_cast<double>(facet_count()), static_cast<double>(columns.size()),
                             static_cast<double>(subgrids));
@@ -153,8 +158,8 @@ DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
 }
 
 DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
-                          const std::vector<sky::PointSource>& sources,
-                          const sky::UnitRoots& roots, int threads) {
+                          const std::vector<sky::PointSource>& sources, const sky::UnitRoots& roots,
+                          int threads) {
   const auto& p = rec.params();
   const index_t F = walk.facet_count();
   DirectionResult res;
@@ -185,7 +190,8 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
     t_start = Clock::now();
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
     for (index_t s = 0; s < count; ++s)
-      rec.prepare_subgrid(inputs[static_cast<size_t>(s)].view(), sums[static_cast<size_t>(s)].view());
+      rec.prepare_subgrid(inputs[static_cast<size_t>(s)].view(),
+                          sums[static_cast<size_t>(s)].view());
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
     for (index_t f = 0; f < F; ++f) {
       auto& tb = thread_buffers[static_cast<size_t>(omp_get_thread_num())];
@@ -208,7 +214,8 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (index_t f = 0; f < F; ++f) {
     facets[static_cast<size_t>(f)] = Array2D(p.yB, p.yB, false);
-    rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(), facets[static_cast<size_t>(f)].view());
+    rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(),
+                     facets[static_cast<size_t>(f)].view());
     facet_sums[static_cast<size_t>(f)] = Array2D();
   }
   res.timed_s += seconds_since(t_start);
@@ -250,9 +257,12 @@ Direction parse_direction(const std::string& text) {
 
 std::string to_string(Direction d) {
   switch (d) {
-    case Direction::predict: return "predict";
-    case Direction::image: return "image";
-    case Direction::both: return "both";
+    case Direction::predict:
+      return "predict";
+    case Direction::image:
+      return "image";
+    case Direction::both:
+      return "both";
   }
   return "?";
 }
@@ -298,14 +308,13 @@ report::Report run(const Options& o) {
     throw UsageError("--subgrids", fmt::format("expected 1..{} or 'all' for {}, got {}", total,
                                                p.canonical, count));
   if (o.source_count < 1 || o.source_count > p.used_size * p.used_size / 2)
-    throw UsageError("--source-count",
-                     fmt::format("expected 1..{} sources, got {}", p.used_size * p.used_size / 2,
-                                 o.source_count));
+    throw UsageError("--source-count", fmt::format("expected 1..{} sources, got {}",
+                                                   p.used_size * p.used_size / 2, o.source_count));
   const index_t check =
       o.check_all ? count : o.check.value_or(std::min(count, kDefaultCheckedSubgrids));
   if (check < 0 || check > count)
-    throw UsageError("--check", fmt::format("expected 0..{} (the subgrids processed), got {}",
-                                            count, check));
+    throw UsageError("--check",
+                     fmt::format("expected 0..{} (the subgrids processed), got {}", count, check));
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
   r.memory = estimate_memory(p, threads);
@@ -360,8 +369,8 @@ report::Report run(const Options& o) {
   }
   rates.gflops = rates.gflops / (timing.predict_s + timing.image_s) * 1e-9;
 
-  r.settings = report::RunSettings{o.source_count, o.seed, to_string(o.direction), count, check,
-                                   threads};
+  r.settings =
+      report::RunSettings{o.source_count, o.seed, to_string(o.direction), count, check, threads};
   r.counts.facets = p.facet_count();
   r.counts.subgrids = total;
   r.counts.subgrids_processed = count;

@@ -22,10 +22,10 @@ struct Options {
   index_t source_count = 10;
   std::uint64_t seed = 1;
   Direction direction = Direction::both;
-  std::optional<index_t> subgrids;  // nothing: every subgrid of the grid
-  std::optional<index_t> check;     // subgrids checked; nothing: up to 64
-  bool check_all = false;           // check every processed subgrid
-  int threads = 0;                  // 0: OpenMP's default
+  std::optional<index_t> subgrids;     // nothing: every subgrid of the grid
+  std::optional<index_t> check;        // subgrids checked; nothing: up to 64
+  bool check_all = false;              // check every processed subgrid
+  int threads = 0;                     // 0: OpenMP's default
   std::optional<double> window_width;  // override the set's W
 };
 

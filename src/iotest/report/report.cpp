@@ -17,7 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 json config_json(const config::RecombinationParams& p) {
   return {{"rec_set", p.name},
@@ -47,7 +49,9 @@ std::string bytes_text(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
-std::string error_text(double v) { return std::isfinite(v) ? fmt::format("{:.2e}", v) : "-"; }
+std::string error_text(double v) {
+  return std::isfinite(v) ? fmt::format("{:.2e}", v) : "-";
+}
 
 }  // namespace
 
@@ -80,8 +84,10 @@ json to_json(const Report& r) {
   }
   if (r.timing) {
     const auto& t = *r.timing;
-    j["timing"] = {{"wall_s", t.wall_s},       {"planning_s", t.planning_s},
-                   {"predict_s", t.predict_s}, {"image_s", t.image_s},
+    j["timing"] = {{"wall_s", t.wall_s},
+                   {"planning_s", t.planning_s},
+                   {"predict_s", t.predict_s},
+                   {"image_s", t.image_s},
                    {"check_s", t.check_s}};
   }
   if (r.rates) {
@@ -117,23 +123,25 @@ std::string render_text(const Report& r) {
   s += fmt::format("iotest {}: {} ({})\n", r.mode, p.name, p.canonical);
   s += fmt::format("  N={} yB={} yN={} xA={} xM={} W={} f={} m={}\n", p.N, p.yB, p.yN, p.xA, p.xM,
                    p.W, p.f, p.m);
-  s += fmt::format("  facets {} ({}x{}, step {}), subgrids {} ({}x{}, step {}), wire efficiency {:.1f}%\n",
-                   r.counts.facets, p.facets_per_axis, p.facets_per_axis, p.facet_step,
-                   r.counts.subgrids, p.subgrids_per_axis, p.subgrids_per_axis, p.subgrid_step,
-                   100 * p.wire_efficiency_per_axis() * p.wire_efficiency_per_axis());
+  s += fmt::format(
+      "  facets {} ({}x{}, step {}), subgrids {} ({}x{}, step {}), wire efficiency {:.1f}%\n",
+      r.counts.facets, p.facets_per_axis, p.facets_per_axis, p.facet_step, r.counts.subgrids,
+      p.subgrids_per_axis, p.subgrids_per_axis, p.subgrid_step,
+      100 * p.wire_efficiency_per_axis() * p.wire_efficiency_per_axis());
   if (r.settings) {
     const auto& st = *r.settings;
-    s += fmt::format("  direction {}, {} subgrids in {} columns, {} sources (seed {}), {} thread(s)\n",
-                     st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns,
-                     st.source_count, st.seed, st.threads);
+    s += fmt::format(
+        "  direction {}, {} subgrids in {} columns, {} sources (seed {}), {} thread(s)\n",
+        st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns, st.source_count,
+        st.seed, st.threads);
   }
   if (r.accuracy) {
     const auto& a = *r.accuracy;
-    s += fmt::format("  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
-                     "facets {} (max {}, {} checked)\n",
-                     error_text(a.subgrid_rmse), error_text(a.subgrid_rmse_max),
-                     r.counts.subgrids_checked, error_text(a.facet_rmse),
-                     error_text(a.facet_rmse_max), r.counts.facets_checked);
+    s += fmt::format(
+        "  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
+        "facets {} (max {}, {} checked)\n",
+        error_text(a.subgrid_rmse), error_text(a.subgrid_rmse_max), r.counts.subgrids_checked,
+        error_text(a.facet_rmse), error_text(a.facet_rmse_max), r.counts.facets_checked);
   }
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
@@ -149,7 +157,8 @@ std::string render_text(const Report& r) {
   }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",
-                   bytes_text(static_cast<double>(m.image_bytes)), bytes_text(static_cast<double>(m.facet_bytes)),
+                   bytes_text(static_cast<double>(m.image_bytes)),
+                   bytes_text(static_cast<double>(m.facet_bytes)),
                    bytes_text(static_cast<double>(m.prepared_facet_bytes)),
                    bytes_text(static_cast<double>(m.contribution_bytes)),
                    bytes_text(static_cast<double>(m.subgrid_bytes)));

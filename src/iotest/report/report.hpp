@@ -59,14 +59,14 @@ struct Rates {
 };
 
 struct Memory {
-  index_t image_bytes = 0;            // N^2 complex doubles: the whole image
-  index_t facet_bytes = 0;            // one facet, yB^2
-  index_t prepared_facet_bytes = 0;   // one facet after preparation, yN x yB
-  index_t contribution_bytes = 0;     // one facet-subgrid message, m^2
-  index_t subgrid_bytes = 0;          // one padded subgrid, xM^2
-  index_t producer_bytes = 0;         // estimate per facet worker holding one facet
-  index_t streamer_bytes = 0;         // estimate per subgrid worker
-  index_t single_process_bytes = 0;   // estimate for `iotest recombine`
+  index_t image_bytes = 0;                // N^2 complex doubles: the whole image
+  index_t facet_bytes = 0;                // one facet, yB^2
+  index_t prepared_facet_bytes = 0;       // one facet after preparation, yN x yB
+  index_t contribution_bytes = 0;         // one facet-subgrid message, m^2
+  index_t subgrid_bytes = 0;              // one padded subgrid, xM^2
+  index_t producer_bytes = 0;             // estimate per facet worker holding one facet
+  index_t streamer_bytes = 0;             // estimate per subgrid worker
+  index_t single_process_bytes = 0;       // estimate for `iotest recombine`
   std::optional<index_t> peak_rss_bytes;  // measured (recombine only)
 };
 

@@ -25,7 +25,8 @@ std::vector<PointSource> random_sources(index_t count, index_t used_size, std::u
 
 void fill_facet(const std::vector<PointSource>& sources, const swiftly::Tile& t0,
                 const swiftly::Tile& t1, MView2D facet) {
-  for (index_t r = 0; r < facet.rows; ++r) std::fill(facet.row(r), facet.row(r) + facet.cols, cplx{});
+  for (index_t r = 0; r < facet.rows; ++r)
+    std::fill(facet.row(r), facet.row(r) + facet.cols, cplx{});
   const index_t half = facet.rows / 2;
   for (const auto& s : sources) {
     const index_t a = s.y0 - t0.offset, b = s.y1 - t1.offset;

@@ -10,7 +10,9 @@ namespace iotest::swiftly {
 namespace {
 
 // Position of FFT-order index i of a length-n array, in [-n/2, n/2).
-inline index_t centred(index_t i, index_t n) { return i < n / 2 ? i : i - n; }
+inline index_t centred(index_t i, index_t n) {
+  return i < n / 2 ? i : i - n;
+}
 inline index_t wrap(index_t i, index_t n) {
   i %= n;
   return i < 0 ? i + n : i;
@@ -54,7 +56,9 @@ struct PlanningArray {
   PlanningArray& operator=(const PlanningArray&) = delete;
 };
 
-fftw_complex* fc(cplx* p) { return reinterpret_cast<fftw_complex*>(p); }
+fftw_complex* fc(cplx* p) {
+  return reinterpret_cast<fftw_complex*>(p);
+}
 
 // dst[(b - yB/2) mod yN][i] = src[b][i]: a cache-blocked transpose from the
 // yB x m column rows into the zero-padded m x yN layout (and back, below).
@@ -81,7 +85,9 @@ void transpose_from_padded(CView2D src, MView2D dst, index_t yN) {
 
 }  // namespace
 
-double fft_flops(double n) { return n > 1 ? 5.0 * n * std::log2(n) : 0.0; }
+double fft_flops(double n) {
+  return n > 1 ? 5.0 * n * std::log2(n) : 0.0;
+}
 
 ColumnWorkspace::ColumnWorkspace(const config::RecombinationParams& p)
     : rows(p.yB, p.m), padded(p.m, p.yN) {}
@@ -106,8 +112,10 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
             xMi = static_cast<int>(p.xM);
   {
     PlanningArray line(p.yN);
-    facet_axis0_inv_ = plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
-    facet_axis0_fwd_ = plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
+    facet_axis0_inv_ =
+        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+    facet_axis0_fwd_ =
+        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
   }
   {
     PlanningArray rows(p.yB * p.m), padded(p.m * p.yN), column(p.m * p.yN);
@@ -115,8 +123,8 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
         plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_FORWARD, fft_flags);
     column_axis0_inv_ =
         plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_BACKWARD, fft_flags);
-    column_axis1_inv_ = plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi,
-                                  FFTW_BACKWARD, fft_flags);
+    column_axis1_inv_ =
+        plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi, FFTW_BACKWARD, fft_flags);
     column_axis1_fwd_ =
         plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
   }
@@ -129,10 +137,10 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
   }
   {
     PlanningArray sum(p.xM * p.xM);
-    subgrid_inv_ = FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD,
-                                            fft_flags));
-    subgrid_fwd_ = FftPlan(
-        fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
+    subgrid_inv_ =
+        FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD, fft_flags));
+    subgrid_fwd_ =
+        FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
   }
 
   flops_.facet = static_cast<double>(p.yB) * fft_flops(yN);
@@ -198,8 +206,8 @@ void Recombination::prepare_column(CView2D prepared, index_t facet_off0, index_t
   column_axis1_inv_.execute(ws.padded.data(), column.data);
 }
 
-void Recombination::extract_contribution(CView2D column, index_t facet_off1,
-                                         index_t subgrid_off1, MView2D contribution) const {
+void Recombination::extract_contribution(CView2D column, index_t facet_off1, index_t subgrid_off1,
+                                         MView2D contribution) const {
   const index_t m = p_.m, yN = p_.yN, k1 = k_row(subgrid_off1);
   const cplx ph = phase(subgrid_off1, facet_off1);
   for (index_t i = 0; i < m; ++i) {
@@ -210,8 +218,8 @@ void Recombination::extract_contribution(CView2D column, index_t facet_off1,
   contribution_fwd_.execute(contribution.data);
 }
 
-void Recombination::add_contribution(CView2D contribution, index_t facet_off0,
-                                     index_t facet_off1, MView2D subgrid_sum) const {
+void Recombination::add_contribution(CView2D contribution, index_t facet_off0, index_t facet_off1,
+                                     MView2D subgrid_sum) const {
   const index_t m = p_.m, xM = p_.xM, o0 = z_row(facet_off0), o1 = z_row(facet_off1);
   for (index_t i = 0; i < m; ++i) {
     cplx* out = subgrid_sum.row(wrap(centred(i, m) + o0, xM));
@@ -241,8 +249,7 @@ void Recombination::prepare_subgrid(CView2D subgrid, MView2D subgrid_sum) const 
   const index_t xA = p_.xA, xM = p_.xM;
   std::fill(subgrid_sum.data, subgrid_sum.data + xM * xM, cplx{});
   for (index_t a = 0; a < xA; ++a)
-    scatter_add_cyclic(subgrid.row(a), xA, subgrid_sum.row(wrap(a - xA / 2, xM)), xM, -xA / 2,
-                       1.0);
+    scatter_add_cyclic(subgrid.row(a), xA, subgrid_sum.row(wrap(a - xA / 2, xM)), xM, -xA / 2, 1.0);
   subgrid_fwd_.execute(subgrid_sum.data);
 }
 

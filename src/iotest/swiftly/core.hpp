@@ -100,11 +100,11 @@ class Recombination {
   std::vector<double> Fn_image_;  // the same scaled 1/m for the image direction
   FlopModel flops_;
 
-  FftPlan facet_axis0_inv_, facet_axis0_fwd_;      // one yN transform (a facet column)
-  FftPlan column_axis0_fwd_, column_axis0_inv_;    // yB transforms of length m
-  FftPlan column_axis1_inv_, column_axis1_fwd_;    // yN along axis 1 of m x yN
-  FftPlan contribution_fwd_, contribution_inv_;    // m along axis 1 of m x m
-  FftPlan subgrid_inv_, subgrid_fwd_;              // xM x xM
+  FftPlan facet_axis0_inv_, facet_axis0_fwd_;    // one yN transform (a facet column)
+  FftPlan column_axis0_fwd_, column_axis0_inv_;  // yB transforms of length m
+  FftPlan column_axis1_inv_, column_axis1_fwd_;  // yN along axis 1 of m x yN
+  FftPlan contribution_fwd_, contribution_inv_;  // m along axis 1 of m x m
+  FftPlan subgrid_inv_, subgrid_fwd_;            // xM x xM
 
   index_t k_row(index_t subgrid_off) const;  // subgrid offset at facet-grid resolution
   index_t z_row(index_t facet_off) const;    // facet offset at subgrid-image resolution

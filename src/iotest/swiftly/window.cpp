@@ -19,8 +19,7 @@ double legendre_even_series(const std::vector<double>& coeffs, double x) {
     const double p_next = ((2 * dn + 1) * x * p - dn * p_prev) / (dn + 1);
     p_prev = p;
     p = p_next;
-    if ((n + 1) % 2 == 0)
-      sum += coeffs[static_cast<size_t>((n + 1) / 2)] * std::sqrt(dn + 1.5) * p;
+    if ((n + 1) % 2 == 0) sum += coeffs[static_cast<size_t>((n + 1) / 2)] * std::sqrt(dn + 1.5) * p;
   }
   return sum;
 }
@@ -44,17 +43,21 @@ Pswf::Pswf(double c) : c_(c) {
           c2 * (n + 1) * (n + 2) / ((2 * n + 3) * std::sqrt((2 * n + 1) * (2 * n + 5)));
   }
   std::vector<double> vectors(static_cast<size_t>(terms) * static_cast<size_t>(terms));
-  const int info = LAPACKE_dstev(LAPACK_COL_MAJOR, 'V', terms, diag.data(), off.data(),
-                                 vectors.data(), terms);
+  const int info =
+      LAPACKE_dstev(LAPACK_COL_MAJOR, 'V', terms, diag.data(), off.data(), vectors.data(), terms);
   if (info != 0) throw std::runtime_error("PSWF: LAPACKE_dstev failed");
   // Eigenvalues come sorted ascending: column 0 belongs to psi_0.
   coeffs_.assign(vectors.begin(), vectors.begin() + terms);
   scale_ = 1.0 / legendre_even_series(coeffs_, 0.0);
 }
 
-double Pswf::evaluate(double x) const { return scale_ * legendre_even_series(coeffs_, x); }
+double Pswf::evaluate(double x) const {
+  return scale_ * legendre_even_series(coeffs_, x);
+}
 
-double Pswf::operator()(double x) const { return std::abs(x) < 1.0 ? evaluate(x) : 0.0; }
+double Pswf::operator()(double x) const {
+  return std::abs(x) < 1.0 ? evaluate(x) : 0.0;
+}
 
 std::vector<double> sample_window(double W, index_t size) {
   const Pswf pswf(W * std::numbers::pi / 2);
