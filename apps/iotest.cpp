@@ -25,15 +25,23 @@ std::optional<index_t> parse_count_or_all(const std::string& option, const std::
   return value;
 }
 
+// CLI11's own non-negative check prints its range up to DBL_MAX.
+const CLI::Validator kNonNegative(
+    [](std::string& value) {
+      return !value.empty() && value[0] == '-' ? "expected a non-negative integer, got " + value
+                                               : std::string();
+    },
+    "NONNEGATIVE");
+
 void emit(const iotest::report::Report& report, const std::string& report_path) {
   // With the JSON going to stdout the human summary moves to stderr, so
   // `--report=/dev/stdout` gives clean JSON.
-  const bool json_on_stdout = report_path == "/dev/stdout" || report_path == "-";
+  const bool json_on_stdout = report_path == "/dev/stdout";
   const std::string text = iotest::report::render_text(report);
   std::fputs(text.c_str(), json_on_stdout ? stderr : stdout);
   std::fflush(json_on_stdout ? stderr : stdout);
   if (!report_path.empty())
-    iotest::report::write_json(report, report_path == "-" ? "/dev/stdout" : report_path);
+    iotest::report::write_json(report, report_path);
 }
 
 }  // namespace
@@ -56,7 +64,9 @@ int main(int argc, char** argv) {
   recombine
       ->add_option("--source-count", rec_opts.source_count, "unit point sources in the random sky")
       ->capture_default_str();
-  recombine->add_option("--seed", rec_opts.seed, "seed of the random sky")->capture_default_str();
+  recombine->add_option("--seed", rec_opts.seed, "seed of the random sky")
+      ->check(kNonNegative)
+      ->capture_default_str();
   recombine->add_option("--direction", direction, "predict, image or both")->capture_default_str();
   recombine
       ->add_option("--subgrids", subgrids,
@@ -65,7 +75,8 @@ int main(int argc, char** argv) {
   recombine->add_option("--check", check,
                         "subgrids to check against the direct transform, or 'all' (default: up "
                         "to 64, spread over the walk)");
-  recombine->add_option("--threads", rec_opts.threads, "OpenMP threads (default: all cores)");
+  recombine->add_option("--threads", rec_opts.threads, "OpenMP threads (default: all cores)")
+      ->check(CLI::Range(1, 4096));
   recombine->add_option("--window-width", rec_opts.window_width,
                         "override the set's PSWF width W (accuracy against usable subgrid size)");
   recombine->add_option("--report", report_path, "write the JSON report to this file");
@@ -91,6 +102,7 @@ int main(int argc, char** argv) {
     return iotest::kExitUsage;
   }
 
+  if (report_path == "-") report_path = "/dev/stdout";
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);
     if (*recombine) {

@@ -80,6 +80,8 @@ def test_plan_counts_facets_of_big_sets_without_computing(iotest, name, facets):
     (["recombine", "--rec-set=T05_", "--report=/nonexistent-dir/r.json"], "--report"),
     (["recombine", "--rec-set=huge"], "--rec-set"),
     (["plan", "--rec-set=T05_", "--nodes=0"], "--nodes"),
+    (["recombine", "--rec-set=T05_", "--threads=0"], "--threads"),
+    (["recombine", "--rec-set=T05_", "--seed=-1"], "--seed"),
     (["recombine"], "--rec-set"),
     (["recombine", "--rec-set=T05_", "--no-such-option"], "--no-such-option"),
 ])
