@@ -40,8 +40,7 @@ void emit(const iotest::report::Report& report, const std::string& report_path) 
   const std::string text = iotest::report::render_text(report);
   std::fputs(text.c_str(), json_on_stdout ? stderr : stdout);
   std::fflush(json_on_stdout ? stderr : stdout);
-  if (!report_path.empty())
-    iotest::report::write_json(report, report_path);
+  if (!report_path.empty()) iotest::report::write_json(report, report_path);
 }
 
 }  // namespace
@@ -49,6 +48,7 @@ void emit(const iotest::report::Report& report, const std::string& report_path) 
 int main(int argc, char** argv) {
   CLI::App app{"iotest: SKA-scale radio-astronomy imaging I/O benchmark"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", IOTEST_VERSION);
 
   iotest::recombine::Options rec_opts;
   std::string direction = "both", subgrids = "all", check, report_path;
@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "iotest: error: %s (see iotest --help)\n", e.what());

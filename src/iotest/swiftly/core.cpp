@@ -43,8 +43,8 @@ void scatter_add_cyclic(const cplx* src, index_t count, cplx* dst, index_t len, 
   }
 }
 
-// Scratch arrays for planning only: FFTW_MEASURE writes into them, and
-// FFTW_ESTIMATE does not touch them, so a large one costs no memory.
+// Scratch arrays for planning only (FFTW_MEASURE writes into them); the
+// plans then run on other buffers of the same layout and alignment.
 struct PlanningArray {
   cplx* data;
   explicit PlanningArray(index_t count)
