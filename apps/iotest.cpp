@@ -7,8 +7,9 @@
 #include <optional>
 
 #include "iotest/common/errors.hpp"
-#include "iotest/recombine/plan.hpp"
-#include "iotest/recombine/recombine.hpp"
+#include "iotest/commands/layout.hpp"
+#include "iotest/commands/plan.hpp"
+#include "iotest/commands/recombine.hpp"
 #include "iotest/report/report.hpp"
 
 namespace {
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", IOTEST_VERSION);
 
-  iotest::recombine::Options rec_opts;
+  iotest::commands::Options rec_opts;
   std::string direction = "both", subgrids = "all", check, report_path;
   auto* recombine =
       app.add_subcommand("recombine",
@@ -81,15 +82,38 @@ int main(int argc, char** argv) {
                         "override the set's PSWF width W (accuracy against usable subgrid size)");
   recombine->add_option("--report", report_path, "write the JSON report to this file");
 
-  std::string plan_set;
-  index_t nodes = 1;
+  iotest::commands::PlanOptions plan_opts;
+  iotest::telescope::ObservationOptions obs_opts;
   auto* plan = app.add_subcommand(
       "plan", "resolved parameters, counts, memory per role and rank count of a set");
-  plan->add_option("--rec-set", plan_set, "recombination set (as for recombine)")->required();
-  std::optional<double> plan_window_width;
-  plan->add_option("--nodes", nodes, "nodes the job will use")->capture_default_str();
-  plan->add_option("--window-width", plan_window_width, "override the set's PSWF width W");
+  plan->add_option("--rec-set", plan_opts.rec_set, "recombination set (as for recombine)")
+      ->required();
+  plan->add_option("--nodes", plan_opts.nodes, "nodes the job will use")->capture_default_str();
+  plan->add_option("--window-width", plan_opts.window_width, "override the set's PSWF width W");
+  auto* plan_vis_set = plan->add_option(
+      "--vis-set", obs_opts.vis_set,
+      "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa");
+  plan->add_option("--time", obs_opts.time,
+                   "hour angles START:END/STEPS[/CHUNK] in seconds (default: the vis-set's)")
+      ->needs(plan_vis_set);
+  plan->add_option("--freq", obs_opts.freq,
+                   "frequencies START:END/STEPS[/CHUNK] in Hz (default: the vis-set's)")
+      ->needs(plan_vis_set);
+  plan->add_option("--dec", obs_opts.dec_deg,
+                   "phase centre declination in degrees (default: the vis-set's)")
+      ->needs(plan_vis_set);
   plan->add_option("--report", report_path, "write the JSON report to this file");
+
+  iotest::commands::LayoutOptions layout_opts;
+  auto* layout = app.add_subcommand(
+      "layout", "a visibility set's antennas and the (u, v, w) of a few baselines");
+  layout->add_option("--vis-set", layout_opts.observation.vis_set, "visibility set")->required();
+  layout->add_option("--time", layout_opts.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
+  layout->add_option("--freq", layout_opts.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
+  layout->add_option("--dec", layout_opts.observation.dec_deg, "phase centre declination (degrees)");
+  layout->add_option("--baselines", layout_opts.baselines, "baselines whose (u, v, w) to show")
+      ->capture_default_str();
+  layout->add_option("--report", report_path, "write the JSON report to this file");
 
   try {
     app.parse(argc, argv);
@@ -108,7 +132,7 @@ int main(int argc, char** argv) {
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);
     if (*recombine) {
-      rec_opts.direction = iotest::recombine::parse_direction(direction);
+      rec_opts.direction = iotest::commands::parse_direction(direction);
       rec_opts.subgrids = parse_count_or_all("--subgrids", subgrids);
       if (rec_opts.subgrids && *rec_opts.subgrids == 0)
         throw iotest::UsageError("--subgrids", "expected at least 1 subgrid or 'all'");
@@ -116,9 +140,12 @@ int main(int argc, char** argv) {
         rec_opts.check = parse_count_or_all("--check", check);
         rec_opts.check_all = !rec_opts.check;
       }
-      emit(iotest::recombine::run(rec_opts), report_path);
+      emit(iotest::commands::run(rec_opts), report_path);
+    } else if (*layout) {
+      emit(iotest::commands::layout(layout_opts), report_path);
     } else if (*plan) {
-      emit(iotest::recombine::plan(plan_set, nodes, plan_window_width), report_path);
+      if (*plan_vis_set) plan_opts.observation = obs_opts;
+      emit(iotest::commands::plan(plan_opts), report_path);
     }
   } catch (const iotest::UsageError& e) {
     std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());

@@ -5,14 +5,21 @@
 #include <fstream>
 
 #include "iotest/common/errors.hpp"
-#include "iotest/recombine/plan.hpp"
+#include "iotest/commands/plan.hpp"
 #include "iotest/report/report.hpp"
 
 namespace iotest::report {
 namespace {
 
+Report plan(const char* rec_set, index_t nodes = 1) {
+  commands::PlanOptions o;
+  o.rec_set = rec_set;
+  o.nodes = nodes;
+  return commands::plan(o);
+}
+
 TEST(Report, PlanCarriesCountsConfigAndMemory) {
-  const auto r = recombine::plan("small", 1);
+  const auto r = plan("small");
   const auto j = to_json(r);
   EXPECT_EQ(j["mode"], "plan");
   EXPECT_EQ(j["counts"]["facets"], 9);
@@ -27,7 +34,7 @@ TEST(Report, PlanCarriesCountsConfigAndMemory) {
 }
 
 TEST(Report, AccuracyIsNullWhenNotMeasured) {
-  Report r = recombine::plan("T05_", 1);
+  Report r = plan("T05_");
   r.mode = "recombine";
   r.accuracy = Accuracy{};
   r.accuracy->subgrid_rmse = 1e-12;
@@ -40,7 +47,7 @@ TEST(Report, AccuracyIsNullWhenNotMeasured) {
 
 TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
   const std::string path = ::testing::TempDir() + "iotest_report_test.json";
-  write_json(recombine::plan("T05_", 2), path);
+  write_json(plan("T05_", 2), path);
   std::ifstream in(path);
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j["advice"]["nodes"], 2);
@@ -50,7 +57,7 @@ TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
 }
 
 TEST(Report, PlanRejectsBadNodeCounts) {
-  EXPECT_THROW(recombine::plan("T05_", 0), UsageError);
+  EXPECT_THROW(plan("T05_", 0), UsageError);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "iotest/common/accuracy.hpp"
-#include "iotest/recombine/recombine.hpp"
+#include "iotest/commands/recombine.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 
@@ -204,13 +204,13 @@ TEST(SwiftlyWindowSweep, ErrorFollowsTheWindowWidth) {
       {6, 1e-3}, {10, 1e-6}, {14, 1e-8}, {18, 5e-11}, {20, 5e-12}};
   double previous = 1;
   for (const auto& [W, bound] : sweep) {
-    recombine::Options o;
+    commands::Options o;
     o.rec_set = "T05_";
     o.window_width = W;
-    o.direction = recombine::Direction::predict;
+    o.direction = commands::Direction::predict;
     o.source_count = 20;
     o.check_all = true;
-    const double error = recombine::run(o).accuracy->subgrid_rmse_max;
+    const double error = commands::run(o).accuracy->subgrid_rmse_max;
     EXPECT_LT(error, bound) << "W=" << W;
     EXPECT_LT(error, previous / 4) << "W=" << W;
     previous = error;
@@ -218,11 +218,11 @@ TEST(SwiftlyWindowSweep, ErrorFollowsTheWindowWidth) {
 }
 
 TEST(Recombine, WholeRunOnT05MeetsTheAccuracyTarget) {
-  recombine::Options o;
+  commands::Options o;
   o.rec_set = "T05_";
   o.source_count = 10;
   o.check_all = true;
-  const auto r = recombine::run(o);
+  const auto r = commands::run(o);
   ASSERT_TRUE(r.accuracy);
   EXPECT_LE(r.accuracy->subgrid_rmse_max, 1e-10);
   EXPECT_LE(r.accuracy->facet_rmse_max, 1e-10);
@@ -236,7 +236,7 @@ TEST(Recombine, WholeRunOnT05MeetsTheAccuracyTarget) {
 
 TEST(Recombine, WalkVisitsTheSubgridsNearestTheCentre) {
   const auto p = config::resolve_rec_set("T05_");
-  const auto walk = recombine::plan_walk(p, 5);
+  const auto walk = commands::plan_walk(p, 5);
   index_t n = 0;
   for (const auto& col : walk) {
     n += static_cast<index_t>(col.t1.size());

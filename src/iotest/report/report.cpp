@@ -58,7 +58,7 @@ std::string error_text(double v) {
 json to_json(const Report& r) {
   json j;
   j["mode"] = r.mode;
-  j["config"] = config_json(r.rec);
+  j["config"] = r.layout ? json::object() : config_json(r.rec);
   if (r.settings) {
     const auto& s = *r.settings;
     j["config"]["source_count"] = s.source_count;
@@ -68,12 +68,56 @@ json to_json(const Report& r) {
     j["config"]["check"] = s.check;
     j["config"]["threads"] = s.threads;
   }
-  j["counts"] = {{"facets", r.counts.facets},
-                 {"subgrids", r.counts.subgrids},
-                 {"subgrids_processed", r.counts.subgrids_processed},
-                 {"subgrid_columns", r.counts.subgrid_columns},
-                 {"subgrids_checked", r.counts.subgrids_checked},
-                 {"facets_checked", r.counts.facets_checked}};
+  if (!r.layout)  // recombination counts; a layout report has none
+    j["counts"] = {{"facets", r.counts.facets},
+                   {"subgrids", r.counts.subgrids},
+                   {"subgrids_processed", r.counts.subgrids_processed},
+                   {"subgrid_columns", r.counts.subgrid_columns},
+                   {"subgrids_checked", r.counts.subgrids_checked},
+                   {"facets_checked", r.counts.facets_checked}};
+  for (const auto& [key, value] : {std::pair{"baselines", r.counts.baselines},
+                                   {"visibilities", r.counts.visibilities},
+                                   {"subgrids_used", r.counts.subgrids_used}})
+    if (value) j["counts"][key] = *value;
+  if (r.observation) {
+    const auto& o = *r.observation;
+    j["config"]["vis_set"] = o.vis_set;
+    j["config"]["time"] = o.time;
+    j["config"]["freq"] = o.freq;
+    j["config"]["dec"] = o.dec_deg;
+    j["observation"] = {{"vis_set", o.vis_set},
+                        {"description", o.description},
+                        {"antennas", o.antennas},
+                        {"autocorrelations", o.autocorrelations},
+                        {"time_chunks", o.time_chunks},
+                        {"freq_chunks", o.freq_chunks},
+                        {"visibility_bytes", o.visibility_bytes}};
+    if (o.cell_uv > 0) {  // with a recombination: the grid and the work per subgrid
+      j["observation"]["grid"] = {{"max_uv_wavelengths", o.max_uv},
+                                  {"pixel_lm", o.pixel_lm},
+                                  {"cell_wavelengths", o.cell_uv},
+                                  {"field_lm", o.field_lm}};
+      j["observation"]["vis_per_subgrid"] = {{"min", o.vis_per_subgrid_min},
+                                             {"mean", o.vis_per_subgrid_mean},
+                                             {"max", o.vis_per_subgrid_max}};
+    }
+  }
+  if (r.layout) {
+    const auto& l = *r.layout;
+    json uvw = json::array();
+    for (const auto& u : l.uvw)
+      uvw.push_back({{"baseline", u.baseline},
+                     {"antenna1", u.antenna1},
+                     {"antenna2", u.antenna2},
+                     {"time", u.time},
+                     {"hour_angle_s", u.hour_angle_s},
+                     {"uvw_m", {u.u, u.v, u.w}}});
+    j["layout"] = {{"vis_set", l.vis_set},
+                   {"centre", {{"lon_deg", l.lon_deg}, {"lat_deg", l.lat_deg}, {"height_m", l.height_m}}},
+                   {"max_baseline_m", l.max_baseline_m},
+                   {"antennas_enu_m", l.antennas_enu},
+                   {"uvw", uvw}};
+  }
   if (r.accuracy) {
     const auto& a = *r.accuracy;
     j["accuracy"] = {{"definition", kAccuracyDefinition},
@@ -99,14 +143,15 @@ json to_json(const Report& r) {
                   {"gflops", t.gflops}};
   }
   const auto& m = r.memory;
-  j["memory"] = {{"image_bytes", m.image_bytes},
-                 {"facet_bytes", m.facet_bytes},
-                 {"prepared_facet_bytes", m.prepared_facet_bytes},
-                 {"contribution_bytes", m.contribution_bytes},
-                 {"subgrid_bytes", m.subgrid_bytes},
-                 {"producer_bytes", m.producer_bytes},
-                 {"streamer_bytes", m.streamer_bytes},
-                 {"single_process_bytes", m.single_process_bytes}};
+  if (!r.layout)
+    j["memory"] = {{"image_bytes", m.image_bytes},
+                   {"facet_bytes", m.facet_bytes},
+                   {"prepared_facet_bytes", m.prepared_facet_bytes},
+                   {"contribution_bytes", m.contribution_bytes},
+                   {"subgrid_bytes", m.subgrid_bytes},
+                   {"producer_bytes", m.producer_bytes},
+                   {"streamer_bytes", m.streamer_bytes},
+                   {"single_process_bytes", m.single_process_bytes}};
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
   if (r.advice) {
     j["advice"] = {{"nodes", r.advice->nodes},
@@ -120,6 +165,19 @@ json to_json(const Report& r) {
 std::string render_text(const Report& r) {
   const auto& p = r.rec;
   std::string s;
+  if (r.layout) {  // a layout report carries no recombination
+    const auto& l = *r.layout;
+    s += fmt::format("iotest layout: {}: {} antennas, centre {} E {} N {} m, longest baseline {:.1f} m\n",
+                     l.vis_set, l.antennas_enu.size(), l.lon_deg, l.lat_deg, l.height_m,
+                     l.max_baseline_m);
+    if (r.observation)
+      s += fmt::format("  {} baselines, time {}, freq {}, dec {}\n", r.counts.baselines.value_or(0),
+                       r.observation->time, r.observation->freq, r.observation->dec_deg);
+    for (const auto& u : l.uvw)
+      s += fmt::format("  baseline {} ({}-{}) at {:g} s: uvw = ({:.3f}, {:.3f}, {:.3f}) m\n",
+                       u.baseline, u.antenna1, u.antenna2, u.hour_angle_s, u.u, u.v, u.w);
+    return s;
+  }
   s += fmt::format("iotest {}: {} ({})\n", r.mode, p.name, p.canonical);
   s += fmt::format("  N={} yB={} yN={} xA={} xM={} W={} f={} m={}\n", p.N, p.yB, p.yN, p.xA, p.xM,
                    p.W, p.f, p.m);
@@ -154,6 +212,21 @@ std::string render_text(const Report& r) {
                        q.image_subgrids_per_s, q.image_gflops);
     s += fmt::format("  wall {:.3f} s (planning {:.3f} s, checks {:.3f} s)\n", t.wall_s,
                      t.planning_s, t.check_s);
+  }
+  if (r.observation) {
+    const auto& o = *r.observation;
+    s += fmt::format("  vis-set {} ({}): {} antennas, {} baselines{}, dec {}\n", o.vis_set,
+                     o.description, o.antennas, r.counts.baselines.value_or(0),
+                     o.autocorrelations ? " with autocorrelations" : "", o.dec_deg);
+    s += fmt::format("  time {} ({} chunks), freq {} ({} chunks)\n", o.time, o.time_chunks, o.freq,
+                     o.freq_chunks);
+    s += fmt::format("  {} visibilities, {} to write; grid cell {:.3g} wavelengths, field {:.4g} "
+                     "(direction cosines)\n",
+                     r.counts.visibilities.value_or(0),
+                     bytes_text(static_cast<double>(o.visibility_bytes)), o.cell_uv, o.field_lm);
+    s += fmt::format("  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
+                     r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
+                     o.vis_per_subgrid_mean, o.vis_per_subgrid_max);
   }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",

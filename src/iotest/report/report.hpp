@@ -4,7 +4,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <array>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "iotest/common/array.hpp"
@@ -28,6 +30,9 @@ struct RunSettings {  // what the user chose besides the recombination set
 
 struct Counts {
   index_t facets = 0;
+  std::optional<index_t> baselines;       // with a visibility set
+  std::optional<index_t> visibilities;    // with a visibility set
+  std::optional<index_t> subgrids_used;   // subgrids holding visibilities
   index_t subgrids = 0;  // of the whole grid
   index_t subgrids_processed = 0;
   index_t subgrid_columns = 0;
@@ -70,6 +75,35 @@ struct Memory {
   std::optional<index_t> peak_rss_bytes;  // measured (recombine only)
 };
 
+// The visibility side of a job (with --vis-set).
+struct Observation {
+  std::string vis_set;
+  std::string description;
+  index_t antennas = 0;
+  bool autocorrelations = false;
+  std::string time;  // START:END/STEPS/CHUNK, hour angle seconds
+  std::string freq;  // START:END/STEPS/CHUNK, Hz
+  index_t time_chunks = 0, freq_chunks = 0;
+  double dec_deg = 0;
+  index_t visibility_bytes = 0;  // to be written: one complex double each
+  double max_uv = 0, pixel_lm = 0, cell_uv = 0, field_lm = 0;  // grid geometry
+  index_t vis_per_subgrid_min = 0, vis_per_subgrid_max = 0;
+  double vis_per_subgrid_mean = 0;
+};
+
+// `iotest layout`: a telescope layout and sample (u, v, w) tracks.
+struct LayoutDump {
+  std::string vis_set;
+  double lon_deg = 0, lat_deg = 0, height_m = 0;  // array centre
+  double max_baseline_m = 0;
+  std::vector<std::array<double, 3>> antennas_enu;  // metres
+  struct UvwSample {
+    index_t baseline = 0, antenna1 = 0, antenna2 = 0, time = 0;
+    double hour_angle_s = 0, u = 0, v = 0, w = 0;  // metres
+  };
+  std::vector<UvwSample> uvw;
+};
+
 struct Advice {  // plan only
   index_t nodes = 1;
   index_t streamers = 0;
@@ -86,6 +120,8 @@ struct Report {
   std::optional<Timing> timing;
   std::optional<Rates> rates;
   Memory memory;
+  std::optional<Observation> observation;
+  std::optional<LayoutDump> layout;
   std::optional<Advice> advice;
 };
 

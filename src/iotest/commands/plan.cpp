@@ -1,11 +1,30 @@
-#include "iotest/recombine/plan.hpp"
+#include "iotest/commands/plan.hpp"
 
 #include <fstream>
 #include <sstream>
 
+#include "iotest/binning/binning.hpp"
+#include "iotest/commands/layout.hpp"
 #include "iotest/common/errors.hpp"
 
-namespace iotest::recombine {
+namespace iotest::commands {
+
+void add_observation(report::Report& r, const telescope::Observation& obs) {
+  const auto g = binning::grid_geometry(r.rec, obs);
+  const auto d = binning::distribution(r.rec, obs, g);
+  r.counts.baselines = obs.baseline_count();
+  r.counts.visibilities = obs.visibility_count();
+  r.counts.subgrids_used = d.subgrids_used;
+  report::Observation o = summarise(obs);
+  o.max_uv = g.max_uv;
+  o.pixel_lm = g.pixel_lm;
+  o.cell_uv = g.cell_uv;
+  o.field_lm = g.field_lm;
+  o.vis_per_subgrid_min = d.min;
+  o.vis_per_subgrid_mean = d.mean;
+  o.vis_per_subgrid_max = d.max;
+  r.observation = o;
+}
 
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads) {
   constexpr index_t c = sizeof(cplx);
@@ -45,11 +64,12 @@ index_t available_memory_bytes() {
   return -1;
 }
 
-report::Report plan(const std::string& rec_set, index_t nodes, std::optional<double> window_width) {
+report::Report plan(const PlanOptions& o) {
+  const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   report::Report r;
   r.mode = "plan";
-  r.rec = config::resolve_rec_set(rec_set, window_width);
+  r.rec = config::resolve_rec_set(o.rec_set, o.window_width);
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
   r.memory = estimate_memory(r.rec, 1);
@@ -60,7 +80,8 @@ report::Report plan(const std::string& rec_set, index_t nodes, std::optional<dou
   advice.rule =
       "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
   r.advice = advice;
+  if (o.observation) add_observation(r, telescope::make_observation(*o.observation));
   return r;
 }
 
-}  // namespace iotest::recombine
+}  // namespace iotest::commands

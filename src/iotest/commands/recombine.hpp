@@ -11,7 +11,7 @@
 #include "iotest/report/report.hpp"
 #include "iotest/swiftly/tiling.hpp"
 
-namespace iotest::recombine {
+namespace iotest::commands {
 
 enum class Direction { predict, image, both };
 Direction parse_direction(const std::string& text);  // throws UsageError("--direction")
@@ -45,4 +45,4 @@ std::vector<SubgridColumn> plan_walk(const config::RecombinationParams& p, index
 
 report::Report run(const Options& options);
 
-}  // namespace iotest::recombine
+}  // namespace iotest::commands

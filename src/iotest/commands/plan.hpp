@@ -6,19 +6,28 @@
 #include <string>
 
 #include "iotest/report/report.hpp"
+#include "iotest/telescope/observation.hpp"
 
-namespace iotest::recombine {
+namespace iotest::commands {
 
 // Queue depths the memory estimates assume (DESIGN.md section 2 defaults).
 inline constexpr index_t kDefaultSendQueue = 8;
 inline constexpr index_t kDefaultSubgridQueue = 32;
+
+// Adds the visibility side (counts, volume, grid, distribution) to a report.
+void add_observation(report::Report& r, const telescope::Observation& obs);
 
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads);
 
 // Bytes this machine can still give (MemAvailable), or a negative value when unknown.
 index_t available_memory_bytes();
 
-report::Report plan(const std::string& rec_set, index_t nodes,
-                    std::optional<double> window_width = std::nullopt);
+struct PlanOptions {
+  std::string rec_set;
+  index_t nodes = 1;
+  std::optional<double> window_width;
+  std::optional<telescope::ObservationOptions> observation;  // with --vis-set
+};
+report::Report plan(const PlanOptions& options);
 
-}  // namespace iotest::recombine
+}  // namespace iotest::commands

@@ -1,4 +1,4 @@
-#include "iotest/recombine/recombine.hpp"
+#include "iotest/commands/recombine.hpp"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -11,11 +11,11 @@
 
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
-#include "iotest/recombine/plan.hpp"
+#include "iotest/commands/plan.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 
-namespace iotest::recombine {
+namespace iotest::commands {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -383,4 +383,4 @@ report::Report run(const Options& o) {
   return r;
 }
 
-}  // namespace iotest::recombine
+}  // namespace iotest::commands

@@ -1,0 +1,45 @@
+#include "iotest/telescope/geodesy.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace iotest::telescope {
+namespace {
+constexpr double kWgs84A = 6378137.0;              // semi-major axis, m
+constexpr double kWgs84F = 1.0 / 298.257223563;    // flattening
+constexpr double kWgs84E2 = kWgs84F * (2 - kWgs84F);  // first eccentricity squared
+constexpr double kDeg = std::numbers::pi / 180;
+}  // namespace
+
+Ecef geodetic_to_ecef(const Geodetic& g) {
+  const double lon = g.lon_deg * kDeg, lat = g.lat_deg * kDeg;
+  const double n = kWgs84A / std::sqrt(1 - kWgs84E2 * std::sin(lat) * std::sin(lat));
+  return {(n + g.height_m) * std::cos(lat) * std::cos(lon),
+          (n + g.height_m) * std::cos(lat) * std::sin(lon),
+          (n * (1 - kWgs84E2) + g.height_m) * std::sin(lat)};
+}
+
+Enu ecef_to_enu(const Ecef& p, const Geodetic& centre) {
+  const Ecef c = geodetic_to_ecef(centre);
+  const double dx = p.x - c.x, dy = p.y - c.y, dz = p.z - c.z;
+  const double lon = centre.lon_deg * kDeg, lat = centre.lat_deg * kDeg;
+  const double sl = std::sin(lon), cl = std::cos(lon), sp = std::sin(lat), cp = std::cos(lat);
+  return {-sl * dx + cl * dy, -sp * cl * dx - sp * sl * dy + cp * dz,
+          cp * cl * dx + cp * sl * dy + sp * dz};
+}
+
+UvwRotation::UvwRotation(double lat, double ha, double dec) {
+  // Equatorial components of an ENU vector: X towards (H = 0, dec = 0),
+  // Y towards H = -6h (east), Z towards the pole:
+  //   X = -sin(lat) N + cos(lat) U,  Y = E,  Z = cos(lat) N + sin(lat) U.
+  const double sp = std::sin(lat), cp = std::cos(lat);
+  const double sh = std::sin(ha), ch = std::cos(ha), sd = std::sin(dec), cd = std::cos(dec);
+  // u = sin H X + cos H Y
+  ux = ch, uy = -sh * sp, uz = sh * cp;
+  // v = -sin d cos H X + sin d sin H Y + cos d Z
+  vx = sd * sh, vy = sd * ch * sp + cd * cp, vz = -sd * ch * cp + cd * sp;
+  // w = cos d cos H X - cos d sin H Y + sin d Z
+  wx = -cd * sh, wy = -cd * ch * sp + sd * cp, wz = cd * ch * cp + sd * sp;
+}
+
+}  // namespace iotest::telescope

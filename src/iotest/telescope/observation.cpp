@@ -1,0 +1,147 @@
+#include "iotest/telescope/observation.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <numbers>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::telescope {
+namespace {
+
+constexpr Geodetic kLowCentre{116.76444824, -26.824722084, 300};
+constexpr Geodetic kVlaCentre{-107.6184, 34.0784, 2124};
+// The .cfg files state their own centre (used for the ENU frame); these
+// match their headers.
+constexpr Geodetic kMidCentre{21.443803, -30.712925, 1053};
+constexpr Geodetic kLofarCentre{6.86763008, 52.91139459, 50.11317741};
+constexpr Geodetic kMeerKatPlusCentre{21.44388889, -30.711056, 1086.6};
+constexpr Geodetic kAskapCentre{116.6356824, -26.7013006, 377};
+
+template <typename T>
+bool parse_number(std::string_view s, T& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string Sampling::text() const {
+  return fmt::format("{:g}:{:g}/{}/{}", start, end, steps, chunk);
+}
+
+Sampling parse_sampling(std::string_view text, const std::string& option, bool positive) {
+  const auto fail = [&](const std::string& why) -> UsageError {
+    return UsageError(option, "expected START:END/STEPS[/CHUNK] (" + why + "), got '" +
+                                  std::string(text) + "'");
+  };
+  const size_t colon = text.find(':');
+  const size_t slash = text.find('/');
+  if (colon == std::string_view::npos || slash == std::string_view::npos || slash < colon)
+    throw fail("missing ':' or '/'");
+  Sampling s;
+  const std::string_view start = text.substr(0, colon), end = text.substr(colon + 1, slash - colon - 1);
+  std::string_view rest = text.substr(slash + 1);
+  const size_t slash2 = rest.find('/');
+  const std::string_view steps = rest.substr(0, slash2);
+  const std::string_view chunk =
+      slash2 == std::string_view::npos ? std::string_view() : rest.substr(slash2 + 1);
+  if (!parse_number(start, s.start) || !parse_number(end, s.end) || !std::isfinite(s.start) ||
+      !std::isfinite(s.end))
+    throw fail("START and END are numbers");
+  if (!parse_number(steps, s.steps) || s.steps < 1) throw fail("STEPS is a count >= 1");
+  if (slash2 != std::string_view::npos) {
+    if (!parse_number(chunk, s.chunk) || s.chunk < 1 || s.chunk > s.steps)
+      throw fail("CHUNK is a count from 1 to STEPS");
+  } else {
+    s.chunk = std::min<index_t>(s.steps, 32);
+  }
+  if (s.end < s.start) throw fail("END >= START");
+  if (positive && s.start <= 0) throw fail("values > 0");
+  return s;
+}
+
+const std::vector<VisSet>& vis_sets() {
+  // Defaults: realistic snapshots with w != 0 (declination away from the
+  // zenith and hour angles that really vary); see docs/vis-sets.md.
+  static const std::vector<VisSet> sets = {
+      {"lowbd2", "lowbd2.csv", LayoutFormat::enu_csv, kLowCentre, true, "-460:460/1024/64",
+       "260e6:300e6/8192/64", -30, "SKA1-Low baseline design 2, 512 stations"},
+      {"lowbd2-core", "lowbd2-core.csv", LayoutFormat::enu_csv, kLowCentre, true,
+       "-460:460/256/32", "260e6:300e6/256/32", -30, "core of lowbd2, 166 stations"},
+      {"lowr3", "lowr3.csv", LayoutFormat::lonlat_csv, kLowCentre, true, "-460:460/1024/64",
+       "260e6:300e6/8192/64", -30, "SKA1-Low rev 3, 512 stations"},
+      {"lowr4", "lowr4.csv", LayoutFormat::named_lonlat_csv, kLowCentre, true,
+       "-460:460/1024/64", "260e6:300e6/8192/64", -30, "SKA1-Low rev 4, 512 stations"},
+      {"low-aa0.5", "low-aa0.5.csv", LayoutFormat::lonlat_csv, kLowCentre, true,
+       "-1800:1800/256/32", "260e6:300e6/256/32", -30, "SKA1-Low AA0.5, 6 stations"},
+      {"midr5", "midr5.cfg", LayoutFormat::ecef_cfg, kMidCentre, false, "-290:290/4096/64",
+       "0.35e9:0.4725e9/11264/64", -30, "SKA1-Mid, 133 SKA + 64 MeerKAT dishes"},
+      {"mkatplus", "mkatplus.cfg", LayoutFormat::ecef_cfg, kMeerKatPlusCentre, false,
+       "-290:290/1024/64", "0.95e9:1.05e9/1024/64", -30, "MeerKAT+, 84 dishes"},
+      {"askap", "askap.cfg", LayoutFormat::ecef_cfg, kAskapCentre, false, "-1800:1800/512/32",
+       "0.7e9:0.7288e9/288/32", -45, "ASKAP, 36 dishes"},
+      {"lofar", "lofar.cfg", LayoutFormat::ecef_cfg, kLofarCentre, false, "-1800:1800/512/32",
+       "120e6:160e6/512/32", 30, "LOFAR, 134 stations"},
+      {"vlaa", "vlaa.csv", LayoutFormat::enu_csv, kVlaCentre, false, "-1800:1800/128/64",
+       "260e6:300e6/2048/64", 10, "VLA A configuration, 27 antennas (small, for checks)"},
+  };
+  return sets;
+}
+
+const VisSet& find_vis_set(std::string_view name) {
+  std::string names;
+  for (const auto& v : vis_sets()) {
+    if (v.name == name) return v;
+    names.append(" ").append(v.name);
+  }
+  throw UsageError("--vis-set",
+                   fmt::format("unknown visibility set '{}' (expected one of{})", name, names));
+}
+
+index_t Observation::baseline_count() const {
+  const index_t n = antenna_count();
+  return autocorrelations ? n * (n + 1) / 2 : n * (n - 1) / 2;
+}
+
+std::vector<std::pair<int, int>> Observation::baselines() const {
+  std::vector<std::pair<int, int>> out;
+  out.reserve(static_cast<size_t>(baseline_count()));
+  const int n = static_cast<int>(antenna_count());
+  for (int a1 = 0; a1 < n; ++a1)
+    for (int a2 = autocorrelations ? a1 : a1 + 1; a2 < n; ++a2) out.emplace_back(a1, a2);
+  return out;
+}
+
+std::vector<Uvw> Observation::antenna_uvw(index_t t) const {
+  constexpr double deg = std::numbers::pi / 180;
+  const UvwRotation rotate(layout.centre.lat_deg * deg, time.at(t) * kRadiansPerHourAngleSecond,
+                           dec_deg * deg);
+  std::vector<Uvw> out;
+  out.reserve(layout.antennas.size());
+  for (const auto& a : layout.antennas) out.push_back(rotate(a));
+  return out;
+}
+
+Observation make_observation(const ObservationOptions& o) {
+  const VisSet& set = find_vis_set(o.vis_set);
+  Observation obs;
+  obs.vis_set = std::string(set.name);
+  obs.layout = parse_layout(embedded_layout(set.file), set.format, set.centre,
+                            "data/layouts/" + std::string(set.file));
+  obs.layout.name = std::string(set.name);
+  obs.autocorrelations = set.autocorrelations;
+  obs.time = parse_sampling(o.time.value_or(std::string(set.time)), "--time", false);
+  obs.freq = parse_sampling(o.freq.value_or(std::string(set.freq)), "--freq", true);
+  obs.dec_deg = o.dec_deg.value_or(set.dec_deg);
+  if (!(std::abs(obs.dec_deg) <= 90))
+    throw UsageError("--dec", fmt::format("expected a declination in degrees from -90 to 90, got {}",
+                                          obs.dec_deg));
+  if (std::abs(obs.time.end) > 43200 || std::abs(obs.time.start) > 43200)
+    throw UsageError("--time", "expected hour angles within +-43200 s (12 h)");
+  return obs;
+}
+
+}  // namespace iotest::telescope

@@ -1,0 +1,72 @@
+// Visibility sets: a telescope layout with its default observation (hour
+// angles, channels, declination, autocorrelations), and the observation a
+// user asks for with --vis-set, --time, --freq and --dec.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "iotest/common/array.hpp"
+#include "iotest/telescope/layout.hpp"
+
+namespace iotest::telescope {
+
+// START:END/STEPS[/CHUNK]: STEPS samples from START to END inclusive, in
+// chunks of CHUNK (the unit of work and storage; default min(STEPS, 32)).
+struct Sampling {
+  double start = 0, end = 0;
+  index_t steps = 1, chunk = 1;
+  double step() const { return steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0; }
+  double at(index_t k) const { return start + static_cast<double>(k) * step(); }
+  index_t chunks() const { return (steps + chunk - 1) / chunk; }
+  std::string text() const;  // back to START:END/STEPS/CHUNK
+};
+// Throws UsageError(option, ...) naming the expected form.
+Sampling parse_sampling(std::string_view text, const std::string& option, bool positive);
+
+struct VisSet {
+  std::string_view name;
+  std::string_view file;  // under data/layouts
+  LayoutFormat format;
+  Geodetic centre;
+  bool autocorrelations;
+  std::string_view time;  // default --time (hour angle, seconds)
+  std::string_view freq;  // default --freq (Hz)
+  double dec_deg;         // default --dec
+  std::string_view description;
+};
+const std::vector<VisSet>& vis_sets();
+const VisSet& find_vis_set(std::string_view name);  // throws UsageError("--vis-set")
+
+struct ObservationOptions {
+  std::string vis_set;
+  std::optional<std::string> time, freq;
+  std::optional<double> dec_deg;
+};
+
+struct Observation {
+  std::string vis_set;
+  Layout layout;
+  bool autocorrelations = false;
+  Sampling time;  // hour angle in seconds
+  Sampling freq;  // Hz
+  double dec_deg = 0;
+
+  index_t antenna_count() const { return static_cast<index_t>(layout.antennas.size()); }
+  index_t baseline_count() const;
+  index_t visibility_count() const { return baseline_count() * time.steps * freq.steps; }
+  // One complex double per visibility (a single polarisation).
+  index_t visibility_bytes() const { return visibility_count() * static_cast<index_t>(sizeof(cplx)); }
+  // Antenna pairs (a1 <= a2; a1 == a2 only with autocorrelations), a1-major.
+  std::vector<std::pair<int, int>> baselines() const;
+  // (u, v, w) in metres of every antenna at time step `t`; a baseline's is
+  // the difference antenna a2 minus antenna a1.
+  std::vector<Uvw> antenna_uvw(index_t t) const;
+};
+
+Observation make_observation(const ObservationOptions& options);
+
+}  // namespace iotest::telescope
