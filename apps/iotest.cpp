@@ -6,10 +6,10 @@
 #include <iostream>
 #include <optional>
 
-#include "iotest/common/errors.hpp"
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
 #include "iotest/commands/recombine.hpp"
+#include "iotest/common/errors.hpp"
 #include "iotest/report/report.hpp"
 
 namespace {
@@ -108,9 +108,12 @@ int main(int argc, char** argv) {
   auto* layout = app.add_subcommand(
       "layout", "a visibility set's antennas and the (u, v, w) of a few baselines");
   layout->add_option("--vis-set", layout_opts.observation.vis_set, "visibility set")->required();
-  layout->add_option("--time", layout_opts.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
-  layout->add_option("--freq", layout_opts.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
-  layout->add_option("--dec", layout_opts.observation.dec_deg, "phase centre declination (degrees)");
+  layout->add_option("--time", layout_opts.observation.time,
+                     "hour angles START:END/STEPS[/CHUNK] (s)");
+  layout->add_option("--freq", layout_opts.observation.freq,
+                     "frequencies START:END/STEPS[/CHUNK] (Hz)");
+  layout->add_option("--dec", layout_opts.observation.dec_deg,
+                     "phase centre declination (degrees)");
   layout->add_option("--baselines", layout_opts.baselines, "baselines whose (u, v, w) to show")
       ->capture_default_str();
   layout->add_option("--report", report_path, "write the JSON report to this file");

@@ -103,3 +103,39 @@ def test_a_failed_run_leaves_no_report(iotest, tmp_path):
     iotest("recombine", "--rec-set=bogus", f"--report={report}", check=2)
     assert not report.exists()
     assert os.listdir(tmp_path) == []
+
+
+def test_plan_with_a_vis_set_reports_the_visibility_side(iotest):
+    proc = iotest("plan", "--rec-set=T05_", "--vis-set=vlaa", "--time=-300:300/16/8",
+                  "--freq=260e6:300e6/64/32", "--dec=-20", "--report=-", check=0)
+    r = json.loads(proc.stdout)
+    assert r["counts"]["baselines"] == 351
+    assert r["counts"]["visibilities"] == 351 * 16 * 64
+    assert 1 <= r["counts"]["subgrids_used"] <= r["counts"]["subgrids"]
+    o = r["observation"]
+    assert o["visibility_bytes"] == 351 * 16 * 64 * 16
+    assert o["vis_per_subgrid"]["min"] <= o["vis_per_subgrid"]["mean"] <= o["vis_per_subgrid"]["max"]
+    assert r["config"]["dec"] == -20 and r["config"]["vis_set"] == "vlaa"
+    assert "subgrids used" in proc.stderr
+
+
+def test_plan_at_ska_scale_counts_published_figures(iotest):
+    r = json.loads(iotest("plan", "--rec-set=small", "--vis-set=midr5", "--time=-290:290/64/64",
+                          "--report=-", check=0).stdout)
+    assert r["counts"]["baselines"] == 19306
+    assert r["counts"]["visibilities"] == 19306 * 64 * 11264
+
+
+@pytest.mark.parametrize("args,option", [
+    (["plan", "--rec-set=T05_", "--vis-set=nosuch"], "--vis-set"),
+    (["plan", "--rec-set=T05_", "--vis-set=vlaa", "--time=1:2"], "--time"),
+    (["plan", "--rec-set=T05_", "--vis-set=vlaa", "--freq=0:1e9/4"], "--freq"),
+    (["plan", "--rec-set=T05_", "--vis-set=vlaa", "--dec=91"], "--dec"),
+    (["plan", "--rec-set=T05_", "--time=1:2/3"], "--time"),
+    (["plan", "--rec-set=8k-8k-256", "--vis-set=lowbd2-core"], "--vis-set"),
+    (["layout", "--vis-set=vlaa", "--baselines=1000"], "--baselines"),
+])
+def test_bad_visibility_options_are_one_line_with_status_2(iotest, args, option):
+    proc = iotest(*args, check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], proc.stderr

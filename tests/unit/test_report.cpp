@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "iotest/common/errors.hpp"
 #include "iotest/commands/plan.hpp"
+#include "iotest/common/errors.hpp"
 #include "iotest/report/report.hpp"
 
 namespace iotest::report {

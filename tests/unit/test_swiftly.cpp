@@ -5,8 +5,8 @@
 
 #include <random>
 
-#include "iotest/common/accuracy.hpp"
 #include "iotest/commands/recombine.hpp"
+#include "iotest/common/accuracy.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 

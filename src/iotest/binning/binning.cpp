@@ -96,7 +96,9 @@ Distribution distribution(const config::RecombinationParams& p, const telescope:
     const index_t threads = omp_get_num_threads(), me = omp_get_thread_num();
     const index_t t_begin = obs.time.steps * me / threads,
                   t_end = obs.time.steps * (me + 1) / threads;
-    for_each_run(p, obs, g, t_begin, t_end, [&](index_t subgrid, const VisRun& run) {
+    for_each_run(
+        p, obs, g, t_begin, t_end,
+        [&](index_t subgrid, const VisRun& run) {
           counts[static_cast<size_t>(subgrid)] += run.count();
         },
         false);
@@ -112,7 +114,9 @@ Distribution distribution(const config::RecombinationParams& p, const telescope:
     d.max = std::max(d.max, n);
   }
   d.min = std::max<index_t>(d.min, 0);
-  d.mean = d.subgrids_used ? static_cast<double>(d.visibilities) / static_cast<double>(d.subgrids_used) : 0;
+  d.mean = d.subgrids_used
+               ? static_cast<double>(d.visibilities) / static_cast<double>(d.subgrids_used)
+               : 0;
   return d;
 }
 

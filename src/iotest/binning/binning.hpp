@@ -18,15 +18,14 @@ namespace iotest::binning {
 
 // How the image and grid sit on the sky and the uv plane.
 struct GridGeometry {
-  double max_uv = 0;     // bound on |(u, v)| in wavelengths: longest baseline at the top frequency
-  double pixel_lm = 0;   // image pixel in direction cosines: 1 / (2 max_uv), Nyquist
-  double cell_uv = 0;    // grid cell in wavelengths: 1 / (N pixel_lm)
-  double field_lm = 0;   // the used field f N pixel_lm
+  double max_uv = 0;    // bound on |(u, v)| in wavelengths: longest baseline at the top frequency
+  double pixel_lm = 0;  // image pixel in direction cosines: 1 / (2 max_uv), Nyquist
+  double cell_uv = 0;   // grid cell in wavelengths: 1 / (N pixel_lm)
+  double field_lm = 0;  // the used field f N pixel_lm
 };
 // Throws UsageError("--vis-set") when the used field would reach past the
 // horizon (l^2 + m^2 >= 1 at its corners).
-GridGeometry grid_geometry(const config::RecombinationParams& p,
-                           const telescope::Observation& obs);
+GridGeometry grid_geometry(const config::RecombinationParams& p, const telescope::Observation& obs);
 
 // A run of consecutive channels of one baseline at one time step that falls
 // into one subgrid and one frequency chunk: the unit the degridder works on.

@@ -40,7 +40,8 @@ report::Report layout(const LayoutOptions& options) {
   // Baselines spread over the list (short and long ones), at the first,
   // middle and last time step.
   const auto baselines = obs.baselines();
-  const index_t stride = std::max<index_t>(1, obs.baseline_count() / std::max<index_t>(1, options.baselines));
+  const index_t stride =
+      std::max<index_t>(1, obs.baseline_count() / std::max<index_t>(1, options.baselines));
   for (const index_t t : {index_t{0}, obs.time.steps / 2, obs.time.steps - 1}) {
     const auto uvw = obs.antenna_uvw(t);
     for (index_t i = 0; i < options.baselines; ++i) {

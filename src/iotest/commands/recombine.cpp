@@ -9,9 +9,9 @@
 #include <cmath>
 #include <map>
 
+#include "iotest/commands/plan.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
-#include "iotest/commands/plan.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 

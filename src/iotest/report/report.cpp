@@ -112,11 +112,12 @@ json to_json(const Report& r) {
                      {"time", u.time},
                      {"hour_angle_s", u.hour_angle_s},
                      {"uvw_m", {u.u, u.v, u.w}}});
-    j["layout"] = {{"vis_set", l.vis_set},
-                   {"centre", {{"lon_deg", l.lon_deg}, {"lat_deg", l.lat_deg}, {"height_m", l.height_m}}},
-                   {"max_baseline_m", l.max_baseline_m},
-                   {"antennas_enu_m", l.antennas_enu},
-                   {"uvw", uvw}};
+    j["layout"] = {
+        {"vis_set", l.vis_set},
+        {"centre", {{"lon_deg", l.lon_deg}, {"lat_deg", l.lat_deg}, {"height_m", l.height_m}}},
+        {"max_baseline_m", l.max_baseline_m},
+        {"antennas_enu_m", l.antennas_enu},
+        {"uvw", uvw}};
   }
   if (r.accuracy) {
     const auto& a = *r.accuracy;
@@ -167,9 +168,9 @@ std::string render_text(const Report& r) {
   std::string s;
   if (r.layout) {  // a layout report carries no recombination
     const auto& l = *r.layout;
-    s += fmt::format("iotest layout: {}: {} antennas, centre {} E {} N {} m, longest baseline {:.1f} m\n",
-                     l.vis_set, l.antennas_enu.size(), l.lon_deg, l.lat_deg, l.height_m,
-                     l.max_baseline_m);
+    s += fmt::format(
+        "iotest layout: {}: {} antennas, centre {} E {} N {} m, longest baseline {:.1f} m\n",
+        l.vis_set, l.antennas_enu.size(), l.lon_deg, l.lat_deg, l.height_m, l.max_baseline_m);
     if (r.observation)
       s += fmt::format("  {} baselines, time {}, freq {}, dec {}\n", r.counts.baselines.value_or(0),
                        r.observation->time, r.observation->freq, r.observation->dec_deg);
@@ -220,13 +221,15 @@ std::string render_text(const Report& r) {
                      o.autocorrelations ? " with autocorrelations" : "", o.dec_deg);
     s += fmt::format("  time {} ({} chunks), freq {} ({} chunks)\n", o.time, o.time_chunks, o.freq,
                      o.freq_chunks);
-    s += fmt::format("  {} visibilities, {} to write; grid cell {:.3g} wavelengths, field {:.4g} "
-                     "(direction cosines)\n",
-                     r.counts.visibilities.value_or(0),
-                     bytes_text(static_cast<double>(o.visibility_bytes)), o.cell_uv, o.field_lm);
-    s += fmt::format("  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
-                     r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
-                     o.vis_per_subgrid_mean, o.vis_per_subgrid_max);
+    s += fmt::format(
+        "  {} visibilities, {} to write; grid cell {:.3g} wavelengths, field {:.4g} "
+        "(direction cosines)\n",
+        r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
+        o.cell_uv, o.field_lm);
+    s += fmt::format(
+        "  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
+        r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
+        o.vis_per_subgrid_mean, o.vis_per_subgrid_max);
   }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",

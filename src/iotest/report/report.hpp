@@ -3,11 +3,11 @@
 // (render_text). Sections a mode does not produce stay empty and are omitted.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "iotest/common/array.hpp"
 #include "iotest/config/rec_set.hpp"
@@ -30,10 +30,10 @@ struct RunSettings {  // what the user chose besides the recombination set
 
 struct Counts {
   index_t facets = 0;
-  std::optional<index_t> baselines;       // with a visibility set
-  std::optional<index_t> visibilities;    // with a visibility set
-  std::optional<index_t> subgrids_used;   // subgrids holding visibilities
-  index_t subgrids = 0;  // of the whole grid
+  std::optional<index_t> baselines;      // with a visibility set
+  std::optional<index_t> visibilities;   // with a visibility set
+  std::optional<index_t> subgrids_used;  // subgrids holding visibilities
+  index_t subgrids = 0;                  // of the whole grid
   index_t subgrids_processed = 0;
   index_t subgrid_columns = 0;
   index_t subgrids_checked = 0;

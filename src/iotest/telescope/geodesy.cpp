@@ -5,8 +5,8 @@
 
 namespace iotest::telescope {
 namespace {
-constexpr double kWgs84A = 6378137.0;              // semi-major axis, m
-constexpr double kWgs84F = 1.0 / 298.257223563;    // flattening
+constexpr double kWgs84A = 6378137.0;                 // semi-major axis, m
+constexpr double kWgs84F = 1.0 / 298.257223563;       // flattening
 constexpr double kWgs84E2 = kWgs84F * (2 - kWgs84F);  // first eccentricity squared
 constexpr double kDeg = std::numbers::pi / 180;
 }  // namespace

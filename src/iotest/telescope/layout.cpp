@@ -73,12 +73,12 @@ Layout parse_layout(std::string_view text, LayoutFormat format, const Geodetic& 
     const std::string where = source + ":" + std::to_string(line_no);
     const auto fields = split_fields(line, commas);
     if (fields.size() < columns)
-      throw std::runtime_error(where + ": expected " + std::to_string(columns) +
-                               " fields, got " + std::to_string(fields.size()));
+      throw std::runtime_error(where + ": expected " + std::to_string(columns) + " fields, got " +
+                               std::to_string(fields.size()));
     switch (format) {
       case LayoutFormat::enu_csv:
-        layout.antennas.push_back(
-            {to_number(fields[0], where), to_number(fields[1], where), to_number(fields[2], where)});
+        layout.antennas.push_back({to_number(fields[0], where), to_number(fields[1], where),
+                                   to_number(fields[2], where)});
         break;
       case LayoutFormat::lonlat_csv:
       case LayoutFormat::named_lonlat_csv: {

@@ -34,15 +34,16 @@ std::string Sampling::text() const {
 
 Sampling parse_sampling(std::string_view text, const std::string& option, bool positive) {
   const auto fail = [&](const std::string& why) -> UsageError {
-    return UsageError(option, "expected START:END/STEPS[/CHUNK] (" + why + "), got '" +
-                                  std::string(text) + "'");
+    return UsageError(
+        option, "expected START:END/STEPS[/CHUNK] (" + why + "), got '" + std::string(text) + "'");
   };
   const size_t colon = text.find(':');
   const size_t slash = text.find('/');
   if (colon == std::string_view::npos || slash == std::string_view::npos || slash < colon)
     throw fail("missing ':' or '/'");
   Sampling s;
-  const std::string_view start = text.substr(0, colon), end = text.substr(colon + 1, slash - colon - 1);
+  const std::string_view start = text.substr(0, colon),
+                         end = text.substr(colon + 1, slash - colon - 1);
   std::string_view rest = text.substr(slash + 1);
   const size_t slash2 = rest.find('/');
   const std::string_view steps = rest.substr(0, slash2);
@@ -69,12 +70,12 @@ const std::vector<VisSet>& vis_sets() {
   static const std::vector<VisSet> sets = {
       {"lowbd2", "lowbd2.csv", LayoutFormat::enu_csv, kLowCentre, true, "-460:460/1024/64",
        "260e6:300e6/8192/64", -30, "SKA1-Low baseline design 2, 512 stations"},
-      {"lowbd2-core", "lowbd2-core.csv", LayoutFormat::enu_csv, kLowCentre, true,
-       "-460:460/256/32", "260e6:300e6/256/32", -30, "core of lowbd2, 166 stations"},
+      {"lowbd2-core", "lowbd2-core.csv", LayoutFormat::enu_csv, kLowCentre, true, "-460:460/256/32",
+       "260e6:300e6/256/32", -30, "core of lowbd2, 166 stations"},
       {"lowr3", "lowr3.csv", LayoutFormat::lonlat_csv, kLowCentre, true, "-460:460/1024/64",
        "260e6:300e6/8192/64", -30, "SKA1-Low rev 3, 512 stations"},
-      {"lowr4", "lowr4.csv", LayoutFormat::named_lonlat_csv, kLowCentre, true,
-       "-460:460/1024/64", "260e6:300e6/8192/64", -30, "SKA1-Low rev 4, 512 stations"},
+      {"lowr4", "lowr4.csv", LayoutFormat::named_lonlat_csv, kLowCentre, true, "-460:460/1024/64",
+       "260e6:300e6/8192/64", -30, "SKA1-Low rev 4, 512 stations"},
       {"low-aa0.5", "low-aa0.5.csv", LayoutFormat::lonlat_csv, kLowCentre, true,
        "-1800:1800/256/32", "260e6:300e6/256/32", -30, "SKA1-Low AA0.5, 6 stations"},
       {"midr5", "midr5.cfg", LayoutFormat::ecef_cfg, kMidCentre, false, "-290:290/4096/64",
@@ -137,8 +138,9 @@ Observation make_observation(const ObservationOptions& o) {
   obs.freq = parse_sampling(o.freq.value_or(std::string(set.freq)), "--freq", true);
   obs.dec_deg = o.dec_deg.value_or(set.dec_deg);
   if (!(std::abs(obs.dec_deg) <= 90))
-    throw UsageError("--dec", fmt::format("expected a declination in degrees from -90 to 90, got {}",
-                                          obs.dec_deg));
+    throw UsageError(
+        "--dec",
+        fmt::format("expected a declination in degrees from -90 to 90, got {}", obs.dec_deg));
   if (std::abs(obs.time.end) > 43200 || std::abs(obs.time.start) > 43200)
     throw UsageError("--time", "expected hour angles within +-43200 s (12 h)");
   return obs;

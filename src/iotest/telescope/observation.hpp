@@ -59,7 +59,9 @@ struct Observation {
   index_t baseline_count() const;
   index_t visibility_count() const { return baseline_count() * time.steps * freq.steps; }
   // One complex double per visibility (a single polarisation).
-  index_t visibility_bytes() const { return visibility_count() * static_cast<index_t>(sizeof(cplx)); }
+  index_t visibility_bytes() const {
+    return visibility_count() * static_cast<index_t>(sizeof(cplx));
+  }
   // Antenna pairs (a1 <= a2; a1 == a2 only with autocorrelations), a1-major.
   std::vector<std::pair<int, int>> baselines() const;
   // (u, v, w) in metres of every antenna at time step `t`; a baseline's is
