@@ -69,7 +69,7 @@ report::Report plan(const PlanOptions& o) {
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   report::Report r;
   r.mode = "plan";
-  r.rec = config::resolve_rec_set(o.rec_set, o.window_width);
+  r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
   r.memory = estimate_memory(r.rec, 1);

@@ -299,7 +299,7 @@ report::Report run(const Options& o) {
   const auto t_wall = Clock::now();
   report::Report r;
   r.mode = "recombine";
-  r.rec = config::resolve_rec_set(o.rec_set, o.window_width);
+  r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
   const auto& p = r.rec;
 
   const index_t total = p.subgrid_count();

@@ -102,7 +102,7 @@ double RecombinationParams::wire_efficiency_per_axis() const {
 }
 
 RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, index_t xM,
-                                  index_t facets_per_axis, std::optional<double> window_width) {
+                                  index_t facets_per_axis, const Overrides& overrides) {
   RecombinationParams p;
   p.name = std::string(name);
   p.canonical = format_size(N) + "-" + format_size(yN) + "-" + format_size(xM);
@@ -143,7 +143,7 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
 
   // Window: as wide as accuracy can use; it costs usable subgrid width.
   p.W =
-      window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
+      overrides.window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
   if (!(p.W > 0) || p.W >= static_cast<double>(p.m))
     throw UsageError("--window-width", "expected 0 < W < m = " + std::to_string(p.m) + ", got " +
                                            std::to_string(p.W));
@@ -155,13 +155,19 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
 
   // Subgrids: a regular step that is a multiple of the subgrid granularity,
   // no larger than xA, tiling the periodic grid.
-  const index_t max_step = p.xA / p.subgrid_granularity * p.subgrid_granularity;
+  p.margin = overrides.margin;
+  const index_t max_step = (p.xA - p.margin) / p.subgrid_granularity * p.subgrid_granularity;
+  if (p.margin < 0 || max_step < p.subgrid_granularity)
+    throw UsageError("--margin", "expected 0 <= margin <= xA - " +
+                                     std::to_string(p.subgrid_granularity) + " = " +
+                                     std::to_string(p.xA - p.subgrid_granularity) + " for " +
+                                     p.canonical + ", got " + std::to_string(p.margin));
   p.subgrids_per_axis = ceil_div(N, max_step);
   p.subgrid_step = round_up(ceil_div(N, p.subgrids_per_axis), p.subgrid_granularity);
   return p;
 }
 
-RecombinationParams resolve_rec_set(std::string_view name, std::optional<double> window_width) {
+RecombinationParams resolve_rec_set(std::string_view name, const Overrides& overrides) {
   std::string_view canonical = name;
   for (const auto& a : aliases())
     if (a.name == name) canonical = a.canonical;
@@ -185,7 +191,7 @@ RecombinationParams resolve_rec_set(std::string_view name, std::optional<double>
                                                "' (" + expected_names() + ")");
   const index_t nf =
       published_facets_per_axis(*N, *yN, *xM).value_or(default_facets_per_axis(*N, *yN));
-  return derive_params(name, *N, *yN, *xM, nf, window_width);
+  return derive_params(name, *N, *yN, *xM, nf, overrides);
 }
 
 }  // namespace iotest::config

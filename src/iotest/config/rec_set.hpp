@@ -40,6 +40,7 @@ struct RecombinationParams {
   index_t subgrid_step = 0;         // distance between subgrid centres
   index_t facet_granularity = 0;    // facet offsets are multiples of this: N/gcd(N,xM)
   index_t subgrid_granularity = 0;  // subgrid offsets: N/gcd(N,yN)
+  index_t margin = 0;  // cells of every subgrid left outside its tile (degridding needs them)
 
   index_t facet_count() const { return facets_per_axis * facets_per_axis; }
   index_t subgrid_count() const { return subgrids_per_axis * subgrids_per_axis; }
@@ -50,16 +51,22 @@ struct RecombinationParams {
 
 // Resolves a --rec-set value; throws UsageError("--rec-set", ...) for unknown
 // names, malformed sizes or sizes that break a constraint.
-// `window_width` overrides the rule's W (an expert knob: accuracy against
-// usable subgrid area); xA and the subgrid step follow from it.
-RecombinationParams resolve_rec_set(std::string_view name,
-                                    std::optional<double> window_width = std::nullopt);
+// What a run may change of the rule's parameters.
+struct Overrides {
+  // The rule's W (an expert knob: accuracy against usable subgrid area);
+  // xA and the subgrid step follow from it.
+  std::optional<double> window_width;
+  // Subgrid cells kept outside the tiles, so that a visibility's kernel and
+  // its w-tower spread stay inside the subgrid: the step is at most xA - margin.
+  index_t margin = 0;
+};
+
+RecombinationParams resolve_rec_set(std::string_view name, const Overrides& overrides = {});
 
 // Full parameters from the three sizes of a set name and a facet count per
 // axis, following the documented rule. Throws UsageError on violations.
 RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, index_t xM,
-                                  index_t facets_per_axis,
-                                  std::optional<double> window_width = std::nullopt);
+                                  index_t facets_per_axis, const Overrides& overrides = {});
 
 // Facets per axis of the published family (N/yN, xM), or nothing when the
 // family is not one of the 36 published ones.

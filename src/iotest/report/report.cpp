@@ -39,6 +39,7 @@ json config_json(const config::RecombinationParams& p) {
           {"subgrid_step", p.subgrid_step},
           {"facet_granularity", p.facet_granularity},
           {"subgrid_granularity", p.subgrid_granularity},
+          {"margin", p.margin},
           {"wire_efficiency", p.wire_efficiency_per_axis() * p.wire_efficiency_per_axis()}};
 }
 

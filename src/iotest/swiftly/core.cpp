@@ -243,6 +243,12 @@ void Recombination::finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const {
   std::fill(subgrid_sum.data, subgrid_sum.data + xM * xM, cplx{});
 }
 
+void Recombination::finish_subgrid_copy(CView2D subgrid_sum, MView2D scratch,
+                                        MView2D subgrid) const {
+  std::copy(subgrid_sum.data, subgrid_sum.data + p_.xM * p_.xM, scratch.data);
+  finish_subgrid(scratch, subgrid);
+}
+
 // ---- image (adjoint) ------------------------------------------------------
 
 void Recombination::prepare_subgrid(CView2D subgrid, MView2D subgrid_sum) const {

@@ -1,0 +1,75 @@
+#include "iotest/degrid/kernel.hpp"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace iotest::degrid {
+
+GridKernel::GridKernel(int support, double x0)
+    : support_(support),
+      x0_(x0),
+      alpha_(1 - x0),
+      pswf_(std::numbers::pi * support * (1 - x0)) {
+  if (support < 2 || support > kMaxSupport || support % 2 != 0)
+    throw std::invalid_argument("kernel support must be even, from 2 to 16");
+  if (!(x0 > 0 && x0 < 0.5)) throw std::invalid_argument("kernel x0 must lie in (0, 1/2)");
+  // Transform at 0: the kernel's integral, by Simpson's rule on a fine grid
+  // (the kernel is smooth inside its support).
+  const int n = 20000;
+  const double h = support_ / static_cast<double>(n);
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) {
+    const double t = -support_ / 2.0 + k * h;
+    sum += (k == 0 || k == n ? 1 : (k % 2 ? 4 : 2)) * pswf_.evaluate(2 * t / support_);
+  }
+  transform_at_zero_ = sum * h / 3;
+
+  // Each tap is a smooth function of the fractional offset d in [0, 1):
+  // a Chebyshev series in x = 2d - 1, evaluated for all taps at once.
+  degree_ = support_ + 10;
+  const int nodes = degree_ + 1;
+  coeffs_.assign(static_cast<size_t>(nodes), {});
+  for (int m = 0; m < nodes; ++m) {
+    const double theta = std::numbers::pi * (m + 0.5) / nodes;
+    const double x = std::cos(theta), d = (x + 1) / 2;
+    for (int j = 0; j < support_; ++j) {
+      const double g = value(support_ / 2.0 - j - d);
+      for (int k = 0; k < nodes; ++k)
+        coeffs_[static_cast<size_t>(k)][static_cast<size_t>(j)] +=
+            (k == 0 ? 1.0 : 2.0) / nodes * g * std::cos(k * theta);
+    }
+  }
+}
+
+double GridKernel::value(double t) const {
+  const double s = 2 * t / support_;
+  return std::abs(s) <= 1 ? pswf_.evaluate(s) : 0.0;
+}
+
+index_t GridKernel::weights(double pos, std::array<double, kMaxSupport>& w) const {
+  const double left = pos - support_ / 2.0;
+  const double first = std::ceil(left);
+  const double x = 2 * (first - left) - 1;
+  // Clenshaw's recurrence, the taps side by side (vectorisable).
+  std::array<double, kMaxSupport> b1{}, b2{};
+  for (int k = degree_; k >= 1; --k) {
+    const auto& a = coeffs_[static_cast<size_t>(k)];
+    for (int j = 0; j < kMaxSupport; ++j) {
+      const double b = 2 * x * b1[j] - b2[j] + a[j];
+      b2[j] = b1[j];
+      b1[j] = b;
+    }
+  }
+  const auto& a0 = coeffs_[0];
+  for (int j = 0; j < kMaxSupport; ++j) w[j] = x * b1[j] - b2[j] + a0[j];
+  return static_cast<index_t>(first);
+}
+
+double GridKernel::correction(double nu) const {
+  // The PSWF is (up to scale) its own finite Fourier transform:
+  // int K(t) exp(-2 pi i t nu) dt = K^(0) psi(nu / alpha) / psi(0).
+  return transform_at_zero_ * pswf_.evaluate(nu / alpha_);
+}
+
+}  // namespace iotest::degrid

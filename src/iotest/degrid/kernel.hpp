@@ -1,0 +1,45 @@
+// The separable gridding kernel of the degridder: a PSWF `support` cells
+// wide, for grids whose image uses |nu| <= x0 of the period (nu in cycles
+// per cell). Its Fourier transform over the used image is the grid
+// correction, applied on the facet side so the pipeline stays exact.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "iotest/common/array.hpp"
+#include "iotest/swiftly/window.hpp"
+
+namespace iotest::degrid {
+
+inline constexpr int kMaxSupport = 16;
+
+class GridKernel {
+ public:
+  // The PSWF parameter is c = pi * support * (1 - x0): the kernel's
+  // transform is concentrated on |nu| <= 1 - x0, so the aliases of the used
+  // part |nu| <= x0 fall where it has decayed.
+  GridKernel(int support, double x0);
+
+  int support() const { return support_; }
+  double x0() const { return x0_; }
+
+  // The kernel at t cells from the visibility (direct evaluation, slow).
+  double value(double t) const;
+  // Weights of the `support` taps around position `pos` (in cells); tap j
+  // applies to cell first + j, where first is returned.
+  index_t weights(double pos, std::array<double, kMaxSupport>& w) const;
+  // The kernel's Fourier transform at nu cycles per cell, |nu| <= x0.
+  double correction(double nu) const;
+
+ private:
+  int support_;
+  double x0_, alpha_;
+  swiftly::Pswf pswf_;
+  double transform_at_zero_ = 0;
+  int degree_ = 0;
+  // Chebyshev coefficients in the fractional offset, per degree then tap.
+  std::vector<std::array<double, kMaxSupport>> coeffs_;
+};
+
+}  // namespace iotest::degrid
