@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "iotest/commands/degrid.hpp"
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
 #include "iotest/commands/recombine.hpp"
@@ -118,6 +119,34 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   layout->add_option("--report", report_path, "write the JSON report to this file");
 
+  iotest::commands::DegridRunOptions degrid_opts;
+  std::optional<iotest::index_t> degrid_margin;
+  auto* degrid = app.add_subcommand(
+      "degrid", "the whole predict chain in one process (facets, subgrids, w-towers, "
+                "degridding) without writing, checked against the direct Fourier transform");
+  degrid->add_option("--rec-set", degrid_opts.rec_set, "recombination set")->required();
+  degrid->add_option("--vis-set", degrid_opts.observation.vis_set, "visibility set")->required();
+  degrid->add_option("--time", degrid_opts.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
+  degrid->add_option("--freq", degrid_opts.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
+  degrid->add_option("--dec", degrid_opts.observation.dec_deg, "phase centre declination (degrees)");
+  degrid->add_option("--source-count", degrid_opts.source_count, "unit point sources in the sky")
+      ->capture_default_str();
+  degrid->add_option("--seed", degrid_opts.seed, "seed of the sky and the samples")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  degrid->add_option("--vis-samples", degrid_opts.vis_samples,
+                     "visibilities checked against the direct transform")
+      ->capture_default_str();
+  degrid->add_option("--support", degrid_opts.kernel.support, "u, v kernel width (cells, even)")
+      ->capture_default_str();
+  degrid->add_option("--w-support", degrid_opts.kernel.w_support, "w kernel width (planes, even)")
+      ->capture_default_str();
+  degrid->add_option("--margin", degrid_margin,
+                     "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  degrid->add_option("--threads", degrid_opts.threads, "OpenMP threads (default: all cores)")
+      ->check(CLI::Range(1, 4096));
+  degrid->add_option("--report", report_path, "write the JSON report to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -144,6 +173,9 @@ int main(int argc, char** argv) {
         rec_opts.check_all = !rec_opts.check;
       }
       emit(iotest::commands::run(rec_opts), report_path);
+    } else if (*degrid) {
+      degrid_opts.margin = degrid_margin;
+      emit(iotest::commands::degrid(degrid_opts), report_path);
     } else if (*layout) {
       emit(iotest::commands::layout(layout_opts), report_path);
     } else if (*plan) {

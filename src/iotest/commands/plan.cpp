@@ -6,6 +6,7 @@
 #include "iotest/binning/binning.hpp"
 #include "iotest/commands/layout.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 
 namespace iotest::commands {
 
@@ -52,17 +53,6 @@ report::Memory estimate_memory(const config::RecombinationParams& p, int threads
   return m;
 }
 
-index_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    index_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
-  }
-  return -1;
-}
 
 report::Report plan(const PlanOptions& o) {
   const index_t nodes = o.nodes;

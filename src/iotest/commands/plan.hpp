@@ -19,8 +19,6 @@ void add_observation(report::Report& r, const telescope::Observation& obs);
 
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads);
 
-// Bytes this machine can still give (MemAvailable), or a negative value when unknown.
-index_t available_memory_bytes();
 
 struct PlanOptions {
   std::string rec_set;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include "iotest/commands/plan.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 
@@ -27,19 +27,6 @@ double seconds_since(Clock::time_point t0) {
 // sources x xA^2 per subgrid, so checking everything would dominate big runs.
 constexpr index_t kDefaultCheckedSubgrids = 64;
 
-// Relative errors pooled over items, plus the worst item.
-struct ErrorTally {
-  RelativeError pooled;
-  double worst = std::nan("");
-  index_t items = 0;  // items with a non-zero reference
-  void add(const RelativeError& e) {
-    pooled.add(e);
-    if (e.reference_sq > 0) {
-      ++items;
-      if (!(e.value() <= worst)) worst = e.value();
-    }
-  }
-};
 
 struct DirectionResult {
   double timed_s = 0, check_s = 0, flops = 0;
@@ -236,11 +223,6 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   return res;
 }
 
-index_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<index_t>(usage.ru_maxrss) * 1024;
-}
 
 std::string gib(index_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));

@@ -32,4 +32,18 @@ struct RelativeError {
   }
 };
 
+// Relative errors pooled over items (subgrids, facets), plus the worst item.
+struct ErrorTally {
+  RelativeError pooled;
+  double worst = std::numeric_limits<double>::quiet_NaN();
+  index_t items = 0;  // items with a non-zero reference
+  void add(const RelativeError& e) {
+    pooled.add(e);
+    if (e.reference_sq > 0) {
+      ++items;
+      if (!(e.value() <= worst)) worst = e.value();
+    }
+  }
+};
+
 }  // namespace iotest

@@ -68,6 +68,12 @@ json to_json(const Report& r) {
     j["config"]["subgrids"] = s.subgrids;
     j["config"]["check"] = s.check;
     j["config"]["threads"] = s.threads;
+    if (s.support > 0) {
+      j["config"]["support"] = s.support;
+      j["config"]["w_support"] = s.w_support;
+      j["config"]["w_step"] = s.w_step;
+      j["config"]["vis_samples"] = s.vis_samples;
+    }
   }
   if (!r.layout)  // recombination counts; a layout report has none
     j["counts"] = {{"facets", r.counts.facets},
@@ -127,6 +133,11 @@ json to_json(const Report& r) {
                      {"subgrid_rmse_max", number_or_null(a.subgrid_rmse_max)},
                      {"facet_rmse", number_or_null(a.facet_rmse)},
                      {"facet_rmse_max", number_or_null(a.facet_rmse_max)}};
+    if (a.vis_samples) {
+      j["accuracy"]["vis_rmse"] = number_or_null(a.vis_rmse);
+      j["accuracy"]["vis_rmse_max"] = number_or_null(a.vis_rmse_max);
+      j["accuracy"]["vis_samples"] = *a.vis_samples;
+    }
   }
   if (r.timing) {
     const auto& t = *r.timing;
@@ -134,7 +145,7 @@ json to_json(const Report& r) {
                    {"planning_s", t.planning_s},
                    {"predict_s", t.predict_s},
                    {"image_s", t.image_s},
-                   {"check_s", t.check_s}};
+                   {"check_s", t.check_s},       {"degrid_s", t.degrid_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -142,7 +153,10 @@ json to_json(const Report& r) {
                   {"image_subgrids_per_s", t.image_subgrids_per_s},
                   {"predict_gflops", t.predict_gflops},
                   {"image_gflops", t.image_gflops},
-                  {"gflops", t.gflops}};
+                  {"gflops", t.gflops},
+                  {"vis_per_s", t.vis_per_s},
+                  {"vis_per_s_per_thread", t.vis_per_s_per_thread},
+                  {"w_planes_per_s", t.w_planes_per_s}};
   }
   const auto& m = r.memory;
   if (!r.layout)
@@ -195,7 +209,8 @@ std::string render_text(const Report& r) {
         st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns, st.source_count,
         st.seed, st.threads);
   }
-  if (r.accuracy) {
+  if (r.accuracy && (std::isfinite(r.accuracy->subgrid_rmse) ||
+                     std::isfinite(r.accuracy->facet_rmse))) {
     const auto& a = *r.accuracy;
     s += fmt::format(
         "  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
@@ -203,6 +218,14 @@ std::string render_text(const Report& r) {
         error_text(a.subgrid_rmse), error_text(a.subgrid_rmse_max), r.counts.subgrids_checked,
         error_text(a.facet_rmse), error_text(a.facet_rmse_max), r.counts.facets_checked);
   }
+  if (r.accuracy && r.accuracy->vis_samples)
+    s += fmt::format("  visibilities (relative RMSE vs direct FT): {} (worst subgrid {}, {} samples)\n",
+                     error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
+                     *r.accuracy->vis_samples);
+  if (r.rates && r.timing && r.timing->degrid_s > 0)
+    s += fmt::format("  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",
+                     r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
+                     r.rates->w_planes_per_s);
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
     const auto& q = *r.rates;

@@ -26,6 +26,10 @@ struct RunSettings {  // what the user chose besides the recombination set
   index_t subgrids = 0;  // processed per direction
   index_t check = 0;     // subgrids checked against the direct transform
   int threads = 0;
+  // degrid only
+  int support = 0, w_support = 0;
+  double w_step = 0;           // wavelengths between w-planes
+  index_t vis_samples = 0;     // visibilities checked against the direct transform
 };
 
 struct Counts {
@@ -45,6 +49,9 @@ struct Accuracy {  // NaN when not measured (serialised as null)
   double subgrid_rmse_max = std::nan("");
   double facet_rmse = std::nan("");
   double facet_rmse_max = std::nan("");
+  double vis_rmse = std::nan("");
+  double vis_rmse_max = std::nan("");  // worst subgrid's figure over its samples
+  std::optional<index_t> vis_samples;
 };
 
 struct Timing {
@@ -53,6 +60,7 @@ struct Timing {
   double predict_s = 0;   // timed predict recombination (checks excluded)
   double image_s = 0;     // timed image recombination (input generation and checks excluded)
   double check_s = 0;     // direct transforms and comparisons
+  double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
 };
 
 struct Rates {
@@ -61,6 +69,9 @@ struct Rates {
   double predict_gflops = 0;
   double image_gflops = 0;
   double gflops = 0;  // both directions: FFT work (5 n log2 n) over timed seconds
+  double vis_per_s = 0;  // degrid: visibilities over the whole chain's seconds
+  double vis_per_s_per_thread = 0;
+  double w_planes_per_s = 0;
 };
 
 struct Memory {

@@ -1,0 +1,30 @@
+// `iotest degrid`: the whole predict chain in one process, without writing:
+// facets (grid-corrected), recombination of the subgrids that hold
+// visibilities, w-towers and degridding; visibilities are checked against
+// the direct Fourier transform on random samples.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "iotest/degrid/degridder.hpp"
+#include "iotest/report/report.hpp"
+#include "iotest/telescope/observation.hpp"
+
+namespace iotest::commands {
+
+struct DegridRunOptions {
+  std::string rec_set = "T05_";
+  telescope::ObservationOptions observation{"vlaa", {}, {}, {}};
+  index_t source_count = 10;
+  std::uint64_t seed = 1;
+  index_t vis_samples = 1000;
+  int threads = 0;
+  degrid::DegridOptions kernel;
+  std::optional<index_t> margin;  // default: degrid::required_margin
+};
+
+report::Report degrid(const DegridRunOptions& options);
+
+}  // namespace iotest::commands

@@ -1,0 +1,187 @@
+#include "iotest/degrid/degridder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace iotest::degrid {
+namespace {
+constexpr double kTwoPi = 2 * std::numbers::pi;
+inline index_t centred(index_t i, index_t n) { return i < n / 2 ? i : i - n; }
+}  // namespace
+
+WPlanes w_planes(const binning::GridGeometry& g, double x0) {
+  WPlanes w;
+  const double h = g.field_lm / 2;
+  w.n_min = std::sqrt(std::max(0.0, 1 - 2 * h * h));
+  // n - 1 spans [n_min - 1, 0]; centred by c0 it spans +-(1 - n_min)/2, and
+  // the w kernel needs dw (1 - n_min) / 2 <= x0.
+  w.centre = (w.n_min - 1) / 2;
+  w.dw = 2 * x0 / std::max(1 - w.n_min, 1e-300);
+  return w;
+}
+
+index_t required_margin(const binning::GridGeometry& g, const telescope::Observation& obs,
+                        const DegridOptions& o) {
+  const WPlanes w = w_planes(g, 0.375);
+  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight +
+                       o.w_support * w.dw / 2;
+  const double spread = w_max * (g.field_lm / 2) / w.n_min / g.cell_uv;
+  // 25 % and one cell either side of slack over the estimate.
+  return o.support + 2 * static_cast<index_t>(std::ceil(1.25 * spread)) + 2;
+}
+
+Degridder::Workspace::Workspace(const config::RecombinationParams& p)
+    : screened(p.xM, p.xM), scratch(p.xM, p.xM) {}
+
+Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeometry& g,
+                     const telescope::Observation& obs, const DegridOptions& o)
+    : rec_(rec),
+      p_(rec.params()),
+      g_(g),
+      obs_(obs),
+      uv_kernel_(o.support, p_.f / 2),
+      w_kernel_(o.w_support, p_.f / 2),
+      planes_(w_planes(g, p_.f / 2)),
+      baselines_(obs.baselines()) {
+  for (index_t t = 0; t < obs.time.steps; ++t) antenna_uvw_.push_back(obs.antenna_uvw(t));
+  // The tower's phase screen per plane step over the subgrid image (pixel z
+  // of the xM image lies at z N / xM image pixels).
+  const index_t xM = p_.xM;
+  screen_step_.resize(static_cast<size_t>(xM * xM));
+  screen_phase_.resize(static_cast<size_t>(xM * xM));
+  const double scale = static_cast<double>(p_.N) / static_cast<double>(xM) * g.pixel_lm;
+  for (index_t i0 = 0; i0 < xM; ++i0)
+    for (index_t i1 = 0; i1 < xM; ++i1) {
+      const double l = static_cast<double>(centred(i0, xM)) * scale,
+                   m = static_cast<double>(centred(i1, xM)) * scale;
+      const double n = std::sqrt(std::max(0.0, 1 - l * l - m * m));
+      const double turns = planes_.dw * (n - 1 - planes_.centre);
+      screen_phase_[static_cast<size_t>(i0 * xM + i1)] = turns;
+      screen_step_[static_cast<size_t>(i0 * xM + i1)] = std::polar(1.0, kTwoPi * turns);
+    }
+}
+
+void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1,
+                              MView2D facet) const {
+  const index_t half = facet.rows / 2;
+  const double N = static_cast<double>(p_.N);
+  for (index_t a = 0; a < facet.rows; ++a)
+    for (index_t b = 0; b < facet.cols; ++b) {
+      cplx& v = facet(a, b);
+      if (v == cplx{}) continue;  // a sparse sky needs few corrections
+      const double y0 = static_cast<double>(t0.offset + a - half),
+                   y1 = static_cast<double>(t1.offset + b - half);
+      const double l = y0 * g_.pixel_lm, m = y1 * g_.pixel_lm;
+      const double n = std::sqrt(1 - l * l - m * m);
+      v /= uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
+           w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre));
+    }
+}
+
+telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
+  const auto [a1, a2] = baselines_[static_cast<size_t>(baseline)];
+  const auto& uvw = antenna_uvw_[static_cast<size_t>(time)];
+  const auto& p1 = uvw[static_cast<size_t>(a1)];
+  const auto& p2 = uvw[static_cast<size_t>(a2)];
+  return {p2.u - p1.u, p2.v - p1.v, p2.w - p1.w};
+}
+
+index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
+                          const std::vector<binning::VisRun>& runs, Workspace& ws,
+                          std::vector<cplx>& out) const {
+  const index_t xA = p_.xA, xM = p_.xM, N = p_.N;
+  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+  const double inv_c = 1.0 / telescope::kSpeedOfLight;
+  const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
+    return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
+  };
+  // The planes this subgrid's visibilities need.
+  double wc_min = HUGE_VAL, wc_max = -HUGE_VAL;
+  for (const auto& run : runs) {
+    const auto b = baseline_uvw(run.baseline, run.time);
+    for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
+      const double wc = b.w * obs_.freq.at(k) * inv_c / planes_.dw;
+      wc_min = std::min(wc_min, wc);
+      wc_max = std::max(wc_max, wc);
+    }
+  }
+  const index_t p_lo = static_cast<index_t>(std::ceil(wc_min - Sw / 2.0));
+  const index_t p_hi = static_cast<index_t>(std::ceil(wc_max - Sw / 2.0)) + Sw - 1;
+  const index_t nplanes = p_hi - p_lo + 1;
+  while (static_cast<index_t>(ws.planes.size()) < nplanes) ws.planes.emplace_back(xA, xA, false);
+
+  // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the grid.
+  cplx* screened = ws.screened.data();
+  for (index_t i = 0; i < xM * xM; ++i)
+    screened[i] = subgrid_sum.data[i] *
+                  std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
+                                      screen_phase_[static_cast<size_t>(i)]);
+  for (index_t p = 0; p < nplanes; ++p) {
+    if (p > 0)
+      for (index_t i = 0; i < xM * xM; ++i) screened[i] *= screen_step_[static_cast<size_t>(i)];
+    rec_.finish_subgrid_copy(ws.screened.view(), ws.scratch.view(),
+                             ws.planes[static_cast<size_t>(p)].view());
+  }
+
+  // Every visibility: S_w planes x S x S taps.
+  std::array<double, kMaxSupport> wu{}, wv{}, ww{};
+  for (const auto& run : runs) {
+    const auto b = baseline_uvw(run.baseline, run.time);
+    for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
+      const double scale = obs_.freq.at(k) * inv_c;
+      const double uc = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
+      const double vc = wrap_centred(b.v * scale / g_.cell_uv - static_cast<double>(off1));
+      const double w = b.w * scale;
+      const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
+      const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
+      const index_t fw = w_kernel_.weights(w / planes_.dw, ww) - p_lo;
+      cplx sum = 0;
+      for (int jw = 0; jw < Sw; ++jw) {
+        const MView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
+        cplx plane_sum = 0;
+        for (int ju = 0; ju < S; ++ju) {
+          const cplx* row = plane.row(fu + ju) + fv;
+          double re = 0, im = 0;
+          for (int jv = 0; jv < S; ++jv) {
+            re += wv[static_cast<size_t>(jv)] * row[jv].real();
+            im += wv[static_cast<size_t>(jv)] * row[jv].imag();
+          }
+          plane_sum += wu[static_cast<size_t>(ju)] * cplx(re, im);
+        }
+        sum += ww[static_cast<size_t>(jw)] * plane_sum;
+      }
+      // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0).
+      out.push_back(sum * std::polar(1.0, kTwoPi * w * planes_.centre));
+    }
+  }
+  return nplanes;
+}
+
+cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t baseline,
+                       index_t time, index_t chan) const {
+  const auto b = baseline_uvw(baseline, time);
+  const double scale = obs_.freq.at(chan) / telescope::kSpeedOfLight;
+  const double u = b.u * scale, v = b.v * scale, w = b.w * scale;
+  cplx sum = 0;
+  for (const auto& s : sources) {
+    const double l = static_cast<double>(s.y0) * g_.pixel_lm,
+                 m = static_cast<double>(s.y1) * g_.pixel_lm;
+    const double n = std::sqrt(1 - l * l - m * m);
+    sum += std::polar(1.0, kTwoPi * (u * l + v * m + w * (n - 1)));
+  }
+  const double N = static_cast<double>(p_.N);
+  return sum / (N * N);
+}
+
+double Degridder::plane_flops() const {
+  const double xM = static_cast<double>(p_.xM);
+  return 2 * xM * swiftly::fft_flops(xM) + 6 * xM * xM;
+}
+
+double Degridder::visibility_flops() const {
+  const double S = uv_kernel_.support(), Sw = w_kernel_.support();
+  return Sw * S * (4 * S + 4) + 8 * Sw;  // multiply-adds of the taps
+}
+
+}  // namespace iotest::degrid
