@@ -41,10 +41,13 @@ std::pair<index_t, index_t> SubgridLocator::tile_span(index_t tile, index_t cell
 
 void for_each_run(const config::RecombinationParams& p, const telescope::Observation& obs,
                   const GridGeometry& g, index_t t_begin, index_t t_end,
-                  const std::function<void(index_t, const VisRun&)>& visit, bool split_chunks) {
+                  const std::function<void(index_t, const VisRun&)>& visit,
+                  const RunSplit& split) {
   const SubgridLocator locate(p);
   const auto baselines = obs.baselines();
-  const index_t steps = obs.freq.steps, chunk = split_chunks ? obs.freq.chunk : steps;
+  const index_t steps = obs.freq.steps, chunk = split.chunks ? obs.freq.chunk : steps;
+  const double per_stack =
+      split.w_stack_step > 0 ? 1.0 / (telescope::kSpeedOfLight * split.w_stack_step) : 0.0;
   // Position in cells along the channel axis: A + B k for channel k.
   const double per_metre = 1.0 / (telescope::kSpeedOfLight * g.cell_uv);
   const double f0 = obs.freq.start, df = obs.freq.step();
@@ -53,23 +56,29 @@ void for_each_run(const config::RecombinationParams& p, const telescope::Observa
     for (size_t b = 0; b < baselines.size(); ++b) {
       const auto& a1 = uvw[static_cast<size_t>(baselines[b].first)];
       const auto& a2 = uvw[static_cast<size_t>(baselines[b].second)];
-      const double um = (a2.u - a1.u) * per_metre, vm = (a2.v - a1.v) * per_metre;
-      const double Au = um * f0, Bu = um * df, Av = vm * f0, Bv = vm * df;
+      const double um = (a2.u - a1.u) * per_metre, vm = (a2.v - a1.v) * per_metre,
+                   wm = (a2.w - a1.w) * per_stack;
+      const double Au = um * f0, Bu = um * df, Av = vm * f0, Bv = vm * df, Aw = wm * f0,
+                   Bw = wm * df;
       for (index_t k = 0; k < steps;) {
         const index_t chunk_end = std::min(steps, (k / chunk + 1) * chunk);
         const index_t cu = nearest_cell(Au + Bu * static_cast<double>(k)),
                       cv = nearest_cell(Av + Bv * static_cast<double>(k));
         const index_t tu = locate.tile_of(cu), tv = locate.tile_of(cv);
         const auto su = locate.tile_span(tu, cu), sv = locate.tile_span(tv, cv);
+        const index_t stack = nearest_cell(Aw + Bw * static_cast<double>(k));
+        const std::pair<index_t, index_t> sw{stack, stack + 1};
         const auto inside = [&](index_t kk) {
           const double x = static_cast<double>(kk);
           const index_t cu2 = nearest_cell(Au + Bu * x), cv2 = nearest_cell(Av + Bv * x);
-          return cu2 >= su.first && cu2 < su.second && cv2 >= sv.first && cv2 < sv.second;
+          return cu2 >= su.first && cu2 < su.second && cv2 >= sv.first && cv2 < sv.second &&
+                 nearest_cell(Aw + Bw * x) == stack;
         };
         // The channel where the track leaves the tile, from the linear
         // track, then corrected against the exact rounding rule.
         double limit = static_cast<double>(chunk_end);
-        for (const auto& [A, B, span] : {std::tuple(Au, Bu, su), std::tuple(Av, Bv, sv)}) {
+        for (const auto& [A, B, span] :
+             {std::tuple(Au, Bu, su), std::tuple(Av, Bv, sv), std::tuple(Aw, Bw, sw)}) {
           if (B > 0) limit = std::min(limit, std::ceil((span.second - 0.5 - A) / B));
           if (B < 0) limit = std::min(limit, std::floor((span.first - 0.5 - A) / B) + 1);
         }
@@ -78,7 +87,8 @@ void for_each_run(const config::RecombinationParams& p, const telescope::Observa
         while (end < chunk_end && inside(end)) ++end;
         visit(tu * locate.per_axis() + tv,
               VisRun{static_cast<std::int32_t>(b), static_cast<std::int32_t>(t),
-                     static_cast<std::int32_t>(k), static_cast<std::int32_t>(end)});
+                     static_cast<std::int32_t>(k), static_cast<std::int32_t>(end),
+                     static_cast<std::int32_t>(stack)});
         k = end;
       }
     }
@@ -101,7 +111,7 @@ Distribution distribution(const config::RecombinationParams& p, const telescope:
         [&](index_t subgrid, const VisRun& run) {
           counts[static_cast<size_t>(subgrid)] += run.count();
         },
-        false);
+        RunSplit{false, 0});
 #pragma omp critical
     for (size_t i = 0; i < counts.size(); ++i) d.per_subgrid[i] += counts[i];
   }

@@ -33,6 +33,7 @@ struct VisRun {
   std::int32_t baseline = 0;
   std::int32_t time = 0;
   std::int32_t chan_begin = 0, chan_end = 0;  // [begin, end)
+  std::int32_t w_stack = 0;                   // w-stacking plane: nearest w / stack step
   index_t count() const { return chan_end - chan_begin; }
 };
 
@@ -60,13 +61,19 @@ inline index_t nearest_cell(double position) {
   return static_cast<index_t>(std::floor(position + 0.5));
 }
 
+// How runs are cut.
+struct RunSplit {
+  bool chunks = true;      // at frequency chunk borders (false: for counting only)
+  double w_stack_step = 0;  // at w-stacking plane borders, planes this far apart (0: none)
+};
+
 // Calls visit(subgrid, run) for every run of time steps [t_begin, t_end),
 // in order, from the calling thread. Runs never straddle a subgrid tile, nor
-// a frequency chunk unless `split_chunks` is false (for counting only).
+// what `split` asks for.
 void for_each_run(const config::RecombinationParams& p, const telescope::Observation& obs,
                   const GridGeometry& g, index_t t_begin, index_t t_end,
                   const std::function<void(index_t, const VisRun&)>& visit,
-                  bool split_chunks = true);
+                  const RunSplit& split = {});
 
 // Visibilities per subgrid over the whole observation.
 struct Distribution {

@@ -43,26 +43,25 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto obs = telescope::make_observation(o.observation);
   const auto p0 = config::resolve_rec_set(o.rec_set);
   const auto g = binning::grid_geometry(p0, obs);
-  const index_t margin = o.margin.value_or(degrid::required_margin(g, obs, o.kernel));
   if (o.kernel.support < 2 || o.kernel.support > degrid::kMaxSupport || o.kernel.support % 2)
     throw UsageError("--support", fmt::format("expected an even kernel width from 2 to {}, got {}",
                                               degrid::kMaxSupport, o.kernel.support));
   if (o.kernel.w_support < 2 || o.kernel.w_support > degrid::kMaxSupport || o.kernel.w_support % 2)
     throw UsageError("--w-support", fmt::format("expected an even w kernel width from 2 to {}, got {}",
                                                 degrid::kMaxSupport, o.kernel.w_support));
-  if (margin >= p0.xA - p0.subgrid_granularity)
-    throw UsageError("--rec-set",
+  const auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
+  if (w.margin >= p0.xA - p0.subgrid_granularity)
+    throw UsageError(o.margin ? "--margin" : "--rec-set",
                      fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
-                                 "the w-tower spread (margin {} cells); use larger subgrids, a "
-                                 "shorter observation or a smaller field",
-                                 p0.canonical, obs.vis_set, p0.xA, margin));
+                                 "the w-tower spread (margin {} cells); use larger subgrids",
+                                 p0.canonical, obs.vis_set, p0.xA, w.margin));
   if (o.source_count < 1 || o.source_count > p0.used_size * p0.used_size / 2)
     throw UsageError("--source-count", fmt::format("expected 1..{} sources, got {}",
                                                    p0.used_size * p0.used_size / 2, o.source_count));
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   report::Report r;
   r.mode = "degrid";
-  r.rec = config::resolve_rec_set(o.rec_set, {std::nullopt, margin});
+  r.rec = config::resolve_rec_set(o.rec_set, {std::nullopt, w.margin});
   const auto& p = r.rec;
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   r.memory = estimate_memory(p, threads);
@@ -76,44 +75,34 @@ report::Report degrid(const DegridRunOptions& o) {
   report::Timing timing;
   auto t0 = Clock::now();
   const swiftly::Recombination rec(p);
-  const degrid::Degridder degridder(rec, g, obs, o.kernel);
+  const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
-  // Which visibilities each subgrid degrids.
-  std::vector<std::vector<binning::VisRun>> runs(static_cast<size_t>(p.subgrid_count()));
-  binning::for_each_run(p, obs, g, 0, obs.time.steps, [&](index_t subgrid, const binning::VisRun& run) {
-    runs[static_cast<size_t>(subgrid)].push_back(run);
-  });
+  // Which visibilities each subgrid degrids, per w-stacking plane.
+  std::map<index_t, std::vector<std::vector<binning::VisRun>>> stacks;
+  binning::for_each_run(
+      p, obs, g, 0, obs.time.steps,
+      [&](index_t subgrid, const binning::VisRun& run) {
+        auto& runs = stacks[run.w_stack];
+        if (runs.empty()) runs.resize(static_cast<size_t>(p.subgrid_count()));
+        runs[static_cast<size_t>(subgrid)].push_back(run);
+      },
+      {true, w.stack_step});
   timing.planning_s = seconds_since(t0);
 
-  // The used subgrids, column by column.
   const auto tiles = swiftly::subgrid_tiles(p);
   const index_t ns = p.subgrids_per_axis;
-  std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
-  index_t used = 0;
-  for (index_t s = 0; s < p.subgrid_count(); ++s)
-    if (!runs[static_cast<size_t>(s)].empty()) columns[s / ns].push_back(s), ++used;
 
   const auto facet_tiles = swiftly::facet_tiles(p);
   const index_t nf = p.facets_per_axis, F = p.facet_count();
   const auto ftile0 = [&](index_t f) { return facet_tiles[static_cast<size_t>(f / nf)]; };
   const auto ftile1 = [&](index_t f) { return facet_tiles[static_cast<size_t>(f % nf)]; };
 
-  // Timed: the whole predict chain.
+  // Timed: the whole predict chain, one w-stacking plane after another.
   t0 = Clock::now();
   double check_s = 0;
   std::vector<Array2D> prepared;
   for (index_t f = 0; f < F; ++f) prepared.emplace_back(p.yB, p.yN, false);
-#pragma omp parallel num_threads(threads)
-  {
-    Array2D facet = rec.make_facet();
-#pragma omp for schedule(dynamic)
-    for (index_t f = 0; f < F; ++f) {
-      sky::fill_facet(sources, ftile0(f), ftile1(f), facet.view());
-      degridder.correct_facet(ftile0(f), ftile1(f), facet.view());
-      rec.prepare_facet(facet.view(), prepared[static_cast<size_t>(f)].view());
-    }
-  }
   std::vector<Array2D> column_data;
   for (index_t f = 0; f < F; ++f) column_data.push_back(rec.make_column());
   struct ThreadState {
@@ -131,46 +120,68 @@ report::Report degrid(const DegridRunOptions& o) {
   std::vector<ThreadState> state;
   for (int t = 0; t < threads; ++t) state.emplace_back(rec);
   const index_t nt = obs.time.steps, nch = obs.freq.steps;
+  std::vector<bool> subgrid_used(static_cast<size_t>(p.subgrid_count()), false);
+  index_t columns_walked = 0;
 
-  for (const auto& [i0, subgrids] : columns) {
-    const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t f = 0; f < F; ++f)
-      rec.prepare_column(prepared[static_cast<size_t>(f)].view(), ftile0(f).offset, off0,
-                         state[static_cast<size_t>(omp_get_thread_num())].column,
-                         column_data[static_cast<size_t>(f)].view());
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (size_t k = 0; k < subgrids.size(); ++k) {
-      auto& st = state[static_cast<size_t>(omp_get_thread_num())];
-      const index_t s = subgrids[k];
-      const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+  for (const auto& [stack, runs] : stacks) {
+#pragma omp parallel num_threads(threads)
+    {
+      Array2D facet = rec.make_facet();
+#pragma omp for schedule(dynamic)
       for (index_t f = 0; f < F; ++f) {
-        rec.extract_contribution(column_data[static_cast<size_t>(f)].view(), ftile1(f).offset,
-                                 off1, st.contribution.view());
-        rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
-                             st.sum.view());
+        sky::fill_facet(sources, ftile0(f), ftile1(f), facet.view());
+        degridder.correct_facet(ftile0(f), ftile1(f), stack, facet.view());
+        rec.prepare_facet(facet.view(), prepared[static_cast<size_t>(f)].view());
       }
-      const auto& subgrid_runs = runs[static_cast<size_t>(s)];
-      st.vis.clear();
-      st.planes += degridder.degrid(st.sum.view(), off0, off1, subgrid_runs, st.degrid, st.vis);
-      st.visibilities += static_cast<index_t>(st.vis.size());
-      std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
-      // Untimed: the sampled visibilities of this subgrid.
-      const auto tc = Clock::now();
-      size_t at = 0;
-      for (const auto& run : subgrid_runs) {
-        const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
-        auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
-        for (; it != samples.end() && *it < base + run.chan_end; ++it) {
-          const index_t chan = *it - base;
-          const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
-          const cplx got = st.vis[at + static_cast<size_t>(chan - run.chan_begin)];
-          st.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
-          ++st.samples;
+    }
+    // The subgrids of this stack that hold visibilities, column by column.
+    std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
+    for (index_t s = 0; s < p.subgrid_count(); ++s)
+      if (!runs[static_cast<size_t>(s)].empty()) {
+        columns[s / ns].push_back(s);
+        subgrid_used[static_cast<size_t>(s)] = true;
+      }
+    columns_walked += static_cast<index_t>(columns.size());
+    for (const auto& [i0, subgrids] : columns) {
+      const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (index_t f = 0; f < F; ++f)
+        rec.prepare_column(prepared[static_cast<size_t>(f)].view(), ftile0(f).offset, off0,
+                           state[static_cast<size_t>(omp_get_thread_num())].column,
+                           column_data[static_cast<size_t>(f)].view());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t k = 0; k < subgrids.size(); ++k) {
+        auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+        const index_t s = subgrids[k];
+        const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+        for (index_t f = 0; f < F; ++f) {
+          rec.extract_contribution(column_data[static_cast<size_t>(f)].view(), ftile1(f).offset,
+                                   off1, st.contribution.view());
+          rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
+                               st.sum.view());
         }
-        at += static_cast<size_t>(run.count());
+        const auto& subgrid_runs = runs[static_cast<size_t>(s)];
+        st.vis.clear();
+        st.planes += degridder.degrid(st.sum.view(), off0, off1, subgrid_runs, st.degrid, st.vis);
+        st.visibilities += static_cast<index_t>(st.vis.size());
+        std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
+        // Untimed: the sampled visibilities of this subgrid.
+        const auto tc = Clock::now();
+        size_t at = 0;
+        for (const auto& run : subgrid_runs) {
+          const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
+          auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
+          for (; it != samples.end() && *it < base + run.chan_end; ++it) {
+            const index_t chan = *it - base;
+            const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
+            const cplx got = st.vis[at + static_cast<size_t>(chan - run.chan_begin)];
+            st.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
+            ++st.samples;
+          }
+          at += static_cast<size_t>(run.count());
+        }
+        st.check_s += seconds_since(tc);
       }
-      st.check_s += seconds_since(tc);
     }
   }
   double degrid_s = seconds_since(t0);
@@ -191,6 +202,7 @@ report::Report degrid(const DegridRunOptions& o) {
     throw std::logic_error(fmt::format("degridded {} visibilities of {}", visibilities,
                                        obs.visibility_count()));
 
+  const index_t used = std::count(subgrid_used.begin(), subgrid_used.end(), true);
   r.settings = report::RunSettings{o.source_count, o.seed, "predict", used, 0, threads};
   r.settings->support = o.kernel.support;
   r.settings->w_support = o.kernel.w_support;
@@ -199,7 +211,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = used;
-  r.counts.subgrid_columns = static_cast<index_t>(columns.size());
+  r.counts.subgrid_columns = columns_walked;
   add_observation(r, obs);
   report::Accuracy accuracy;
   accuracy.vis_rmse = tally.pooled.value();

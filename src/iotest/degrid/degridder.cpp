@@ -4,6 +4,10 @@
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+
+#include "iotest/common/errors.hpp"
+
 namespace iotest::degrid {
 namespace {
 constexpr double kTwoPi = 2 * std::numbers::pi;
@@ -21,28 +25,48 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0) {
   return w;
 }
 
-index_t required_margin(const binning::GridGeometry& g, const telescope::Observation& obs,
-                        const DegridOptions& o) {
-  const WPlanes w = w_planes(g, 0.375);
-  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight +
-                       o.w_support * w.dw / 2;
-  const double spread = w_max * (g.field_lm / 2) / w.n_min / g.cell_uv;
-  // 25 % and one cell either side of slack over the estimate.
-  return o.support + 2 * static_cast<index_t>(std::ceil(1.25 * spread)) + 2;
+WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
+                 const DegridOptions& o, std::optional<index_t> margin) {
+  WLayout w;
+  w.planes = w_planes(g, kWKernelX0);
+  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
+  const double kernel_reach = o.w_support * w.planes.dw / 2;  // planes beyond a visibility's w
+  const double cells_per_wavelength = (g.field_lm / 2) / w.planes.n_min / g.cell_uv;
+  // Margin for a tower reaching `height` wavelengths from its stack: the
+  // kernel, plus the spread either side with 25 % and a cell of slack.
+  const auto margin_for = [&](double height) {
+    return o.support + 2 + 2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
+  };
+  const index_t single_stack = margin_for(w_max + kernel_reach);
+  w.margin = margin.value_or(std::max(std::min(single_stack, xA / 4), margin_for(kernel_reach + w.planes.dw)));
+  if (w.margin >= single_stack) {
+    w.tower_half_height = w_max;
+    return w;
+  }
+  // The tower height this margin allows.
+  const double spread = (static_cast<double>(w.margin - o.support - 2) / 2 - 1) / 1.25;
+  w.tower_half_height = spread / cells_per_wavelength - kernel_reach;
+  if (w.tower_half_height < w.planes.dw / 2)
+    throw UsageError("--margin",
+                     fmt::format("expected at least {} cells for the kernels (got {})",
+                                 margin_for(kernel_reach + w.planes.dw), w.margin));
+  w.stack_step = 2 * w.tower_half_height;
+  return w;
 }
 
 Degridder::Workspace::Workspace(const config::RecombinationParams& p)
     : screened(p.xM, p.xM), scratch(p.xM, p.xM) {}
 
 Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeometry& g,
-                     const telescope::Observation& obs, const DegridOptions& o)
+                     const telescope::Observation& obs, const DegridOptions& o, const WLayout& w)
     : rec_(rec),
       p_(rec.params()),
       g_(g),
       obs_(obs),
       uv_kernel_(o.support, p_.f / 2),
-      w_kernel_(o.w_support, p_.f / 2),
-      planes_(w_planes(g, p_.f / 2)),
+      w_kernel_(o.w_support, kWKernelX0),
+      layout_(w),
+      planes_(w.planes),
       baselines_(obs.baselines()) {
   for (index_t t = 0; t < obs.time.steps; ++t) antenna_uvw_.push_back(obs.antenna_uvw(t));
   // The tower's phase screen per plane step over the subgrid image (pixel z
@@ -62,8 +86,9 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
     }
 }
 
-void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1,
+void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                               MView2D facet) const {
+  const double w_stack = static_cast<double>(stack) * layout_.stack_step;
   const index_t half = facet.rows / 2;
   const double N = static_cast<double>(p_.N);
   for (index_t a = 0; a < facet.rows; ++a)
@@ -74,8 +99,9 @@ void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1,
                    y1 = static_cast<double>(t1.offset + b - half);
       const double l = y0 * g_.pixel_lm, m = y1 * g_.pixel_lm;
       const double n = std::sqrt(1 - l * l - m * m);
-      v /= uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
-           w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre));
+      v *= std::polar(1.0, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
+           (uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
+            w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre)));
     }
 }
 
@@ -100,8 +126,9 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
   double wc_min = HUGE_VAL, wc_max = -HUGE_VAL;
   for (const auto& run : runs) {
     const auto b = baseline_uvw(run.baseline, run.time);
+    const double w_stack = run.w_stack * layout_.stack_step;
     for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
-      const double wc = b.w * obs_.freq.at(k) * inv_c / planes_.dw;
+      const double wc = (b.w * obs_.freq.at(k) * inv_c - w_stack) / planes_.dw;
       wc_min = std::min(wc_min, wc);
       wc_max = std::max(wc_max, wc);
     }
@@ -128,6 +155,7 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
   std::array<double, kMaxSupport> wu{}, wv{}, ww{};
   for (const auto& run : runs) {
     const auto b = baseline_uvw(run.baseline, run.time);
+    const double w_stack = run.w_stack * layout_.stack_step;
     for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
       const double scale = obs_.freq.at(k) * inv_c;
       const double uc = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
@@ -135,7 +163,7 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
       const double w = b.w * scale;
       const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
       const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
-      const index_t fw = w_kernel_.weights(w / planes_.dw, ww) - p_lo;
+      const index_t fw = w_kernel_.weights((w - w_stack) / planes_.dw, ww) - p_lo;
       cplx sum = 0;
       for (int jw = 0; jw < Sw; ++jw) {
         const MView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();

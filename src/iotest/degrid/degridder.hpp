@@ -7,6 +7,7 @@
 #pragma once
 
 #include <complex>
+#include <optional>
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
@@ -18,9 +19,16 @@
 namespace iotest::degrid {
 
 struct DegridOptions {
-  int support = 12;    // u, v kernel width in cells
-  int w_support = 12;  // w kernel width in planes
+  int support = 12;   // u, v kernel width in cells
+  int w_support = 8;  // w kernel width in planes
 };
+
+// The w kernel's used fraction: planes close enough that dw |n - 1 - c0|
+// stays below 1/8. Unlike u and v (whose x0 = f/2 is fixed by the image),
+// w can be oversampled freely: this halves the taps for the same accuracy
+// (8 taps give ~1e-9) and keeps the tower's phase screens gentle, which is
+// what limits the subgrid margin.
+inline constexpr double kWKernelX0 = 0.125;
 
 // The w-plane layout of an observation on a grid: plane spacing and the
 // centring constant that makes the w kernel's argument symmetric.
@@ -31,19 +39,32 @@ struct WPlanes {
 };
 WPlanes w_planes(const binning::GridGeometry& g, double x0);
 
-// Cells each subgrid must keep outside its tile for the kernel and the
-// tower's spread (the phase screen moves grid values by up to
-// |w| l / (n du) cells).
-index_t required_margin(const binning::GridGeometry& g, const telescope::Observation& obs,
-                        const DegridOptions& o);
+// How w is covered: towers of planes dw apart around w-stacking planes
+// stack_step apart, and the subgrid margin that keeps every visibility's
+// kernel and its tower's spread inside the subgrid. A tower plane p moves
+// grid values by up to |p dw| l / (n du) cells (the phase screen's
+// gradient), so the margin bounds the tower height; beyond it, w-stacking
+// regenerates the subgrids from facets with the stack's w applied.
+struct WLayout {
+  WPlanes planes;
+  index_t margin = 0;       // cells
+  double stack_step = 0;    // wavelengths between stacking planes (0: one stack)
+  double tower_half_height = 0;  // wavelengths of w covered either side of a stack
+};
+// `margin`: nothing for the default (the single-stack margin if it is at
+// most a quarter of xA, else a quarter of xA and w-stacking).
+WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
+                 const DegridOptions& o, std::optional<index_t> margin);
 
 class Degridder {
  public:
   Degridder(const swiftly::Recombination& rec, const binning::GridGeometry& g,
-            const telescope::Observation& obs, const DegridOptions& o);
+            const telescope::Observation& obs, const DegridOptions& o, const WLayout& w);
 
-  // Divides the facet's non-zero pixels by the kernels' transforms.
-  void correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, MView2D facet) const;
+  // Divides the facet's non-zero pixels by the kernels' transforms and
+  // applies the w-stacking plane `stack` (w = stack * stack_step).
+  void correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
+                     MView2D facet) const;
 
   struct Workspace {
     Array2D screened, scratch;
@@ -51,7 +72,8 @@ class Degridder {
     explicit Workspace(const config::RecombinationParams& p);
   };
   // Predicts the visibilities of `runs` (all owned by the subgrid at
-  // offsets off0, off1) from its image-space sum, run after run into `out`.
+  // offsets off0, off1, and all of one w-stacking plane, whose facets made
+  // `subgrid_sum`) from its image-space sum, run after run into `out`.
   // Returns the number of w-planes made.
   index_t degrid(CView2D subgrid_sum, index_t off0, index_t off1,
                  const std::vector<binning::VisRun>& runs, Workspace& ws,
@@ -66,6 +88,7 @@ class Degridder {
   double plane_flops() const;
   double visibility_flops() const;
   const WPlanes& planes() const { return planes_; }
+  const WLayout& layout() const { return layout_; }
 
  private:
   telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
@@ -75,6 +98,7 @@ class Degridder {
   binning::GridGeometry g_;
   const telescope::Observation& obs_;
   GridKernel uv_kernel_, w_kernel_;
+  WLayout layout_;
   WPlanes planes_;
   std::vector<std::pair<int, int>> baselines_;
   std::vector<std::vector<telescope::Uvw>> antenna_uvw_;  // [time][antenna], metres
