@@ -122,20 +122,25 @@ int main(int argc, char** argv) {
   iotest::commands::DegridRunOptions degrid_opts;
   std::optional<iotest::index_t> degrid_margin;
   auto* degrid = app.add_subcommand(
-      "degrid", "the whole predict chain in one process (facets, subgrids, w-towers, "
-                "degridding) without writing, checked against the direct Fourier transform");
+      "degrid",
+      "the whole predict chain in one process (facets, subgrids, w-towers, "
+      "degridding) without writing, checked against the direct Fourier transform");
   degrid->add_option("--rec-set", degrid_opts.rec_set, "recombination set")->required();
   degrid->add_option("--vis-set", degrid_opts.observation.vis_set, "visibility set")->required();
-  degrid->add_option("--time", degrid_opts.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
-  degrid->add_option("--freq", degrid_opts.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
-  degrid->add_option("--dec", degrid_opts.observation.dec_deg, "phase centre declination (degrees)");
+  degrid->add_option("--time", degrid_opts.observation.time,
+                     "hour angles START:END/STEPS[/CHUNK] (s)");
+  degrid->add_option("--freq", degrid_opts.observation.freq,
+                     "frequencies START:END/STEPS[/CHUNK] (Hz)");
+  degrid->add_option("--dec", degrid_opts.observation.dec_deg,
+                     "phase centre declination (degrees)");
   degrid->add_option("--source-count", degrid_opts.source_count, "unit point sources in the sky")
       ->capture_default_str();
   degrid->add_option("--seed", degrid_opts.seed, "seed of the sky and the samples")
       ->check(kNonNegative)
       ->capture_default_str();
-  degrid->add_option("--vis-samples", degrid_opts.vis_samples,
-                     "visibilities checked against the direct transform")
+  degrid
+      ->add_option("--vis-samples", degrid_opts.vis_samples,
+                   "visibilities checked against the direct transform")
       ->capture_default_str();
   degrid->add_option("--support", degrid_opts.kernel.support, "u, v kernel width (cells, even)")
       ->capture_default_str();

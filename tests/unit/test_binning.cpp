@@ -43,7 +43,8 @@ TEST_P(Binning, EveryVisibilityLandsInExactlyOneSubgridAndChunk) {
       ++seen[static_cast<size_t>((run.baseline * nt + run.time) * nf + k)];
       // Recompute the cell directly from the frequency.
       const double scale = obs.freq.at(k) / telescope::kSpeedOfLight / g.cell_uv;
-      const index_t cu = nearest_cell((p2.u - p1.u) * scale), cv = nearest_cell((p2.v - p1.v) * scale);
+      const index_t cu = nearest_cell((p2.u - p1.u) * scale),
+                    cv = nearest_cell((p2.v - p1.v) * scale);
       EXPECT_EQ(locate.tile_of(cu) * locate.per_axis() + locate.tile_of(cv), subgrid);
     }
     per_subgrid[static_cast<size_t>(subgrid)] += run.count();
@@ -58,10 +59,11 @@ TEST_P(Binning, EveryVisibilityLandsInExactlyOneSubgridAndChunk) {
   EXPECT_LE(d.min, d.max);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, Binning,
-                         ::testing::Values(Case{"T05_", "vlaa", "-3600:3600/24/8", "260e6:300e6/40/16", 10},
-                                           Case{"1k-512-128", "lowbd2-core", "-460:460/6/3", "260e6:300e6/50/32", -30},
-                                           Case{"T05_", "midr5", "-290:290/4/4", "0.35e9:0.4725e9/64/64", -60}));
+INSTANTIATE_TEST_SUITE_P(
+    Sets, Binning,
+    ::testing::Values(Case{"T05_", "vlaa", "-3600:3600/24/8", "260e6:300e6/40/16", 10},
+                      Case{"1k-512-128", "lowbd2-core", "-460:460/6/3", "260e6:300e6/50/32", -30},
+                      Case{"T05_", "midr5", "-290:290/4/4", "0.35e9:0.4725e9/64/64", -60}));
 
 TEST(Binning, FieldBeyondTheHorizonIsRejected) {
   // The core's short baselines need few pixels: an 8k image would reach

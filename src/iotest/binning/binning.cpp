@@ -41,8 +41,7 @@ std::pair<index_t, index_t> SubgridLocator::tile_span(index_t tile, index_t cell
 
 void for_each_run(const config::RecombinationParams& p, const telescope::Observation& obs,
                   const GridGeometry& g, index_t t_begin, index_t t_end,
-                  const std::function<void(index_t, const VisRun&)>& visit,
-                  const RunSplit& split) {
+                  const std::function<void(index_t, const VisRun&)>& visit, const RunSplit& split) {
   const SubgridLocator locate(p);
   const auto baselines = obs.baselines();
   const index_t steps = obs.freq.steps, chunk = split.chunks ? obs.freq.chunk : steps;

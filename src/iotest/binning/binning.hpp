@@ -63,7 +63,7 @@ inline index_t nearest_cell(double position) {
 
 // How runs are cut.
 struct RunSplit {
-  bool chunks = true;      // at frequency chunk borders (false: for counting only)
+  bool chunks = true;       // at frequency chunk borders (false: for counting only)
   double w_stack_step = 0;  // at w-stacking plane borders, planes this far apart (0: none)
 };
 

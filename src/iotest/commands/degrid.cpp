@@ -47,8 +47,9 @@ report::Report degrid(const DegridRunOptions& o) {
     throw UsageError("--support", fmt::format("expected an even kernel width from 2 to {}, got {}",
                                               degrid::kMaxSupport, o.kernel.support));
   if (o.kernel.w_support < 2 || o.kernel.w_support > degrid::kMaxSupport || o.kernel.w_support % 2)
-    throw UsageError("--w-support", fmt::format("expected an even w kernel width from 2 to {}, got {}",
-                                                degrid::kMaxSupport, o.kernel.w_support));
+    throw UsageError("--w-support",
+                     fmt::format("expected an even w kernel width from 2 to {}, got {}",
+                                 degrid::kMaxSupport, o.kernel.w_support));
   const auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
   if (w.margin >= p0.xA - p0.subgrid_granularity)
     throw UsageError(o.margin ? "--margin" : "--rec-set",
@@ -56,8 +57,9 @@ report::Report degrid(const DegridRunOptions& o) {
                                  "the w-tower spread (margin {} cells); use larger subgrids",
                                  p0.canonical, obs.vis_set, p0.xA, w.margin));
   if (o.source_count < 1 || o.source_count > p0.used_size * p0.used_size / 2)
-    throw UsageError("--source-count", fmt::format("expected 1..{} sources, got {}",
-                                                   p0.used_size * p0.used_size / 2, o.source_count));
+    throw UsageError("--source-count",
+                     fmt::format("expected 1..{} sources, got {}", p0.used_size * p0.used_size / 2,
+                                 o.source_count));
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   report::Report r;
   r.mode = "degrid";
@@ -67,10 +69,11 @@ report::Report degrid(const DegridRunOptions& o) {
   r.memory = estimate_memory(p, threads);
   const index_t available = available_memory_bytes();
   if (available > 0 && r.memory.single_process_bytes > available)
-    throw UsageError("--rec-set", fmt::format("{} needs about {:.1f} GiB in one process, this "
-                                              "machine has {:.1f} GiB available",
-                                              p.canonical, r.memory.single_process_bytes / 1073741824.0,
-                                              available / 1073741824.0));
+    throw UsageError("--rec-set",
+                     fmt::format("{} needs about {:.1f} GiB in one process, this "
+                                 "machine has {:.1f} GiB available",
+                                 p.canonical, r.memory.single_process_bytes / 1073741824.0,
+                                 available / 1073741824.0));
 
   report::Timing timing;
   auto t0 = Clock::now();
@@ -80,14 +83,13 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
   // Which visibilities each subgrid degrids, per w-stacking plane.
   std::map<index_t, std::vector<std::vector<binning::VisRun>>> stacks;
-  binning::for_each_run(
-      p, obs, g, 0, obs.time.steps,
-      [&](index_t subgrid, const binning::VisRun& run) {
-        auto& runs = stacks[run.w_stack];
-        if (runs.empty()) runs.resize(static_cast<size_t>(p.subgrid_count()));
-        runs[static_cast<size_t>(subgrid)].push_back(run);
-      },
-      {true, w.stack_step});
+  binning::for_each_run(p, obs, g, 0, obs.time.steps,
+                        [&](index_t subgrid, const binning::VisRun& run) {
+                          auto& runs = stacks[run.w_stack];
+                          if (runs.empty()) runs.resize(static_cast<size_t>(p.subgrid_count()));
+                          runs[static_cast<size_t>(subgrid)].push_back(run);
+                        },
+                        {true, w.stack_step});
   timing.planning_s = seconds_since(t0);
 
   const auto tiles = swiftly::subgrid_tiles(p);
@@ -114,7 +116,9 @@ report::Report degrid(const DegridRunOptions& o) {
     index_t planes = 0, visibilities = 0, samples = 0;
     double check_s = 0;
     explicit ThreadState(const swiftly::Recombination& rec)
-        : column(rec.params()), contribution(rec.make_contribution()), sum(rec.make_subgrid_sum()),
+        : column(rec.params()),
+          contribution(rec.make_contribution()),
+          sum(rec.make_subgrid_sum()),
           degrid(rec.params()) {}
   };
   std::vector<ThreadState> state;
@@ -199,8 +203,8 @@ report::Report degrid(const DegridRunOptions& o) {
   // Checks ran inside the parallel loop: take the slowest thread's share off.
   degrid_s -= check_s;
   if (visibilities != obs.visibility_count())
-    throw std::logic_error(fmt::format("degridded {} visibilities of {}", visibilities,
-                                       obs.visibility_count()));
+    throw std::logic_error(
+        fmt::format("degridded {} visibilities of {}", visibilities, obs.visibility_count()));
 
   const index_t used = std::count(subgrid_used.begin(), subgrid_used.end(), true);
   r.settings = report::RunSettings{o.source_count, o.seed, "predict", used, 0, threads};

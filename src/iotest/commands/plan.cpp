@@ -53,7 +53,6 @@ report::Memory estimate_memory(const config::RecombinationParams& p, int threads
   return m;
 }
 
-
 report::Report plan(const PlanOptions& o) {
   const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");

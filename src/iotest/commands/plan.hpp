@@ -19,7 +19,6 @@ void add_observation(report::Report& r, const telescope::Observation& obs);
 
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads);
 
-
 struct PlanOptions {
   std::string rec_set;
   index_t nodes = 1;

@@ -27,7 +27,6 @@ double seconds_since(Clock::time_point t0) {
 // sources x xA^2 per subgrid, so checking everything would dominate big runs.
 constexpr index_t kDefaultCheckedSubgrids = 64;
 
-
 struct DirectionResult {
   double timed_s = 0, check_s = 0, flops = 0;
   ErrorTally errors;
@@ -222,7 +221,6 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
 
   return res;
 }
-
 
 std::string gib(index_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));

@@ -142,8 +142,8 @@ RecombinationParams derive_params(std::string_view name, index_t N, index_t yN, 
                      ", which does not fit in the padded facet size " + std::to_string(yN));
 
   // Window: as wide as accuracy can use; it costs usable subgrid width.
-  p.W =
-      overrides.window_width.value_or(window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
+  p.W = overrides.window_width.value_or(
+      window_width_for(static_cast<double>(p.yB) / static_cast<double>(yN)));
   if (!(p.W > 0) || p.W >= static_cast<double>(p.m))
     throw UsageError("--window-width", "expected 0 < W < m = " + std::to_string(p.m) + ", got " +
                                            std::to_string(p.W));

@@ -1,17 +1,19 @@
 #include "iotest/degrid/degridder.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-
-#include <fmt/format.h>
 
 #include "iotest/common/errors.hpp"
 
 namespace iotest::degrid {
 namespace {
 constexpr double kTwoPi = 2 * std::numbers::pi;
-inline index_t centred(index_t i, index_t n) { return i < n / 2 ? i : i - n; }
+inline index_t centred(index_t i, index_t n) {
+  return i < n / 2 ? i : i - n;
+}
 }  // namespace
 
 WPlanes w_planes(const binning::GridGeometry& g, double x0) {
@@ -35,10 +37,12 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
   // Margin for a tower reaching `height` wavelengths from its stack: the
   // kernel, plus the spread either side with 25 % and a cell of slack.
   const auto margin_for = [&](double height) {
-    return o.support + 2 + 2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
+    return o.support + 2 +
+           2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
   };
   const index_t single_stack = margin_for(w_max + kernel_reach);
-  w.margin = margin.value_or(std::max(std::min(single_stack, xA / 4), margin_for(kernel_reach + w.planes.dw)));
+  w.margin = margin.value_or(
+      std::max(std::min(single_stack, xA / 4), margin_for(kernel_reach + w.planes.dw)));
   if (w.margin >= single_stack) {
     w.tower_half_height = w_max;
     return w;
@@ -47,9 +51,8 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
   const double spread = (static_cast<double>(w.margin - o.support - 2) / 2 - 1) / 1.25;
   w.tower_half_height = spread / cells_per_wavelength - kernel_reach;
   if (w.tower_half_height < w.planes.dw / 2)
-    throw UsageError("--margin",
-                     fmt::format("expected at least {} cells for the kernels (got {})",
-                                 margin_for(kernel_reach + w.planes.dw), w.margin));
+    throw UsageError("--margin", fmt::format("expected at least {} cells for the kernels (got {})",
+                                             margin_for(kernel_reach + w.planes.dw), w.margin));
   w.stack_step = 2 * w.tower_half_height;
   return w;
 }
@@ -141,9 +144,8 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
   // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the grid.
   cplx* screened = ws.screened.data();
   for (index_t i = 0; i < xM * xM; ++i)
-    screened[i] = subgrid_sum.data[i] *
-                  std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
-                                      screen_phase_[static_cast<size_t>(i)]);
+    screened[i] = subgrid_sum.data[i] * std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
+                                                            screen_phase_[static_cast<size_t>(i)]);
   for (index_t p = 0; p < nplanes; ++p) {
     if (p > 0)
       for (index_t i = 0; i < xM * xM; ++i) screened[i] *= screen_step_[static_cast<size_t>(i)];
@@ -153,6 +155,7 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
 
   // Every visibility: S_w planes x S x S taps.
   std::array<double, kMaxSupport> wu{}, wv{}, ww{};
+  std::array<double, 2 * kMaxSupport> wv2{};
   for (const auto& run : runs) {
     const auto b = baseline_uvw(run.baseline, run.time);
     const double w_stack = run.w_stack * layout_.stack_step;
@@ -164,21 +167,24 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
       const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
       const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
       const index_t fw = w_kernel_.weights((w - w_stack) / planes_.dw, ww) - p_lo;
-      cplx sum = 0;
+      // Rows of S complex values as 2S doubles, so the sums over taps are
+      // plain multiply-adds the compiler vectorises.
+      for (int jv = 0; jv < S; ++jv) wv2[2 * jv] = wv2[2 * jv + 1] = wv[static_cast<size_t>(jv)];
+      std::array<double, 2 * kMaxSupport> acc{};
       for (int jw = 0; jw < Sw; ++jw) {
         const MView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
-        cplx plane_sum = 0;
         for (int ju = 0; ju < S; ++ju) {
-          const cplx* row = plane.row(fu + ju) + fv;
-          double re = 0, im = 0;
-          for (int jv = 0; jv < S; ++jv) {
-            re += wv[static_cast<size_t>(jv)] * row[jv].real();
-            im += wv[static_cast<size_t>(jv)] * row[jv].imag();
-          }
-          plane_sum += wu[static_cast<size_t>(ju)] * cplx(re, im);
+          const double c = ww[static_cast<size_t>(jw)] * wu[static_cast<size_t>(ju)];
+          const double* row = reinterpret_cast<const double*>(plane.row(fu + ju) + fv);
+          for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
         }
-        sum += ww[static_cast<size_t>(jw)] * plane_sum;
       }
+      double re = 0, im = 0;
+      for (int jv = 0; jv < S; ++jv) {
+        re += wv2[2 * static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv)];
+        im += wv2[2 * static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv) + 1];
+      }
+      const cplx sum(re, im);
       // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0).
       out.push_back(sum * std::polar(1.0, kTwoPi * w * planes_.centre));
     }
@@ -186,8 +192,8 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
   return nplanes;
 }
 
-cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t baseline,
-                       index_t time, index_t chan) const {
+cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t baseline, index_t time,
+                       index_t chan) const {
   const auto b = baseline_uvw(baseline, time);
   const double scale = obs_.freq.at(chan) / telescope::kSpeedOfLight;
   const double u = b.u * scale, v = b.v * scale, w = b.w * scale;

@@ -33,9 +33,9 @@ inline constexpr double kWKernelX0 = 0.125;
 // The w-plane layout of an observation on a grid: plane spacing and the
 // centring constant that makes the w kernel's argument symmetric.
 struct WPlanes {
-  double dw = 0;        // wavelengths between planes
-  double centre = 0;    // c0: planes carry exp(2 pi i p dw (n - 1 - c0))
-  double n_min = 1;     // n at the corners of the used field
+  double dw = 0;      // wavelengths between planes
+  double centre = 0;  // c0: planes carry exp(2 pi i p dw (n - 1 - c0))
+  double n_min = 1;   // n at the corners of the used field
 };
 WPlanes w_planes(const binning::GridGeometry& g, double x0);
 
@@ -47,8 +47,8 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0);
 // regenerates the subgrids from facets with the stack's w applied.
 struct WLayout {
   WPlanes planes;
-  index_t margin = 0;       // cells
-  double stack_step = 0;    // wavelengths between stacking planes (0: one stack)
+  index_t margin = 0;            // cells
+  double stack_step = 0;         // wavelengths between stacking planes (0: one stack)
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
 };
 // `margin`: nothing for the default (the single-stack margin if it is at

@@ -38,7 +38,8 @@ class GridKernel {
   swiftly::Pswf pswf_;
   double transform_at_zero_ = 0;
   int degree_ = 0;
-  // Chebyshev coefficients in the fractional offset, per degree then tap.
+  // Polynomial coefficients in x = 2 d - 1 (d the fractional offset), per
+  // power then tap (fitted at Chebyshev nodes).
   std::vector<std::array<double, kMaxSupport>> coeffs_;
 };
 

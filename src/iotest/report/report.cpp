@@ -141,11 +141,8 @@ json to_json(const Report& r) {
   }
   if (r.timing) {
     const auto& t = *r.timing;
-    j["timing"] = {{"wall_s", t.wall_s},
-                   {"planning_s", t.planning_s},
-                   {"predict_s", t.predict_s},
-                   {"image_s", t.image_s},
-                   {"check_s", t.check_s},       {"degrid_s", t.degrid_s}};
+    j["timing"] = {{"wall_s", t.wall_s},   {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
+                   {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -209,8 +206,8 @@ std::string render_text(const Report& r) {
         st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns, st.source_count,
         st.seed, st.threads);
   }
-  if (r.accuracy && (std::isfinite(r.accuracy->subgrid_rmse) ||
-                     std::isfinite(r.accuracy->facet_rmse))) {
+  if (r.accuracy &&
+      (std::isfinite(r.accuracy->subgrid_rmse) || std::isfinite(r.accuracy->facet_rmse))) {
     const auto& a = *r.accuracy;
     s += fmt::format(
         "  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
@@ -219,13 +216,15 @@ std::string render_text(const Report& r) {
         error_text(a.facet_rmse), error_text(a.facet_rmse_max), r.counts.facets_checked);
   }
   if (r.accuracy && r.accuracy->vis_samples)
-    s += fmt::format("  visibilities (relative RMSE vs direct FT): {} (worst subgrid {}, {} samples)\n",
-                     error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
-                     *r.accuracy->vis_samples);
+    s += fmt::format(
+        "  visibilities (relative RMSE vs direct FT): {} (worst subgrid {}, {} samples)\n",
+        error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
+        *r.accuracy->vis_samples);
   if (r.rates && r.timing && r.timing->degrid_s > 0)
-    s += fmt::format("  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",
-                     r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
-                     r.rates->w_planes_per_s);
+    s += fmt::format(
+        "  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",
+        r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
+        r.rates->w_planes_per_s);
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
     const auto& q = *r.rates;

@@ -28,8 +28,8 @@ struct RunSettings {  // what the user chose besides the recombination set
   int threads = 0;
   // degrid only
   int support = 0, w_support = 0;
-  double w_step = 0;           // wavelengths between w-planes
-  index_t vis_samples = 0;     // visibilities checked against the direct transform
+  double w_step = 0;        // wavelengths between w-planes
+  index_t vis_samples = 0;  // visibilities checked against the direct transform
 };
 
 struct Counts {
@@ -68,7 +68,7 @@ struct Rates {
   double image_subgrids_per_s = 0;
   double predict_gflops = 0;
   double image_gflops = 0;
-  double gflops = 0;  // both directions: FFT work (5 n log2 n) over timed seconds
+  double gflops = 0;     // both directions: FFT work (5 n log2 n) over timed seconds
   double vis_per_s = 0;  // degrid: visibilities over the whole chain's seconds
   double vis_per_s_per_thread = 0;
   double w_planes_per_s = 0;
