@@ -229,6 +229,11 @@ report::Report degrid(const DegridRunOptions& o) {
   rates.vis_per_s_per_thread = rates.vis_per_s / threads;
   rates.w_planes_per_s = static_cast<double>(planes) / degrid_s;
   r.rates = rates;
+  if (sources.size() <= 10000) {
+    report::Sky sky{g.pixel_lm, {}};
+    for (const auto& src : sources) sky.sources.push_back({src.y0, src.y1});
+    r.sky = sky;
+  }
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

@@ -109,6 +109,7 @@ json to_json(const Report& r) {
                                              {"max", o.vis_per_subgrid_max}};
     }
   }
+  if (r.sky) j["sky"] = {{"pixel_lm", r.sky->pixel_lm}, {"sources", r.sky->sources}};
   if (r.layout) {
     const auto& l = *r.layout;
     json uvw = json::array();

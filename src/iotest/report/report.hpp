@@ -115,6 +115,13 @@ struct LayoutDump {
   std::vector<UvwSample> uvw;
 };
 
+// The point-source sky of a run, so another tool can predict the same
+// visibilities (degrid; omitted above 10,000 sources).
+struct Sky {
+  double pixel_lm = 0;  // image pixel in direction cosines
+  std::vector<std::array<index_t, 2>> sources;  // pixel positions (axis 0 ~ l, axis 1 ~ m), centred
+};
+
 struct Advice {  // plan only
   index_t nodes = 1;
   index_t streamers = 0;
@@ -133,6 +140,7 @@ struct Report {
   Memory memory;
   std::optional<Observation> observation;
   std::optional<LayoutDump> layout;
+  std::optional<Sky> sky;
   std::optional<Advice> advice;
 };
 
