@@ -139,3 +139,34 @@ def test_bad_visibility_options_are_one_line_with_status_2(iotest, args, option)
     proc = iotest(*args, check=2)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], proc.stderr
+
+
+def test_degrid_reports_visibility_accuracy_and_rates(iotest, tmp_path):
+    report = tmp_path / "d.json"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=10", f"--report={report}",
+           check=0)
+    r = load(report)
+    assert r["mode"] == "degrid"
+    assert r["counts"]["baselines"] == 351
+    assert r["counts"]["visibilities"] == 351 * 8 * 16
+    assert 1 <= r["counts"]["subgrids_used"] <= r["counts"]["subgrids"]
+    assert 0 < r["accuracy"]["vis_rmse"] <= 1e-7
+    assert r["accuracy"]["vis_rmse_max"] >= r["accuracy"]["vis_rmse"] * 0.5
+    assert r["accuracy"]["vis_samples"] > 500
+    assert r["rates"]["vis_per_s"] > 0
+    assert len(r["sky"]["sources"]) == 10
+    assert r["config"]["margin"] >= r["config"]["support"]
+
+
+@pytest.mark.parametrize("args,option", [
+    (["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--support=7"], "--support"),
+    (["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--w-support=40"], "--w-support"),
+    (["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--margin=2"], "--margin"),
+    (["degrid", "--rec-set=T05_", "--vis-set=bogus"], "--vis-set"),
+    (["degrid", "--rec-set=T05_"], "--vis-set"),
+])
+def test_bad_degrid_options_are_one_line_with_status_2(iotest, args, option):
+    proc = iotest(*args, check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], proc.stderr

@@ -211,6 +211,8 @@ report::Report degrid(const DegridRunOptions& o) {
   r.settings->support = o.kernel.support;
   r.settings->w_support = o.kernel.w_support;
   r.settings->w_step = degridder.planes().dw;
+  r.settings->w_stack_step = w.stack_step;
+  r.settings->w_stacks = static_cast<index_t>(stacks.size());
   r.settings->vis_samples = static_cast<index_t>(samples.size());
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();

@@ -72,6 +72,8 @@ json to_json(const Report& r) {
       j["config"]["support"] = s.support;
       j["config"]["w_support"] = s.w_support;
       j["config"]["w_step"] = s.w_step;
+      j["config"]["w_stack_step"] = s.w_stack_step;
+      j["config"]["w_stacks"] = s.w_stacks;
       j["config"]["vis_samples"] = s.vis_samples;
     }
   }
@@ -221,6 +223,14 @@ std::string render_text(const Report& r) {
         "  visibilities (relative RMSE vs direct FT): {} (worst subgrid {}, {} samples)\n",
         error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
         *r.accuracy->vis_samples);
+  if (r.settings && r.settings->support > 0)
+    s += fmt::format(
+        "  kernel support {} x {} x {} (w), w-planes {:.4g} wavelengths apart, {} w-stack(s){}\n",
+        r.settings->support, r.settings->support, r.settings->w_support, r.settings->w_step,
+        r.settings->w_stacks,
+        r.settings->w_stack_step > 0
+            ? fmt::format(" {:.4g} wavelengths apart", r.settings->w_stack_step)
+            : std::string());
   if (r.rates && r.timing && r.timing->degrid_s > 0)
     s += fmt::format(
         "  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",

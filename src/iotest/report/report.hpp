@@ -29,6 +29,8 @@ struct RunSettings {  // what the user chose besides the recombination set
   // degrid only
   int support = 0, w_support = 0;
   double w_step = 0;        // wavelengths between w-planes
+  double w_stack_step = 0;  // wavelengths between w-stacking planes (0: one stack)
+  index_t w_stacks = 0;     // w-stacking planes with visibilities
   index_t vis_samples = 0;  // visibilities checked against the direct transform
 };
 
@@ -118,7 +120,7 @@ struct LayoutDump {
 // The point-source sky of a run, so another tool can predict the same
 // visibilities (degrid; omitted above 10,000 sources).
 struct Sky {
-  double pixel_lm = 0;  // image pixel in direction cosines
+  double pixel_lm = 0;                          // image pixel in direction cosines
   std::vector<std::array<index_t, 2>> sources;  // pixel positions (axis 0 ~ l, axis 1 ~ m), centred
 };
 
