@@ -30,6 +30,7 @@ run: build
 
 bench: build
 	bench/recombine.sh
+	$(VENV)/bin/python bench/degrid_ducc0.py
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
