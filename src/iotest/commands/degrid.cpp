@@ -18,6 +18,9 @@ namespace iotest::commands {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Visibilities degridded per batch (the output buffer of a thread).
+constexpr index_t kBatchVisibilities = 1 << 16;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -67,7 +70,17 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto& p = r.rec;
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   r.memory = estimate_memory(p, threads);
+  // The work list holds a run per baseline, time and frequency chunk at
+  // least (more where tracks cross tiles): this process keeps all of it.
+  const index_t run_bytes = obs.baseline_count() * obs.time.steps * obs.freq.chunks() *
+                            static_cast<index_t>(sizeof(binning::VisRun)) * 5 / 4;
+  r.memory.single_process_bytes += run_bytes;
   const index_t available = available_memory_bytes();
+  if (available > 0 && run_bytes > available / 2)
+    throw UsageError("--time", fmt::format("{} visibilities are too many for one process here: "
+                                           "their work list alone needs about {:.1f} GiB; "
+                                           "use fewer time steps or channels",
+                                           obs.visibility_count(), run_bytes / 1073741824.0));
   if (available > 0 && r.memory.single_process_bytes > available)
     throw UsageError("--rec-set",
                      fmt::format("{} needs about {:.1f} GiB in one process, this "
@@ -165,26 +178,38 @@ report::Report degrid(const DegridRunOptions& o) {
                                st.sum.view());
         }
         const auto& subgrid_runs = runs[static_cast<size_t>(s)];
-        st.vis.clear();
-        st.planes += degridder.degrid(st.sum.view(), off0, off1, subgrid_runs, st.degrid, st.vis);
-        st.visibilities += static_cast<index_t>(st.vis.size());
+        st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
         std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
-        // Untimed: the sampled visibilities of this subgrid.
-        const auto tc = Clock::now();
-        size_t at = 0;
-        for (const auto& run : subgrid_runs) {
-          const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
-          auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
-          for (; it != samples.end() && *it < base + run.chan_end; ++it) {
-            const index_t chan = *it - base;
-            const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
-            const cplx got = st.vis[at + static_cast<size_t>(chan - run.chan_begin)];
-            st.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
-            ++st.samples;
+        // Batches of runs keep the output buffer bounded.
+        double batch_check_s = 0;
+        for (size_t first = 0; first < subgrid_runs.size();) {
+          size_t last = first;
+          for (index_t n = 0; last < subgrid_runs.size() && n < kBatchVisibilities; ++last)
+            n += subgrid_runs[last].count();
+          st.vis.clear();
+          degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
+                           st.degrid, st.vis);
+          st.visibilities += static_cast<index_t>(st.vis.size());
+          // Untimed: the sampled visibilities of this batch.
+          const auto tc = Clock::now();
+          size_t at = 0;
+          for (size_t i = first; i < last; ++i) {
+            const auto& run = subgrid_runs[i];
+            const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
+            auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
+            for (; it != samples.end() && *it < base + run.chan_end; ++it) {
+              const index_t chan = *it - base;
+              const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
+              const cplx got = st.vis[at + static_cast<size_t>(chan - run.chan_begin)];
+              st.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
+              ++st.samples;
+            }
+            at += static_cast<size_t>(run.count());
           }
-          at += static_cast<size_t>(run.count());
+          batch_check_s += seconds_since(tc);
+          first = last;
         }
-        st.check_s += seconds_since(tc);
+        st.check_s += batch_check_s;
       }
     }
   }

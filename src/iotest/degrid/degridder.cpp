@@ -116,15 +116,11 @@ telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
   return {p2.u - p1.u, p2.v - p1.v, p2.w - p1.w};
 }
 
-index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
-                          const std::vector<binning::VisRun>& runs, Workspace& ws,
-                          std::vector<cplx>& out) const {
-  const index_t xA = p_.xA, xM = p_.xM, N = p_.N;
-  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
+                               Workspace& ws) const {
+  const index_t xA = p_.xA, xM = p_.xM;
+  const int Sw = w_kernel_.support();
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
-  const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
-    return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
-  };
   // The planes this subgrid's visibilities need.
   double wc_min = HUGE_VAL, wc_max = -HUGE_VAL;
   for (const auto& run : runs) {
@@ -140,23 +136,37 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
   const index_t p_hi = static_cast<index_t>(std::ceil(wc_max - Sw / 2.0)) + Sw - 1;
   const index_t nplanes = p_hi - p_lo + 1;
   while (static_cast<index_t>(ws.planes.size()) < nplanes) ws.planes.emplace_back(xA, xA, false);
+  ws.first_plane = p_lo;
+  ws.plane_count = nplanes;
 
   // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the grid.
   cplx* screened = ws.screened.data();
   for (index_t i = 0; i < xM * xM; ++i)
-    screened[i] = subgrid_sum.data[i] * std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
-                                                            screen_phase_[static_cast<size_t>(i)]);
+    screened[i] = subgrid_sum.data[i] *
+                  std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
+                                      screen_phase_[static_cast<size_t>(i)]);
   for (index_t p = 0; p < nplanes; ++p) {
     if (p > 0)
       for (index_t i = 0; i < xM * xM; ++i) screened[i] *= screen_step_[static_cast<size_t>(i)];
     rec_.finish_subgrid_copy(ws.screened.view(), ws.scratch.view(),
                              ws.planes[static_cast<size_t>(p)].view());
   }
+  return nplanes;
+}
 
+void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                       index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
+  const index_t xA = p_.xA, N = p_.N, p_lo = ws.first_plane;
+  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+  const double inv_c = 1.0 / telescope::kSpeedOfLight;
+  const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
+    return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
+  };
   // Every visibility: S_w planes x S x S taps.
   std::array<double, kMaxSupport> wu{}, wv{}, ww{};
   std::array<double, 2 * kMaxSupport> wv2{};
-  for (const auto& run : runs) {
+  for (const auto* run_it = begin; run_it != end; ++run_it) {
+    const auto& run = *run_it;
     const auto b = baseline_uvw(run.baseline, run.time);
     const double w_stack = run.w_stack * layout_.stack_step;
     for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
@@ -172,7 +182,7 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
       for (int jv = 0; jv < S; ++jv) wv2[2 * jv] = wv2[2 * jv + 1] = wv[static_cast<size_t>(jv)];
       std::array<double, 2 * kMaxSupport> acc{};
       for (int jw = 0; jw < Sw; ++jw) {
-        const MView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
+        const CView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
         for (int ju = 0; ju < S; ++ju) {
           const double c = ww[static_cast<size_t>(jw)] * wu[static_cast<size_t>(ju)];
           const double* row = reinterpret_cast<const double*>(plane.row(fu + ju) + fv);
@@ -189,7 +199,6 @@ index_t Degridder::degrid(CView2D subgrid_sum, index_t off0, index_t off1,
       out.push_back(sum * std::polar(1.0, kTwoPi * w * planes_.centre));
     }
   }
-  return nplanes;
 }
 
 cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t baseline, index_t time,

@@ -66,18 +66,22 @@ class Degridder {
   void correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                      MView2D facet) const;
 
+  // A subgrid's w-tower: its planes, kept for the batches of its runs.
   struct Workspace {
     Array2D screened, scratch;
     std::vector<Array2D> planes;
+    index_t first_plane = 0, plane_count = 0;
     explicit Workspace(const config::RecombinationParams& p);
   };
-  // Predicts the visibilities of `runs` (all owned by the subgrid at
-  // offsets off0, off1, and all of one w-stacking plane, whose facets made
-  // `subgrid_sum`) from its image-space sum, run after run into `out`.
-  // Returns the number of w-planes made.
-  index_t degrid(CView2D subgrid_sum, index_t off0, index_t off1,
-                 const std::vector<binning::VisRun>& runs, Workspace& ws,
-                 std::vector<cplx>& out) const;
+  // Builds the tower of planes that `runs` need (all owned by one subgrid
+  // and one w-stacking plane, whose facets made `subgrid_sum`, the
+  // subgrid's image-space sum). Returns the number of planes made.
+  index_t build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
+                      Workspace& ws) const;
+  // Appends the visibilities of runs [begin, end) (of those given to
+  // build_tower) to `out`, run after run, channel after channel.
+  void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+              index_t off1, const Workspace& ws, std::vector<cplx>& out) const;
 
   // The exact visibility by direct Fourier transform of the sources, with
   // the recombination's normalisation (1 / N^2).
