@@ -148,6 +148,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   degrid->add_option("--margin", degrid_margin,
                      "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  degrid
+      ->add_option("--bls-per-task", degrid_opts.bls_per_task,
+                   "baseline tracks (a baseline at one time) per degridding task")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   degrid->add_option("--threads", degrid_opts.threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(1, 4096));
   degrid->add_option("--report", report_path, "write the JSON report to this file");

@@ -19,8 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Visibilities degridded per batch (the output buffer of a thread).
-constexpr index_t kBatchVisibilities = 1 << 16;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -180,36 +178,49 @@ report::Report degrid(const DegridRunOptions& o) {
         const auto& subgrid_runs = runs[static_cast<size_t>(s)];
         st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
         std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
-        // Batches of runs keep the output buffer bounded.
-        double batch_check_s = 0;
+        // Tasks of up to --bls-per-task baseline tracks (a baseline at one
+        // time) each: idle threads take them, so a subgrid holding most of
+        // the visibilities (the centre) does not leave the others waiting.
+        const auto* tower = &st.degrid;
         for (size_t first = 0; first < subgrid_runs.size();) {
-          size_t last = first;
-          for (index_t n = 0; last < subgrid_runs.size() && n < kBatchVisibilities; ++last)
-            n += subgrid_runs[last].count();
-          st.vis.clear();
-          degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
-                           st.degrid, st.vis);
-          st.visibilities += static_cast<index_t>(st.vis.size());
-          // Untimed: the sampled visibilities of this batch.
-          const auto tc = Clock::now();
-          size_t at = 0;
-          for (size_t i = first; i < last; ++i) {
-            const auto& run = subgrid_runs[i];
-            const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
-            auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
-            for (; it != samples.end() && *it < base + run.chan_end; ++it) {
-              const index_t chan = *it - base;
-              const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
-              const cplx got = st.vis[at + static_cast<size_t>(chan - run.chan_begin)];
-              st.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
-              ++st.samples;
-            }
-            at += static_cast<size_t>(run.count());
+          size_t last = first + 1;
+          for (index_t tracks = 1; last < subgrid_runs.size(); ++last) {
+            const auto& prev = subgrid_runs[last - 1];
+            const auto& next = subgrid_runs[last];
+            if ((next.baseline != prev.baseline || next.time != prev.time) &&
+                ++tracks > o.bls_per_task)
+              break;
           }
-          batch_check_s += seconds_since(tc);
+#pragma omp task firstprivate(first, last, s, off0, off1, tower) shared(subgrid_runs)
+          {
+            auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
+            ts.vis.clear();
+            degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
+                             *tower, ts.vis);
+            ts.visibilities += static_cast<index_t>(ts.vis.size());
+            // Untimed: the sampled visibilities of this task.
+            const auto tc = Clock::now();
+            size_t at = 0;
+            for (size_t i = first; i < last; ++i) {
+              const auto& run = subgrid_runs[i];
+              const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
+              auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
+              for (; it != samples.end() && *it < base + run.chan_end; ++it) {
+                const index_t chan = *it - base;
+                const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
+                const cplx got = ts.vis[at + static_cast<size_t>(chan - run.chan_begin)];
+                ts.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
+                ++ts.samples;
+              }
+              at += static_cast<size_t>(run.count());
+            }
+            ts.check_s += seconds_since(tc);
+          }
           first = last;
         }
-        st.check_s += batch_check_s;
+        // The tower lives in this thread's workspace: keep it until its
+        // tasks are done (this thread works on tasks meanwhile).
+#pragma omp taskwait
       }
     }
   }

@@ -21,6 +21,7 @@ struct DegridRunOptions {
   std::uint64_t seed = 1;
   index_t vis_samples = 1000;
   int threads = 0;
+  index_t bls_per_task = 256;  // baseline tracks (a baseline at one time) per degrid task
   degrid::DegridOptions kernel;
   std::optional<index_t> margin;  // default: degrid::required_margin
 };

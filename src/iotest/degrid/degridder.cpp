@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 
 #include "iotest/common/errors.hpp"
 
@@ -142,9 +143,8 @@ index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::V
   // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the grid.
   cplx* screened = ws.screened.data();
   for (index_t i = 0; i < xM * xM; ++i)
-    screened[i] = subgrid_sum.data[i] *
-                  std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
-                                      screen_phase_[static_cast<size_t>(i)]);
+    screened[i] = subgrid_sum.data[i] * std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
+                                                            screen_phase_[static_cast<size_t>(i)]);
   for (index_t p = 0; p < nplanes; ++p) {
     if (p > 0)
       for (index_t i = 0; i < xM * xM; ++i) screened[i] *= screen_step_[static_cast<size_t>(i)];
@@ -177,6 +177,12 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
       const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
       const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
       const index_t fw = w_kernel_.weights((w - w_stack) / planes_.dw, ww) - p_lo;
+      // The binning and the margin guarantee this; a breach would read
+      // outside the tower, so it is checked rather than assumed.
+      if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
+        throw std::logic_error(fmt::format(
+            "visibility (baseline {}, time {}, channel {}) reaches outside its subgrid's tower",
+            run.baseline, run.time, k));
       // Rows of S complex values as 2S doubles, so the sums over taps are
       // plain multiply-adds the compiler vectorises.
       for (int jv = 0; jv < S; ++jv) wv2[2 * jv] = wv2[2 * jv + 1] = wv[static_cast<size_t>(jv)];

@@ -80,8 +80,8 @@ class Degridder {
                       Workspace& ws) const;
   // Appends the visibilities of runs [begin, end) (of those given to
   // build_tower) to `out`, run after run, channel after channel.
-  void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
-              index_t off1, const Workspace& ws, std::vector<cplx>& out) const;
+  void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0, index_t off1,
+              const Workspace& ws, std::vector<cplx>& out) const;
 
   // The exact visibility by direct Fourier transform of the sources, with
   // the recombination's normalisation (1 / N^2).
