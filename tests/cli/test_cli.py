@@ -170,3 +170,23 @@ def test_bad_degrid_options_are_one_line_with_status_2(iotest, args, option):
     proc = iotest(*args, check=2)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], proc.stderr
+
+
+def test_own_layout_files_are_read_and_malformed_ones_refused(iotest, tmp_path):
+    good = tmp_path / "three.cfg"
+    good.write_text("# observatory (long,lat)= 21.4 -30.7\n# observatory elevation = 1000 m\n"
+                    "5109224.0 2006790.0 -3239100.0 13.5 A\n"
+                    "5109000.0 2007000.0 -3239300.0 13.5 B\n"
+                    "5108800.0 2006790.0 -3239500.0 13.5 C\n")
+    r = json.loads(iotest("layout", f"--vis-set={good}", "--report=-", check=0).stdout)
+    assert r["counts"]["baselines"] == 3
+    assert r["layout"]["centre"]["lat_deg"] == -30.7
+    no_header = tmp_path / "no_header.cfg"
+    no_header.write_text("1 2 3 4 A\n5 6 7 8 B\n")
+    bad_number = tmp_path / "bad_number.cfg"
+    bad_number.write_text("# observatory (long,lat)= 21.4 -30.7\n1 x 3 4 A\n4 5 6 7 B\n")
+    for path, words in [(no_header, "header"), (bad_number, ":2:"),
+                        (tmp_path / "missing.cfg", "cannot read")]:
+        proc = iotest("plan", "--rec-set=T05_", f"--vis-set={path}", check=2)
+        assert words in proc.stderr and "--vis-set" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1

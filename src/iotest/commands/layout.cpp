@@ -7,7 +7,7 @@ namespace iotest::commands {
 report::Observation summarise(const telescope::Observation& obs) {
   report::Observation o;
   o.vis_set = obs.vis_set;
-  o.description = std::string(telescope::find_vis_set(obs.vis_set).description);
+  o.description = obs.description;
   o.antennas = obs.antenna_count();
   o.autocorrelations = obs.autocorrelations;
   o.time = obs.time.text();

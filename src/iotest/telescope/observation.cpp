@@ -4,7 +4,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <fstream>
 #include <numbers>
+#include <optional>
+#include <sstream>
 
 #include "iotest/common/errors.hpp"
 
@@ -126,13 +129,66 @@ std::vector<Uvw> Observation::antenna_uvw(index_t t) const {
   return out;
 }
 
+const VisSet& custom_defaults() {
+  static const VisSet set{
+      "",  "",           LayoutFormat::ecef_cfg, {}, false, "-1800:1800/64/32", "1e9:1.1e9/64/32",
+      -30, "layout file"};
+  return set;
+}
+
+namespace {
+
+// A layout file of the user's: the .cfg format with its centre in the header.
+Layout read_layout_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--vis-set", "cannot read layout file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::optional<double> lon, lat;
+  double height = 0;
+  std::string line;
+  for (std::istringstream lines(text.str()); std::getline(lines, line);) {
+    if (line.rfind('#', 0) != 0) continue;
+    if (const auto at = line.find("(long,lat)="); at != std::string::npos) {
+      std::istringstream values(line.substr(at + 11));
+      double a = 0, b = 0;
+      if (values >> a >> b) lon = a, lat = b;
+    } else if (const auto e = line.find("elevation ="); e != std::string::npos) {
+      std::istringstream(line.substr(e + 11)) >> height;
+    }
+  }
+  if (!lon || !lat)
+    throw UsageError(
+        "--vis-set",
+        "layout file '" + path + "': expected a header line '# observatory (long,lat)= LON LAT'");
+  try {
+    return parse_layout(text.str(), LayoutFormat::ecef_cfg, {*lon, *lat, height}, path);
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--vis-set", e.what());
+  }
+}
+
+bool is_layout_path(const std::string& name) {
+  return name.find('/') != std::string::npos ||
+         (name.size() > 4 && name.compare(name.size() - 4, 4, ".cfg") == 0);
+}
+
+}  // namespace
+
 Observation make_observation(const ObservationOptions& o) {
-  const VisSet& set = find_vis_set(o.vis_set);
+  const bool custom = is_layout_path(o.vis_set);
+  const VisSet& set = custom ? custom_defaults() : find_vis_set(o.vis_set);
   Observation obs;
-  obs.vis_set = std::string(set.name);
-  obs.layout = parse_layout(embedded_layout(set.file), set.format, set.centre,
-                            "data/layouts/" + std::string(set.file));
-  obs.layout.name = std::string(set.name);
+  if (custom) {
+    obs.vis_set = o.vis_set;
+    obs.layout = read_layout_file(o.vis_set);
+  } else {
+    obs.vis_set = std::string(set.name);
+    obs.layout = parse_layout(embedded_layout(set.file), set.format, set.centre,
+                              "data/layouts/" + std::string(set.file));
+  }
+  obs.description = std::string(set.description);
+  obs.layout.name = obs.vis_set;
   obs.autocorrelations = set.autocorrelations;
   obs.time = parse_sampling(o.time.value_or(std::string(set.time)), "--time", false);
   obs.freq = parse_sampling(o.freq.value_or(std::string(set.freq)), "--freq", true);

@@ -49,6 +49,7 @@ struct ObservationOptions {
 
 struct Observation {
   std::string vis_set;
+  std::string description;
   Layout layout;
   bool autocorrelations = false;
   Sampling time;  // hour angle in seconds
@@ -69,6 +70,11 @@ struct Observation {
   std::vector<Uvw> antenna_uvw(index_t t) const;
 };
 
+// A built-in visibility set by name, or a layout file of one's own: a path
+// to a .cfg file (ECEF "X Y Z diameter name" lines after a header that
+// states "# observatory (long,lat)= LON LAT" and "# observatory elevation =
+// H m"), observed by default like `custom_defaults()`.
 Observation make_observation(const ObservationOptions& options);
+const VisSet& custom_defaults();
 
 }  // namespace iotest::telescope
