@@ -148,6 +148,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   degrid->add_option("--margin", degrid_margin,
                      "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  degrid->add_option("--wstep", degrid_opts.kernel.w_step,
+                     "w-tower planes between w-stacking planes (default: from the margin)");
   degrid
       ->add_option("--bls-per-task", degrid_opts.bls_per_task,
                    "baseline tracks (a baseline at one time) per degridding task")

@@ -45,6 +45,15 @@ TEST(Degrid, WStackingKeepsTheAccuracy) {
   EXPECT_LT(r.accuracy->vis_rmse, 5e-8);
 }
 
+TEST(Degrid, TowerHeightFromWstep) {
+  auto o = small_run("2k-1k-256", -40);
+  o.kernel.w_step = 20;
+  const auto r = degrid(o);
+  EXPECT_NEAR(r.settings->w_stack_step, 20 * r.settings->w_step, 1e-9 * r.settings->w_step);
+  EXPECT_GE(r.settings->w_stacks, 2);
+  EXPECT_LT(r.accuracy->vis_rmse, 5e-8);
+}
+
 TEST(Degrid, ANarrowKernelShowsInTheAccuracy) {
   auto o = small_run("T05_", -40);
   o.kernel.support = 4;

@@ -53,7 +53,9 @@ report::Report degrid(const DegridRunOptions& o) {
                                  degrid::kMaxSupport, o.kernel.w_support));
   const auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
   if (w.margin >= p0.xA - p0.subgrid_granularity)
-    throw UsageError(o.margin ? "--margin" : "--rec-set",
+    throw UsageError(o.margin          ? "--margin"
+                     : o.kernel.w_step ? "--wstep"
+                                       : "--rec-set",
                      fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
                                  "the w-tower spread (margin {} cells); use larger subgrids",
                                  p0.canonical, obs.vis_set, p0.xA, w.margin));

@@ -42,6 +42,19 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
            2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
   };
   const index_t single_stack = margin_for(w_max + kernel_reach);
+  if (o.w_step) {  // the tower height is given: the margin follows
+    if (*o.w_step < 1) throw UsageError("--wstep", "expected at least 1 plane between w-stacks");
+    if (margin) throw UsageError("--wstep", "give either --wstep or --margin, not both");
+    w.tower_half_height = static_cast<double>(*o.w_step) * w.planes.dw / 2;
+    if (w.tower_half_height >= w_max) {
+      w.margin = single_stack;
+      w.tower_half_height = w_max;
+      return w;
+    }
+    w.margin = margin_for(w.tower_half_height + kernel_reach);
+    w.stack_step = 2 * w.tower_half_height;
+    return w;
+  }
   w.margin = margin.value_or(
       std::max(std::min(single_stack, xA / 4), margin_for(kernel_reach + w.planes.dw)));
   if (w.margin >= single_stack) {

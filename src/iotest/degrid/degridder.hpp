@@ -21,6 +21,8 @@ namespace iotest::degrid {
 struct DegridOptions {
   int support = 12;   // u, v kernel width in cells
   int w_support = 8;  // w kernel width in planes
+  // Tower planes between w-stacking planes (nothing: from the margin).
+  std::optional<index_t> w_step;
 };
 
 // The w kernel's used fraction: planes close enough that dw |n - 1 - c0|
@@ -52,7 +54,8 @@ struct WLayout {
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
 };
 // `margin`: nothing for the default (the single-stack margin if it is at
-// most a quarter of xA, else a quarter of xA and w-stacking).
+// most a quarter of xA, else a quarter of xA and w-stacking); with
+// o.w_step the tower height is given and the margin follows from it.
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin);
 
