@@ -59,10 +59,7 @@ report::Report degrid(const DegridRunOptions& o) {
                      fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
                                  "the w-tower spread (margin {} cells); use larger subgrids",
                                  p0.canonical, obs.vis_set, p0.xA, w.margin));
-  if (o.source_count < 1 || o.source_count > p0.used_size * p0.used_size / 2)
-    throw UsageError("--source-count",
-                     fmt::format("expected 1..{} sources, got {}", p0.used_size * p0.used_size / 2,
-                                 o.source_count));
+  require_source_count(p0, o.source_count);
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   report::Report r;
   r.mode = "degrid";
@@ -81,12 +78,7 @@ report::Report degrid(const DegridRunOptions& o) {
                                            "their work list alone needs about {:.1f} GiB; "
                                            "use fewer time steps or channels",
                                            obs.visibility_count(), run_bytes / 1073741824.0));
-  if (available > 0 && r.memory.single_process_bytes > available)
-    throw UsageError("--rec-set",
-                     fmt::format("{} needs about {:.1f} GiB in one process, this "
-                                 "machine has {:.1f} GiB available",
-                                 p.canonical, r.memory.single_process_bytes / 1073741824.0,
-                                 available / 1073741824.0));
+  require_memory(p, r.memory.single_process_bytes);
 
   report::Timing timing;
   auto t0 = Clock::now();

@@ -1,5 +1,7 @@
 #include "iotest/commands/plan.hpp"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -25,6 +27,23 @@ void add_observation(report::Report& r, const telescope::Observation& obs) {
   o.vis_per_subgrid_mean = d.mean;
   o.vis_per_subgrid_max = d.max;
   r.observation = o;
+}
+
+void require_source_count(const config::RecombinationParams& p, index_t source_count) {
+  const index_t most = p.used_size * p.used_size / 2;
+  if (source_count < 1 || source_count > most)
+    throw UsageError("--source-count",
+                     fmt::format("expected 1..{} sources, got {}", most, source_count));
+}
+
+void require_memory(const config::RecombinationParams& p, index_t bytes) {
+  const index_t available = available_memory_bytes();
+  const auto gib = [](index_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
+  if (available > 0 && bytes > available)
+    throw UsageError("--rec-set",
+                     fmt::format("{} needs about {:.1f} GiB of memory in one process (the image "
+                                 "alone is {:.1f} GiB), but this machine has {:.1f} GiB available",
+                                 p.canonical, gib(bytes), gib(p.image_bytes()), gib(available)));
 }
 
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads) {

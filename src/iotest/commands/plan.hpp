@@ -17,6 +17,12 @@ inline constexpr index_t kDefaultSubgridQueue = 32;
 // Adds the visibility side (counts, volume, grid, distribution) to a report.
 void add_observation(report::Report& r, const telescope::Observation& obs);
 
+// Usage errors shared by the commands that build a sky and run in one
+// process: the source count must fit the used image, and the estimated
+// memory this machine.
+void require_source_count(const config::RecombinationParams& p, index_t source_count);
+void require_memory(const config::RecombinationParams& p, index_t bytes);
+
 report::Memory estimate_memory(const config::RecombinationParams& p, int threads);
 
 struct PlanOptions {

@@ -222,10 +222,6 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   return res;
 }
 
-std::string gib(index_t bytes) {
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-}
-
 }  // namespace
 
 Direction parse_direction(const std::string& text) {
@@ -287,9 +283,7 @@ report::Report run(const Options& o) {
   if (count < 1 || count > total)
     throw UsageError("--subgrids", fmt::format("expected 1..{} or 'all' for {}, got {}", total,
                                                p.canonical, count));
-  if (o.source_count < 1 || o.source_count > p.used_size * p.used_size / 2)
-    throw UsageError("--source-count", fmt::format("expected 1..{} sources, got {}",
-                                                   p.used_size * p.used_size / 2, o.source_count));
+  require_source_count(p, o.source_count);
   const index_t check =
       o.check_all ? count : o.check.value_or(std::min(count, kDefaultCheckedSubgrids));
   if (check < 0 || check > count)
@@ -298,13 +292,7 @@ report::Report run(const Options& o) {
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
   r.memory = estimate_memory(p, threads);
-  const index_t available = available_memory_bytes();
-  if (available > 0 && r.memory.single_process_bytes > available)
-    throw UsageError("--rec-set",
-                     fmt::format("{} needs about {} of memory in one process (the image alone is "
-                                 "{}), but this machine has {} available",
-                                 p.canonical, gib(r.memory.single_process_bytes),
-                                 gib(p.image_bytes()), gib(available)));
+  require_memory(p, r.memory.single_process_bytes);
 
   Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, count), {}, count};
   index_t seen = 0;
