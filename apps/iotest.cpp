@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   degrid->add_option("--margin", degrid_margin,
                      "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  degrid->add_option("--target-err", degrid_opts.target_err,
+                     "measure the w-tower height at which the error reaches this "
+                     "(0: twice the error at w = 0) instead of bounding it");
   degrid->add_option("--wstep", degrid_opts.kernel.w_step,
                      "w-tower planes between w-stacking planes (default: from the margin)");
   degrid

@@ -190,3 +190,11 @@ def test_own_layout_files_are_read_and_malformed_ones_refused(iotest, tmp_path):
         proc = iotest("plan", "--rec-set=T05_", f"--vis-set={path}", check=2)
         assert words in proc.stderr and "--vis-set" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_degrid_tower_options_exclude_each_other(iotest):
+    base = ["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-60:60/2/2", "--freq=1e9:1e9/1"]
+    for extra, option in [(["--wstep=4", "--margin=30"], "--wstep"),
+                          (["--wstep=4", "--target-err=1e-7"], "--target-err")]:
+        proc = iotest(*base, *extra, check=2)
+        assert option in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

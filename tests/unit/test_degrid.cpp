@@ -54,6 +54,19 @@ TEST(Degrid, TowerHeightFromWstep) {
   EXPECT_LT(r.accuracy->vis_rmse, 5e-8);
 }
 
+TEST(Degrid, TowerHeightFromATargetErrorIsMeasured) {
+  auto o = small_run("2k-1k-256", -40);
+  o.margin = 40;
+  const auto bounded = degrid(o);
+  o.target_err = 0.0;  // twice the error at w = 0
+  const auto measured = degrid(o);
+  EXPECT_GT(measured.settings->tower_error_at_zero, 0);
+  EXPECT_DOUBLE_EQ(measured.settings->target_err, 2 * measured.settings->tower_error_at_zero);
+  // The bound is conservative: the measured tower is at least as tall.
+  EXPECT_GE(measured.settings->tower_half_height, bounded.settings->tower_half_height);
+  EXPECT_LT(measured.accuracy->vis_rmse, 5e-8);
+}
+
 TEST(Degrid, ANarrowKernelShowsInTheAccuracy) {
   auto o = small_run("T05_", -40);
   o.kernel.support = 4;

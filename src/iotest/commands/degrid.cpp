@@ -51,7 +51,9 @@ report::Report degrid(const DegridRunOptions& o) {
     throw UsageError("--w-support",
                      fmt::format("expected an even w kernel width from 2 to {}, got {}",
                                  degrid::kMaxSupport, o.kernel.w_support));
-  const auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
+  auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
+  if (o.target_err && o.kernel.w_step)
+    throw UsageError("--target-err", "give either --target-err or --wstep, not both");
   if (w.margin >= p0.xA - p0.subgrid_granularity)
     throw UsageError(o.margin          ? "--margin"
                      : o.kernel.w_step ? "--wstep"
@@ -83,6 +85,17 @@ report::Report degrid(const DegridRunOptions& o) {
   report::Timing timing;
   auto t0 = Clock::now();
   const swiftly::Recombination rec(p);
+  std::optional<degrid::TowerCalibration> calibration;
+  if (o.target_err) {
+    // Measure the tower height this margin allows instead of bounding it.
+    auto single = w;
+    single.stack_step = 0;
+    const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
+    calibration = degrid::calibrate_tower_height(degrid::Degridder(rec, g, obs, o.kernel, single),
+                                                 w_max, *o.target_err);
+    w.tower_half_height = calibration->height;
+    w.stack_step = calibration->height >= w_max ? 0 : 2 * calibration->height;
+  }
   const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
@@ -243,6 +256,11 @@ report::Report degrid(const DegridRunOptions& o) {
   r.settings->w_step = degridder.planes().dw;
   r.settings->w_stack_step = w.stack_step;
   r.settings->w_stacks = static_cast<index_t>(stacks.size());
+  r.settings->tower_half_height = w.tower_half_height;
+  if (calibration) {
+    r.settings->target_err = calibration->target;
+    r.settings->tower_error_at_zero = calibration->error_at_zero;
+  }
   r.settings->vis_samples = static_cast<index_t>(samples.size());
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();

@@ -23,7 +23,10 @@ struct DegridRunOptions {
   int threads = 0;
   index_t bls_per_task = 256;  // baseline tracks (a baseline at one time) per degrid task
   degrid::DegridOptions kernel;
-  std::optional<index_t> margin;  // default: degrid::required_margin
+  std::optional<index_t> margin;  // default: from degrid::w_layout
+  // Tower height from a target error (<= 0: twice the error at w = 0)
+  // instead of the margin's conservative bound.
+  std::optional<double> target_err;
 };
 
 report::Report degrid(const DegridRunOptions& options);

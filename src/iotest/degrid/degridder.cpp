@@ -132,8 +132,6 @@ telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
 
 index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
                                Workspace& ws) const {
-  const index_t xA = p_.xA, xM = p_.xM;
-  const int Sw = w_kernel_.support();
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
   // The planes this subgrid's visibilities need.
   double wc_min = HUGE_VAL, wc_max = -HUGE_VAL;
@@ -146,6 +144,13 @@ index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::V
       wc_max = std::max(wc_max, wc);
     }
   }
+  return build_tower(subgrid_sum, wc_min, wc_max, ws);
+}
+
+index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
+                               Workspace& ws) const {
+  const index_t xA = p_.xA, xM = p_.xM;
+  const int Sw = w_kernel_.support();
   const index_t p_lo = static_cast<index_t>(std::ceil(wc_min - Sw / 2.0));
   const index_t p_hi = static_cast<index_t>(std::ceil(wc_max - Sw / 2.0)) + Sw - 1;
   const index_t nplanes = p_hi - p_lo + 1;
@@ -167,17 +172,47 @@ index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::V
   return nplanes;
 }
 
+cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
+                             const Workspace& ws) const {
+  const index_t xA = p_.xA;
+  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+  std::array<double, kMaxSupport> wu{}, wv{}, ww{};
+  const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
+  const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
+  const index_t fw = w_kernel_.weights(w_rel / planes_.dw, ww) - ws.first_plane;
+  // The binning and the margin guarantee this; a breach would read outside
+  // the tower, so it is checked rather than assumed.
+  if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
+    throw std::logic_error(fmt::format(
+        "visibility at ({:.2f}, {:.2f}) cells, w {:.1f} reaches outside its subgrid's tower", uc,
+        vc, w));
+  // Rows of S complex values as 2S doubles, so the sums over taps are plain
+  // multiply-adds the compiler vectorises.
+  std::array<double, 2 * kMaxSupport> acc{};
+  for (int jw = 0; jw < Sw; ++jw) {
+    const CView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
+    for (int ju = 0; ju < S; ++ju) {
+      const double c = ww[static_cast<size_t>(jw)] * wu[static_cast<size_t>(ju)];
+      const double* row = reinterpret_cast<const double*>(plane.row(fu + ju) + fv);
+      for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
+    }
+  }
+  double re = 0, im = 0;
+  for (int jv = 0; jv < S; ++jv) {
+    re += wv[static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv)];
+    im += wv[static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv) + 1];
+  }
+  // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0).
+  return cplx(re, im) * std::polar(1.0, kTwoPi * w * planes_.centre);
+}
+
 void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
                        index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
-  const index_t xA = p_.xA, N = p_.N, p_lo = ws.first_plane;
-  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+  const index_t N = p_.N;
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
   const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
     return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
   };
-  // Every visibility: S_w planes x S x S taps.
-  std::array<double, kMaxSupport> wu{}, wv{}, ww{};
-  std::array<double, 2 * kMaxSupport> wv2{};
   for (const auto* run_it = begin; run_it != end; ++run_it) {
     const auto& run = *run_it;
     const auto b = baseline_uvw(run.baseline, run.time);
@@ -187,35 +222,7 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
       const double uc = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
       const double vc = wrap_centred(b.v * scale / g_.cell_uv - static_cast<double>(off1));
       const double w = b.w * scale;
-      const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
-      const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
-      const index_t fw = w_kernel_.weights((w - w_stack) / planes_.dw, ww) - p_lo;
-      // The binning and the margin guarantee this; a breach would read
-      // outside the tower, so it is checked rather than assumed.
-      if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
-        throw std::logic_error(fmt::format(
-            "visibility (baseline {}, time {}, channel {}) reaches outside its subgrid's tower",
-            run.baseline, run.time, k));
-      // Rows of S complex values as 2S doubles, so the sums over taps are
-      // plain multiply-adds the compiler vectorises.
-      for (int jv = 0; jv < S; ++jv) wv2[2 * jv] = wv2[2 * jv + 1] = wv[static_cast<size_t>(jv)];
-      std::array<double, 2 * kMaxSupport> acc{};
-      for (int jw = 0; jw < Sw; ++jw) {
-        const CView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
-        for (int ju = 0; ju < S; ++ju) {
-          const double c = ww[static_cast<size_t>(jw)] * wu[static_cast<size_t>(ju)];
-          const double* row = reinterpret_cast<const double*>(plane.row(fu + ju) + fv);
-          for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
-        }
-      }
-      double re = 0, im = 0;
-      for (int jv = 0; jv < S; ++jv) {
-        re += wv2[2 * static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv)];
-        im += wv2[2 * static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv) + 1];
-      }
-      const cplx sum(re, im);
-      // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0).
-      out.push_back(sum * std::polar(1.0, kTwoPi * w * planes_.centre));
+      out.push_back(degrid_point(uc, vc, w - w_stack, w, ws));
     }
   }
 }
@@ -224,7 +231,11 @@ cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t bas
                        index_t chan) const {
   const auto b = baseline_uvw(baseline, time);
   const double scale = obs_.freq.at(chan) / telescope::kSpeedOfLight;
-  const double u = b.u * scale, v = b.v * scale, w = b.w * scale;
+  return direct_at(sources, b.u * scale, b.v * scale, b.w * scale);
+}
+
+cplx Degridder::direct_at(const std::vector<sky::PointSource>& sources, double u, double v,
+                          double w) const {
   cplx sum = 0;
   for (const auto& s : sources) {
     const double l = static_cast<double>(s.y0) * g_.pixel_lm,

@@ -53,6 +53,7 @@ struct WLayout {
   double stack_step = 0;         // wavelengths between stacking planes (0: one stack)
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
 };
+
 // `margin`: nothing for the default (the single-stack margin if it is at
 // most a quarter of xA, else a quarter of xA and w-stacking); with
 // o.w_step the tower height is given and the margin follows from it.
@@ -81,6 +82,11 @@ class Degridder {
   // subgrid's image-space sum). Returns the number of planes made.
   index_t build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
                       Workspace& ws) const;
+  // The same for w / dw (relative to the stack) in [wc_min, wc_max].
+  index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws) const;
+  // One visibility at (uc, vc) cells from the subgrid's centre, w_rel
+  // wavelengths from its stacking plane (w in all).
+  cplx degrid_point(double uc, double vc, double w_rel, double w, const Workspace& ws) const;
   // Appends the visibilities of runs [begin, end) (of those given to
   // build_tower) to `out`, run after run, channel after channel.
   void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0, index_t off1,
@@ -90,6 +96,10 @@ class Degridder {
   // the recombination's normalisation (1 / N^2).
   cplx direct(const std::vector<sky::PointSource>& sources, index_t baseline, index_t time,
               index_t chan) const;
+  // The same at (u, v, w) in wavelengths.
+  cplx direct_at(const std::vector<sky::PointSource>& sources, double u, double v, double w) const;
+  const binning::GridGeometry& geometry() const { return g_; }
+  const swiftly::Recombination& recombination() const { return rec_; }
 
   // Transform and kernel work for the GFLOP/s figure.
   double plane_flops() const;
@@ -112,5 +122,19 @@ class Degridder {
   std::vector<cplx> screen_step_;  // exp(2 pi i dw (n - 1 - c0)) over the subgrid image, FFT order
   std::vector<double> screen_phase_;  // dw (n - 1 - c0) in turns
 };
+
+// Tower height from a target error (DESIGN.md section 8): worst-case
+// sources at the used field's corners and edges, visibilities at the edges
+// of the central subgrid's tile and at growing |w|, compared with the direct
+// transform; the height doubles, then bisects, until the error reaches
+// `target` (<= 0: twice the error at w = 0). Uses d's margin; towers stop at
+// 256 planes.
+struct TowerCalibration {
+  double height = 0;         // wavelengths either side of a stacking plane
+  double error_at_zero = 0;  // relative RMSE of the samples at w = 0
+  double target = 0;
+  int trials = 0;
+};
+TowerCalibration calibrate_tower_height(const Degridder& d, double w_max, double target);
 
 }  // namespace iotest::degrid

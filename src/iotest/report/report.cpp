@@ -74,6 +74,11 @@ json to_json(const Report& r) {
       j["config"]["w_step"] = s.w_step;
       j["config"]["w_stack_step"] = s.w_stack_step;
       j["config"]["w_stacks"] = s.w_stacks;
+      j["config"]["tower_half_height"] = s.tower_half_height;
+      if (s.target_err > 0) {
+        j["config"]["target_err"] = s.target_err;
+        j["config"]["tower_error_at_zero"] = s.tower_error_at_zero;
+      }
       j["config"]["vis_samples"] = s.vis_samples;
     }
   }

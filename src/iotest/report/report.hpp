@@ -28,10 +28,13 @@ struct RunSettings {  // what the user chose besides the recombination set
   int threads = 0;
   // degrid only
   int support = 0, w_support = 0;
-  double w_step = 0;        // wavelengths between w-planes
-  double w_stack_step = 0;  // wavelengths between w-stacking planes (0: one stack)
-  index_t w_stacks = 0;     // w-stacking planes with visibilities
-  index_t vis_samples = 0;  // visibilities checked against the direct transform
+  double w_step = 0;               // wavelengths between w-planes
+  double w_stack_step = 0;         // wavelengths between w-stacking planes (0: one stack)
+  index_t w_stacks = 0;            // w-stacking planes with visibilities
+  double tower_half_height = 0;    // wavelengths of w a tower covers either side of its stack
+  double target_err = 0;           // with --target-err: the target the height was measured for
+  double tower_error_at_zero = 0;  // and the calibration's error at w = 0
+  index_t vis_samples = 0;         // visibilities checked against the direct transform
 };
 
 struct Counts {
