@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
   degrid->add_option("--threads", degrid_opts.threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(1, 4096));
   degrid->add_option("--report", report_path, "write the JSON report to this file");
+  degrid->add_option("output", degrid_opts.output,
+                     "UVH5 file to write the visibilities to (omit: a dry run)");
 
   try {
     app.parse(argc, argv);

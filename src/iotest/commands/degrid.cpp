@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "iotest/commands/layout.hpp"
@@ -13,6 +14,7 @@
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
 namespace {
@@ -97,6 +99,9 @@ report::Report degrid(const DegridRunOptions& o) {
     w.stack_step = calibration->height >= w_max ? 0 : 2 * calibration->height;
   }
   const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
+  auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
+  backend->open(o.output, storage::layout_of(obs));
+  std::mutex backend_lock;  // the serial HDF5 library takes one writer at a time
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
   // Which visibilities each subgrid degrids, per w-stacking plane.
@@ -205,6 +210,16 @@ report::Report degrid(const DegridRunOptions& o) {
             degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
                              *tower, ts.vis);
             ts.visibilities += static_cast<index_t>(ts.vis.size());
+            {
+              const std::lock_guard<std::mutex> hold(backend_lock);
+              size_t offset = 0;
+              for (size_t i = first; i < last; ++i) {
+                const auto& run = subgrid_runs[i];
+                backend->write(run.baseline, run.time, 1, run.chan_begin, run.count(),
+                               ts.vis.data() + offset);
+                offset += static_cast<size_t>(run.count());
+              }
+            }
             // Untimed: the sampled visibilities of this task.
             const auto tc = Clock::now();
             size_t at = 0;
@@ -231,6 +246,7 @@ report::Report degrid(const DegridRunOptions& o) {
       }
     }
   }
+  backend->close();
   double degrid_s = seconds_since(t0);
 
   // Gather.
@@ -250,7 +266,12 @@ report::Report degrid(const DegridRunOptions& o) {
         fmt::format("degridded {} visibilities of {}", visibilities, obs.visibility_count()));
 
   const index_t used = std::count(subgrid_used.begin(), subgrid_used.end(), true);
-  r.settings = report::RunSettings{o.source_count, o.seed, "predict", used, 0, threads};
+  r.settings = report::RunSettings{};
+  r.settings->source_count = o.source_count;
+  r.settings->seed = o.seed;
+  r.settings->direction = "predict";
+  r.settings->subgrids = used;
+  r.settings->threads = threads;
   r.settings->support = o.kernel.support;
   r.settings->w_support = o.kernel.w_support;
   r.settings->w_step = degridder.planes().dw;
@@ -273,11 +294,18 @@ report::Report degrid(const DegridRunOptions& o) {
   accuracy.vis_samples = checked;
   r.accuracy = accuracy;
   timing.degrid_s = degrid_s;
+  timing.write_s = backend->stats().seconds;
+  r.counts.bytes_written = backend->stats().bytes;
+  r.counts.chunks_written = backend->stats().chunks_touched;
+  r.settings->backend = std::string(backend->name());
+  r.settings->output = o.output;
   timing.check_s = check_s;
   report::Rates rates;
   rates.vis_per_s = static_cast<double>(visibilities) / degrid_s;
   rates.vis_per_s_per_thread = rates.vis_per_s / threads;
   rates.w_planes_per_s = static_cast<double>(planes) / degrid_s;
+  rates.write_bytes_per_s =
+      timing.write_s > 0 ? static_cast<double>(backend->stats().bytes) / timing.write_s : 0;
   r.rates = rates;
   if (sources.size() <= 10000) {
     report::Sky sky{g.pixel_lm, {}};

@@ -27,6 +27,7 @@ struct DegridRunOptions {
   // Tower height from a target error (<= 0: twice the error at w = 0)
   // instead of the margin's conservative bound.
   std::optional<double> target_err;
+  std::string output;  // UVH5 file to write; empty: a dry run (null back-end)
 };
 
 report::Report degrid(const DegridRunOptions& options);

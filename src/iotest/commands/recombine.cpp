@@ -337,8 +337,13 @@ report::Report run(const Options& o) {
   }
   rates.gflops = rates.gflops / (timing.predict_s + timing.image_s) * 1e-9;
 
-  r.settings =
-      report::RunSettings{o.source_count, o.seed, to_string(o.direction), count, check, threads};
+  r.settings = report::RunSettings{};
+  r.settings->source_count = o.source_count;
+  r.settings->seed = o.seed;
+  r.settings->direction = to_string(o.direction);
+  r.settings->subgrids = count;
+  r.settings->check = check;
+  r.settings->threads = threads;
   r.counts.facets = p.facet_count();
   r.counts.subgrids = total;
   r.counts.subgrids_processed = count;

@@ -35,7 +35,9 @@ TowerCalibration calibrate_tower_height(const Degridder& d, double w_max, double
   std::vector<double> cells;
   for (const double f : {0.0, 0.25, 0.5, 0.75, 1.0})
     cells.push_back(static_cast<double>(tile.lo) + f * static_cast<double>(tile.hi - 1 - tile.lo) +
-                    0.3 * (f == 0.0 ? 1 : f == 1.0 ? -1 : 0));
+                    0.3 * (f == 0.0   ? 1
+                           : f == 1.0 ? -1
+                                      : 0));
   Degridder::Workspace tower(p);
   TowerCalibration c;
   const auto error = [&](double height) {

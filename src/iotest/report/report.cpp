@@ -75,6 +75,8 @@ json to_json(const Report& r) {
       j["config"]["w_stack_step"] = s.w_stack_step;
       j["config"]["w_stacks"] = s.w_stacks;
       j["config"]["tower_half_height"] = s.tower_half_height;
+      j["config"]["backend"] = s.backend;
+      j["config"]["output"] = s.output;
       if (s.target_err > 0) {
         j["config"]["target_err"] = s.target_err;
         j["config"]["tower_error_at_zero"] = s.tower_error_at_zero;
@@ -91,7 +93,9 @@ json to_json(const Report& r) {
                    {"facets_checked", r.counts.facets_checked}};
   for (const auto& [key, value] : {std::pair{"baselines", r.counts.baselines},
                                    {"visibilities", r.counts.visibilities},
-                                   {"subgrids_used", r.counts.subgrids_used}})
+                                   {"subgrids_used", r.counts.subgrids_used},
+                                   {"bytes_written", r.counts.bytes_written},
+                                   {"chunks_written", r.counts.chunks_written}})
     if (value) j["counts"][key] = *value;
   if (r.observation) {
     const auto& o = *r.observation;
@@ -161,7 +165,8 @@ json to_json(const Report& r) {
                   {"gflops", t.gflops},
                   {"vis_per_s", t.vis_per_s},
                   {"vis_per_s_per_thread", t.vis_per_s_per_thread},
-                  {"w_planes_per_s", t.w_planes_per_s}};
+                  {"w_planes_per_s", t.w_planes_per_s},
+                  {"write_bytes_per_s", t.write_bytes_per_s}};
   }
   const auto& m = r.memory;
   if (!r.layout)
@@ -241,6 +246,12 @@ std::string render_text(const Report& r) {
         "  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",
         r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
         r.rates->w_planes_per_s);
+  if (r.settings && !r.settings->output.empty())
+    s +=
+        fmt::format("  wrote {} in {} chunks to {} ({}: {:.3f} s, {:.3g} B/s)\n",
+                    bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
+                    r.counts.chunks_written.value_or(0), r.settings->output, r.settings->backend,
+                    r.timing ? r.timing->write_s : 0.0, r.rates ? r.rates->write_bytes_per_s : 0.0);
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
     const auto& q = *r.rates;

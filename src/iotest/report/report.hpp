@@ -35,14 +35,18 @@ struct RunSettings {  // what the user chose besides the recombination set
   double target_err = 0;           // with --target-err: the target the height was measured for
   double tower_error_at_zero = 0;  // and the calibration's error at w = 0
   index_t vis_samples = 0;         // visibilities checked against the direct transform
+  std::string backend;             // storage back-end (degrid)
+  std::string output;              // output path, empty for a dry run
 };
 
 struct Counts {
   index_t facets = 0;
-  std::optional<index_t> baselines;      // with a visibility set
-  std::optional<index_t> visibilities;   // with a visibility set
-  std::optional<index_t> subgrids_used;  // subgrids holding visibilities
-  index_t subgrids = 0;                  // of the whole grid
+  std::optional<index_t> baselines;       // with a visibility set
+  std::optional<index_t> visibilities;    // with a visibility set
+  std::optional<index_t> subgrids_used;   // subgrids holding visibilities
+  std::optional<index_t> bytes_written;   // visibility bytes handed to storage
+  std::optional<index_t> chunks_written;  // distinct storage chunks written
+  index_t subgrids = 0;                   // of the whole grid
   index_t subgrids_processed = 0;
   index_t subgrid_columns = 0;
   index_t subgrids_checked = 0;
@@ -66,6 +70,7 @@ struct Timing {
   double image_s = 0;     // timed image recombination (input generation and checks excluded)
   double check_s = 0;     // direct transforms and comparisons
   double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
+  double write_s = 0;     // in the storage back-end (part of degrid_s)
 };
 
 struct Rates {
@@ -77,6 +82,7 @@ struct Rates {
   double vis_per_s = 0;  // degrid: visibilities over the whole chain's seconds
   double vis_per_s_per_thread = 0;
   double w_planes_per_s = 0;
+  double write_bytes_per_s = 0;  // bytes written over the back-end's seconds
 };
 
 struct Memory {

@@ -1,0 +1,322 @@
+// The HDF5 back-end: one UVH5 file (the format pyuvdata reads), header
+// metadata from the observation, visibilities in Data/visdata as a compound
+// of r and i, chunked one time-chunk x freq-chunk block of one baseline per
+// HDF5 chunk. flags and nsamples are fill values (false, 1): they take no
+// space until written.
+#include <hdf5.h>
+
+#include <array>
+#include <chrono>
+#include <utility>
+
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::storage {
+namespace {
+
+void check(herr_t status, const char* what) {
+  if (status < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+}
+hid_t check_id(hid_t id, const char* what) {
+  if (id < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+  return id;
+}
+
+// Owns one HDF5 identifier and closes it with the right function.
+class Id {
+ public:
+  Id() = default;
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Id(Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  Id& operator=(Id&& o) noexcept {
+    reset();
+    id_ = std::exchange(o.id_, -1);
+    close_ = o.close_;
+    return *this;
+  }
+  ~Id() { reset(); }
+  void reset() {
+    if (id_ >= 0) close_(id_);
+    id_ = -1;
+  }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+Id space(std::initializer_list<hsize_t> dims) {
+  std::vector<hsize_t> d(dims);
+  return {check_id(H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr), "dataspace"),
+          H5Sclose};
+}
+
+void write_dataset(hid_t group, const char* name, hid_t type, const Id& shape, const void* data) {
+  Id set(check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name),
+         H5Dclose);
+  check(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);
+}
+void write_scalar(hid_t group, const char* name, double v) {
+  write_dataset(group, name, H5T_NATIVE_DOUBLE, Id(H5Screate(H5S_SCALAR), H5Sclose), &v);
+}
+void write_scalar(hid_t group, const char* name, long long v) {
+  write_dataset(group, name, H5T_NATIVE_LLONG, Id(H5Screate(H5S_SCALAR), H5Sclose), &v);
+}
+void write_string(hid_t group, const char* name, const std::string& s) {
+  Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(H5Tset_size(type, std::max<size_t>(1, s.size())), name);
+  write_dataset(group, name, type, Id(H5Screate(H5S_SCALAR), H5Sclose), s.c_str());
+}
+void write_strings(hid_t group, const char* name, const std::vector<std::string>& list) {
+  size_t width = 1;
+  for (const auto& s : list) width = std::max(width, s.size());
+  std::vector<char> packed(list.size() * width, '\0');
+  for (size_t i = 0; i < list.size(); ++i) list[i].copy(packed.data() + i * width, width);
+  Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(H5Tset_size(type, width), name);
+  check(H5Tset_strpad(type, H5T_STR_NULLPAD), name);
+  write_dataset(group, name, type, space({list.size()}), packed.data());
+}
+template <typename T>
+void write_vector(hid_t group, const char* name, hid_t type, const std::vector<T>& v,
+                  hsize_t columns = 1) {
+  const Id shape = columns == 1 ? space({v.size()}) : space({v.size() / columns, columns});
+  write_dataset(group, name, type, shape, v.data());
+}
+
+// East-north-up offsets to Earth-centred ones at the array centre.
+std::array<double, 3> enu_to_ecef_offset(const telescope::Enu& e, const telescope::Geodetic& c) {
+  const double lon = c.lon_deg * std::numbers::pi / 180, lat = c.lat_deg * std::numbers::pi / 180;
+  const double sl = std::sin(lon), cl = std::cos(lon), sp = std::sin(lat), cp = std::cos(lat);
+  return {-sl * e.east - sp * cl * e.north + cp * cl * e.up,
+          cl * e.east - sp * sl * e.north + cp * sl * e.up, cp * e.north + sp * e.up};
+}
+
+// The observation is placed on 2023-02-24 (JD 2460000.5): hour angle 0 at
+// that moment, so the phase centre's right ascension is the local sidereal
+// time then (mean sidereal time; pyuvdata recomputes LSTs precisely).
+constexpr double kJd0 = 2460000.5;
+constexpr double kSiderealPerSolar = 1.00273790935;
+double local_sidereal_rad(double jd, double lon_deg) {
+  const double gmst_deg = 280.46061837 + 360.98564736629 * (jd - 2451545.0);
+  return std::fmod((gmst_deg + lon_deg) * std::numbers::pi / 180, 2 * std::numbers::pi);
+}
+
+class Hdf5Backend final : public Backend {
+ public:
+  void open(const std::string& path, const VisibilityLayout& layout) override {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
+    path_ = path;
+    temp_ = path + ".partial";
+    layout_ = layout;
+    file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (file_ < 0) throw UsageError("output", "cannot create '" + temp_ + "'");
+    write_header();
+    create_data();
+  }
+
+  void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
+             const cplx* data) override {
+    const double start = now();
+    const hsize_t offset[3] = {static_cast<hsize_t>(baseline * layout_.times + t0),
+                               static_cast<hsize_t>(c0), 0};
+    const hsize_t count[3] = {static_cast<hsize_t>(nt), static_cast<hsize_t>(nc), 1};
+    Id file_space(check_id(H5Dget_space(visdata_), "dataspace"), H5Sclose);
+    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr),
+          "selection");
+    Id memory = space({count[0], count[1], 1});
+    if (H5Dwrite(visdata_, complex_, memory, file_space, H5P_DEFAULT, data) < 0)
+      throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+    ++stats_.writes;
+    stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
+    for (index_t tc = t0 / layout_.time_chunk; tc <= (t0 + nt - 1) / layout_.time_chunk; ++tc)
+      for (index_t fc = c0 / layout_.freq_chunk; fc <= (c0 + nc - 1) / layout_.freq_chunk; ++fc)
+        chunks_.insert((baseline * layout_.times + tc) * layout_.channels + fc);
+    stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+    stats_.seconds += now() - start;
+  }
+
+  void close() override {
+    const double start = now();
+    visdata_.reset();
+    complex_.reset();
+    if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
+      throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
+    file_.reset();
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0)
+      throw std::runtime_error("renaming '" + temp_ + "' to '" + path_ + "' failed");
+    temp_.clear();
+    stats_.seconds += now() - start;
+  }
+
+  void abort() noexcept override {
+    visdata_.reset();
+    complex_.reset();
+    file_.reset();
+    if (!temp_.empty()) std::remove(temp_.c_str());
+    temp_.clear();
+  }
+
+  ~Hdf5Backend() override { abort(); }
+  std::string_view name() const override { return "hdf5"; }
+
+ private:
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  void write_header() {
+    const auto& obs = *layout_.observation;
+    const auto& centre = obs.layout.centre;
+    Id header(check_id(H5Gcreate2(file_, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
+              H5Gclose);
+    write_string(header, "version", "1.2");
+    write_string(header, "telescope_name", obs.vis_set);
+    write_string(header, "instrument", obs.vis_set);
+    write_string(header, "history", "Written by iotest (predicted visibilities of a point-source sky).");
+    write_string(header, "vis_units", "uncalib");
+    write_scalar(header, "latitude", centre.lat_deg);
+    write_scalar(header, "longitude", centre.lon_deg);
+    write_scalar(header, "altitude", centre.height_m);
+    const auto nant = static_cast<long long>(obs.antenna_count());
+    const auto nbl = static_cast<long long>(layout_.baselines),
+               nt = static_cast<long long>(layout_.times),
+               nf = static_cast<long long>(layout_.channels);
+    write_scalar(header, "Nants_telescope", nant);
+    write_scalar(header, "Nants_data", nant);
+    write_scalar(header, "Nbls", nbl);
+    write_scalar(header, "Nblts", nbl * nt);
+    write_scalar(header, "Nfreqs", nf);
+    write_scalar(header, "Npols", 1LL);
+    write_scalar(header, "Nspws", 1LL);
+    write_scalar(header, "Ntimes", nt);
+    std::vector<std::string> names;
+    std::vector<long long> numbers;
+    std::vector<double> positions;
+    for (long long a = 0; a < nant; ++a) {
+      names.push_back("ANT" + std::to_string(a));
+      numbers.push_back(a);
+      for (double x : enu_to_ecef_offset(obs.layout.antennas[static_cast<size_t>(a)], centre))
+        positions.push_back(x);
+    }
+    write_strings(header, "antenna_names", names);
+    write_vector(header, "antenna_numbers", H5T_NATIVE_LLONG, numbers);
+    write_vector(header, "antenna_positions", H5T_NATIVE_DOUBLE, positions, 3);
+
+    // Per baseline-time: antennas, time, integration, (u, v, w).
+    const auto baselines = obs.baselines();
+    std::vector<long long> ant1, ant2;
+    std::vector<double> time, integration, uvw(static_cast<size_t>(nbl * nt * 3));
+    const double dt_solar = obs.time.step() / kSiderealPerSolar;
+    for (const auto& [a1, a2] : baselines)
+      for (long long t = 0; t < nt; ++t) {
+        ant1.push_back(a1);
+        ant2.push_back(a2);
+        time.push_back(kJd0 + obs.time.at(t) / kSiderealPerSolar / 86400);
+        integration.push_back(dt_solar > 0 ? dt_solar : 1.0);
+      }
+    for (long long t = 0; t < nt; ++t) {
+      const auto ant = obs.antenna_uvw(t);
+      for (long long b = 0; b < nbl; ++b) {
+        const auto& p1 = ant[static_cast<size_t>(baselines[static_cast<size_t>(b)].first)];
+        const auto& p2 = ant[static_cast<size_t>(baselines[static_cast<size_t>(b)].second)];
+        double* row = uvw.data() + 3 * (b * nt + t);
+        row[0] = p2.u - p1.u, row[1] = p2.v - p1.v, row[2] = p2.w - p1.w;
+      }
+    }
+    write_vector(header, "ant_1_array", H5T_NATIVE_LLONG, ant1);
+    write_vector(header, "ant_2_array", H5T_NATIVE_LLONG, ant2);
+    write_vector(header, "time_array", H5T_NATIVE_DOUBLE, time);
+    write_vector(header, "integration_time", H5T_NATIVE_DOUBLE, integration);
+    write_vector(header, "uvw_array", H5T_NATIVE_DOUBLE, uvw, 3);
+    std::vector<double> freq, width;
+    for (long long k = 0; k < nf; ++k) {
+      freq.push_back(obs.freq.at(k));
+      width.push_back(obs.freq.step() > 0 ? obs.freq.step() : 1.0);
+    }
+    write_vector(header, "freq_array", H5T_NATIVE_DOUBLE, freq);
+    write_vector(header, "channel_width", H5T_NATIVE_DOUBLE, width);
+    write_vector(header, "spw_array", H5T_NATIVE_LLONG, std::vector<long long>{0});
+    write_vector(header, "flex_spw_id_array", H5T_NATIVE_LLONG,
+                 std::vector<long long>(static_cast<size_t>(nf), 0));
+    write_vector(header, "polarization_array", H5T_NATIVE_LLONG, std::vector<long long>{1});
+    write_string(header, "blt_order", "baseline, time");
+    write_scalar(header, "blts_are_rectangular", 1LL);
+    write_scalar(header, "time_axis_faster_than_bls", 1LL);
+    // The phase centre: the declination asked for, at hour angle 0 at JD0,
+    // in pyuvdata's catalog form. The apparent coordinates are given as the
+    // catalog ones (iotest's (u, v, w) ignore precession and nutation);
+    // without them pyuvdata would "fix" the phases of an old-style file.
+    const double ra = local_sidereal_rad(kJd0, centre.lon_deg);
+    const double dec = obs.dec_deg * std::numbers::pi / 180;
+    {
+      Id catalog(check_id(H5Gcreate2(header, "phase_center_catalog", H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT),
+                          "phase_center_catalog"),
+                 H5Gclose);
+      Id entry(check_id(H5Gcreate2(catalog, "0", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "0"),
+               H5Gclose);
+      write_string(entry, "cat_name", "iotest");
+      write_string(entry, "cat_type", "sidereal");
+      write_scalar(entry, "cat_lon", ra);
+      write_scalar(entry, "cat_lat", dec);
+      write_string(entry, "cat_frame", "icrs");
+      write_scalar(entry, "cat_epoch", 2000.0);
+    }
+    write_scalar(header, "Nphase", 1LL);
+    const size_t nblt = static_cast<size_t>(nbl * nt);
+    write_vector(header, "phase_center_id_array", H5T_NATIVE_LLONG, std::vector<long long>(nblt, 0));
+    write_vector(header, "phase_center_app_ra", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, ra));
+    write_vector(header, "phase_center_app_dec", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, dec));
+    write_vector(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, 0.0));
+  }
+
+  void create_data() {
+    Id data(check_id(H5Gcreate2(file_, "Data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Data"),
+            H5Gclose);
+    const hsize_t rows = static_cast<hsize_t>(layout_.baselines * layout_.times),
+                  cols = static_cast<hsize_t>(layout_.channels);
+    const hsize_t chunk[3] = {static_cast<hsize_t>(layout_.time_chunk),
+                              static_cast<hsize_t>(layout_.freq_chunk), 1};
+    Id shape = space({rows, cols, 1});
+    complex_ = Id(H5Tcreate(H5T_COMPOUND, sizeof(cplx)), H5Tclose);
+    check(H5Tinsert(complex_, "r", 0, H5T_NATIVE_DOUBLE), "compound r");
+    check(H5Tinsert(complex_, "i", sizeof(double), H5T_NATIVE_DOUBLE), "compound i");
+    const auto create = [&](const char* name, hid_t type, const void* fill) {
+      Id props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+      check(H5Pset_chunk(props, 3, chunk), "chunking");
+      if (fill) check(H5Pset_fill_value(props, type, fill), "fill value");
+      return Id(check_id(H5Dcreate2(data, name, type, shape, H5P_DEFAULT, props, H5P_DEFAULT), name),
+                H5Dclose);
+    };
+    visdata_ = create("visdata", complex_, nullptr);
+    // flags: h5py's boolean (an int8 enum FALSE/TRUE); nsamples: float32.
+    Id boolean(H5Tenum_create(H5T_NATIVE_INT8), H5Tclose);
+    signed char no = 0, yes = 1;
+    check(H5Tenum_insert(boolean, "FALSE", &no), "enum");
+    check(H5Tenum_insert(boolean, "TRUE", &yes), "enum");
+    create("flags", boolean, &no);
+    const float one = 1.0f;
+    create("nsamples", H5T_NATIVE_FLOAT, &one);
+  }
+
+  std::string path_, temp_;
+  VisibilityLayout layout_;
+  Id file_, visdata_, complex_;
+  std::unordered_set<index_t> chunks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hdf5_backend() { return std::make_unique<Hdf5Backend>(); }
+
+}  // namespace iotest::storage

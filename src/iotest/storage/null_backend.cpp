@@ -1,0 +1,46 @@
+// The dry-run back-end: counts what it is given and writes nothing.
+#include <unordered_set>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::storage {
+namespace {
+
+class NullBackend final : public Backend {
+ public:
+  void open(const std::string&, const VisibilityLayout& layout) override { layout_ = layout; }
+  void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
+             const cplx*) override {
+    ++stats_.writes;
+    stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
+    for (index_t tc = t0 / layout_.time_chunk; tc <= (t0 + nt - 1) / layout_.time_chunk; ++tc)
+      for (index_t fc = c0 / layout_.freq_chunk; fc <= (c0 + nc - 1) / layout_.freq_chunk; ++fc)
+        chunks_.insert((baseline * layout_.times + tc) * layout_.channels + fc);
+    stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+  }
+  void close() override {}
+  void abort() noexcept override {}
+  std::string_view name() const override { return "null"; }
+
+ private:
+  VisibilityLayout layout_;
+  std::unordered_set<index_t> chunks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hdf5_backend();  // hdf5_backend.cpp
+
+std::unique_ptr<Backend> make_backend(std::string_view name) {
+  if (name == "null") return std::make_unique<NullBackend>();
+  if (name == "hdf5") return make_hdf5_backend();
+  throw UsageError("--backend", "expected null or hdf5, got '" + std::string(name) + "'");
+}
+
+VisibilityLayout layout_of(const telescope::Observation& obs) {
+  return {&obs,           obs.baseline_count(), obs.time.steps, obs.freq.steps,
+          obs.time.chunk, obs.freq.chunk};
+}
+
+}  // namespace iotest::storage

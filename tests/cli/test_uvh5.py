@@ -1,0 +1,53 @@
+"""Visibilities written by `iotest degrid OUT.h5`: a UVH5 file pyuvdata reads,
+every visibility present, values equal to the direct Fourier transform."""
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+pyuvdata = pytest.importorskip("pyuvdata")
+
+
+def test_degrid_writes_uvh5_that_pyuvdata_reads(iotest, tmp_path):
+    out, report = tmp_path / "vis.h5", tmp_path / "r.json"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=10", str(out),
+           f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    assert r["counts"]["bytes_written"] == 351 * 8 * 16 * 16
+    assert r["counts"]["chunks_written"] == 351 * 2 * 2
+    assert r["config"]["output"] == str(out)
+    assert sorted(os.listdir(tmp_path)) == ["r.json", "vis.h5"]  # no partial file left
+
+    uv = pyuvdata.UVData()
+    with warnings.catch_warnings():
+        # iotest's (u, v, w) ignore precession and nutation: pyuvdata notices.
+        warnings.filterwarnings("ignore", message="The uvw_array does not match")
+        uv.read(str(out), file_type="uvh5")
+    assert (uv.Nbls, uv.Ntimes, uv.Nfreqs, uv.Npols) == (351, 8, 16, 1)
+    assert uv.telescope.name == "vlaa"
+    data = uv.data_array[:, :, 0]
+    assert np.all(data != 0), "every visibility is written"
+    assert not uv.flag_array.any() and np.all(uv.nsample_array == 1)
+
+    # Values against the direct transform of the report's sky.
+    N, pixel = r["config"]["N"], r["sky"]["pixel_lm"]
+    sources = np.array(r["sky"]["sources"], dtype=float) * pixel
+    l, m = sources[:, 0], sources[:, 1]
+    n = np.sqrt(1 - l * l - m * m)
+    rng = np.random.default_rng(3)
+    rows, chans = rng.integers(0, uv.Nblts, 300), rng.integers(0, uv.Nfreqs, 300)
+    uvw = uv.uvw_array[rows] * (uv.freq_array[chans] / 299792458.0)[:, None]
+    want = np.exp(2j * np.pi * (np.outer(uvw[:, 0], l) + np.outer(uvw[:, 1], m)
+                                + np.outer(uvw[:, 2], n - 1))).sum(axis=1) / N ** 2
+    got = data[rows, chans]
+    assert np.sqrt(np.sum(np.abs(got - want) ** 2) / np.sum(np.abs(want) ** 2)) < 1e-7
+
+
+def test_an_unwritable_output_fails_cleanly(iotest, tmp_path):
+    proc = iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-60:60/2/2",
+                  "--freq=1e9:1e9/1", str(tmp_path / "missing-dir" / "vis.h5"), check=2)
+    assert "output" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "missing-dir").exists()
