@@ -20,9 +20,9 @@ TEST(Storage, NullBackendCountsBytesAndChunks) {
   auto backend = make_backend("null");
   backend->open("", layout_of(obs));
   const std::vector<cplx> data(16);
-  backend->write(0, 0, 1, 0, 8, data.data());   // chunk (0, 0, 0)
-  backend->write(0, 1, 1, 0, 8, data.data());   // the same chunk again
-  backend->write(3, 5, 1, 4, 8, data.data());   // two frequency chunks
+  backend->write(0, 0, 1, 0, 8, data.data());  // chunk (0, 0, 0)
+  backend->write(0, 1, 1, 0, 8, data.data());  // the same chunk again
+  backend->write(3, 5, 1, 4, 8, data.data());  // two frequency chunks
   backend->close();
   EXPECT_EQ(backend->stats().writes, 3);
   EXPECT_EQ(backend->stats().bytes, 24 * 16);

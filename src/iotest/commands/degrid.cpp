@@ -13,6 +13,7 @@
 #include "iotest/commands/plan.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
 
@@ -101,7 +102,8 @@ report::Report degrid(const DegridRunOptions& o) {
   const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
   backend->open(o.output, storage::layout_of(obs));
-  std::mutex backend_lock;  // the serial HDF5 library takes one writer at a time
+  std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
+  ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
   // Which visibilities each subgrid degrids, per w-stacking plane.
@@ -178,72 +180,75 @@ report::Report degrid(const DegridRunOptions& o) {
                            column_data[static_cast<size_t>(f)].view());
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t k = 0; k < subgrids.size(); ++k) {
-        auto& st = state[static_cast<size_t>(omp_get_thread_num())];
-        const index_t s = subgrids[k];
-        const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
-        for (index_t f = 0; f < F; ++f) {
-          rec.extract_contribution(column_data[static_cast<size_t>(f)].view(), ftile1(f).offset,
-                                   off1, st.contribution.view());
-          rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
-                               st.sum.view());
-        }
-        const auto& subgrid_runs = runs[static_cast<size_t>(s)];
-        st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
-        std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
-        // Tasks of up to --bls-per-task baseline tracks (a baseline at one
-        // time) each: idle threads take them, so a subgrid holding most of
-        // the visibilities (the centre) does not leave the others waiting.
-        const auto* tower = &st.degrid;
-        for (size_t first = 0; first < subgrid_runs.size();) {
-          size_t last = first + 1;
-          for (index_t tracks = 1; last < subgrid_runs.size(); ++last) {
-            const auto& prev = subgrid_runs[last - 1];
-            const auto& next = subgrid_runs[last];
-            if ((next.baseline != prev.baseline || next.time != prev.time) &&
-                ++tracks > o.bls_per_task)
-              break;
+        failures.capture([&] {
+          auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+          const index_t s = subgrids[k];
+          const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+          for (index_t f = 0; f < F; ++f) {
+            rec.extract_contribution(column_data[static_cast<size_t>(f)].view(), ftile1(f).offset,
+                                     off1, st.contribution.view());
+            rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
+                                 st.sum.view());
           }
-#pragma omp task firstprivate(first, last, s, off0, off1, tower) shared(subgrid_runs)
-          {
-            auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
-            ts.vis.clear();
-            degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
-                             *tower, ts.vis);
-            ts.visibilities += static_cast<index_t>(ts.vis.size());
-            {
-              const std::lock_guard<std::mutex> hold(backend_lock);
-              size_t offset = 0;
+          const auto& subgrid_runs = runs[static_cast<size_t>(s)];
+          st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
+          std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
+          // Tasks of up to --bls-per-task baseline tracks (a baseline at one
+          // time) each: idle threads take them, so a subgrid holding most of
+          // the visibilities (the centre) does not leave the others waiting.
+          const auto* tower = &st.degrid;
+          for (size_t first = 0; first < subgrid_runs.size();) {
+            size_t last = first + 1;
+            for (index_t tracks = 1; last < subgrid_runs.size(); ++last) {
+              const auto& prev = subgrid_runs[last - 1];
+              const auto& next = subgrid_runs[last];
+              if ((next.baseline != prev.baseline || next.time != prev.time) &&
+                  ++tracks > o.bls_per_task)
+                break;
+            }
+#pragma omp task default(shared) firstprivate(first, last, s, off0, off1, tower)
+            failures.capture([&] {
+              auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
+              ts.vis.clear();
+              degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
+                               *tower, ts.vis);
+              ts.visibilities += static_cast<index_t>(ts.vis.size());
+              {
+                const std::lock_guard<std::mutex> hold(backend_lock);
+                size_t offset = 0;
+                for (size_t i = first; i < last; ++i) {
+                  const auto& run = subgrid_runs[i];
+                  backend->write(run.baseline, run.time, 1, run.chan_begin, run.count(),
+                                 ts.vis.data() + offset);
+                  offset += static_cast<size_t>(run.count());
+                }
+              }
+              // Untimed: the sampled visibilities of this task.
+              const auto tc = Clock::now();
+              size_t at = 0;
               for (size_t i = first; i < last; ++i) {
                 const auto& run = subgrid_runs[i];
-                backend->write(run.baseline, run.time, 1, run.chan_begin, run.count(),
-                               ts.vis.data() + offset);
-                offset += static_cast<size_t>(run.count());
+                const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
+                auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
+                for (; it != samples.end() && *it < base + run.chan_end; ++it) {
+                  const index_t chan = *it - base;
+                  const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
+                  const cplx got = ts.vis[at + static_cast<size_t>(chan - run.chan_begin)];
+                  ts.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
+                  ++ts.samples;
+                }
+                at += static_cast<size_t>(run.count());
               }
-            }
-            // Untimed: the sampled visibilities of this task.
-            const auto tc = Clock::now();
-            size_t at = 0;
-            for (size_t i = first; i < last; ++i) {
-              const auto& run = subgrid_runs[i];
-              const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
-              auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
-              for (; it != samples.end() && *it < base + run.chan_end; ++it) {
-                const index_t chan = *it - base;
-                const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
-                const cplx got = ts.vis[at + static_cast<size_t>(chan - run.chan_begin)];
-                ts.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
-                ++ts.samples;
-              }
-              at += static_cast<size_t>(run.count());
-            }
-            ts.check_s += seconds_since(tc);
+              ts.check_s += seconds_since(tc);
+            });
+            first = last;
           }
-          first = last;
-        }
-        // The tower lives in this thread's workspace: keep it until its
-        // tasks are done (this thread works on tasks meanwhile).
+          // The tower lives in this thread's workspace: keep it until its
+          // tasks are done (this thread works on tasks meanwhile).
 #pragma omp taskwait
+        });
       }
+      failures.rethrow();
     }
   }
   backend->close();

@@ -26,10 +26,10 @@ struct VisibilityLayout {
 VisibilityLayout layout_of(const telescope::Observation& obs);
 
 struct WriteStats {
-  index_t writes = 0;         // write calls
-  index_t bytes = 0;          // visibility bytes handed to the back-end
-  index_t chunks_touched = 0; // distinct storage chunks written
-  double seconds = 0;         // in write, flush and close
+  index_t writes = 0;          // write calls
+  index_t bytes = 0;           // visibility bytes handed to the back-end
+  index_t chunks_touched = 0;  // distinct storage chunks written
+  double seconds = 0;          // in write, flush and close
 };
 
 class Backend {

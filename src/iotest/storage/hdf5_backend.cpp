@@ -7,13 +7,12 @@
 
 #include <array>
 #include <chrono>
-#include <utility>
-
 #include <cmath>
 #include <cstdio>
 #include <numbers>
 #include <stdexcept>
 #include <unordered_set>
+#include <utility>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
@@ -60,8 +59,9 @@ Id space(std::initializer_list<hsize_t> dims) {
 }
 
 void write_dataset(hid_t group, const char* name, hid_t type, const Id& shape, const void* data) {
-  Id set(check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name),
-         H5Dclose);
+  Id set(
+      check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name),
+      H5Dclose);
   check(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);
 }
 void write_scalar(hid_t group, const char* name, double v) {
@@ -177,12 +177,14 @@ class Hdf5Backend final : public Backend {
   void write_header() {
     const auto& obs = *layout_.observation;
     const auto& centre = obs.layout.centre;
-    Id header(check_id(H5Gcreate2(file_, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
-              H5Gclose);
+    Id header(
+        check_id(H5Gcreate2(file_, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
+        H5Gclose);
     write_string(header, "version", "1.2");
     write_string(header, "telescope_name", obs.vis_set);
     write_string(header, "instrument", obs.vis_set);
-    write_string(header, "history", "Written by iotest (predicted visibilities of a point-source sky).");
+    write_string(header, "history",
+                 "Written by iotest (predicted visibilities of a point-source sky).");
     write_string(header, "vis_units", "uncalib");
     write_scalar(header, "latitude", centre.lat_deg);
     write_scalar(header, "longitude", centre.lon_deg);
@@ -274,10 +276,12 @@ class Hdf5Backend final : public Backend {
     }
     write_scalar(header, "Nphase", 1LL);
     const size_t nblt = static_cast<size_t>(nbl * nt);
-    write_vector(header, "phase_center_id_array", H5T_NATIVE_LLONG, std::vector<long long>(nblt, 0));
+    write_vector(header, "phase_center_id_array", H5T_NATIVE_LLONG,
+                 std::vector<long long>(nblt, 0));
     write_vector(header, "phase_center_app_ra", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, ra));
     write_vector(header, "phase_center_app_dec", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, dec));
-    write_vector(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, 0.0));
+    write_vector(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE,
+                 std::vector<double>(nblt, 0.0));
   }
 
   void create_data() {
@@ -295,8 +299,9 @@ class Hdf5Backend final : public Backend {
       Id props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
       check(H5Pset_chunk(props, 3, chunk), "chunking");
       if (fill) check(H5Pset_fill_value(props, type, fill), "fill value");
-      return Id(check_id(H5Dcreate2(data, name, type, shape, H5P_DEFAULT, props, H5P_DEFAULT), name),
-                H5Dclose);
+      return Id(
+          check_id(H5Dcreate2(data, name, type, shape, H5P_DEFAULT, props, H5P_DEFAULT), name),
+          H5Dclose);
     };
     visdata_ = create("visdata", complex_, nullptr);
     // flags: h5py's boolean (an int8 enum FALSE/TRUE); nsamples: float32.
@@ -317,6 +322,8 @@ class Hdf5Backend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_hdf5_backend() { return std::make_unique<Hdf5Backend>(); }
+std::unique_ptr<Backend> make_hdf5_backend() {
+  return std::make_unique<Hdf5Backend>();
+}
 
 }  // namespace iotest::storage

@@ -39,8 +39,8 @@ std::unique_ptr<Backend> make_backend(std::string_view name) {
 }
 
 VisibilityLayout layout_of(const telescope::Observation& obs) {
-  return {&obs,           obs.baseline_count(), obs.time.steps, obs.freq.steps,
-          obs.time.chunk, obs.freq.chunk};
+  return {&obs,           obs.baseline_count(), obs.time.steps,
+          obs.freq.steps, obs.time.chunk,       obs.freq.chunk};
 }
 
 }  // namespace iotest::storage
