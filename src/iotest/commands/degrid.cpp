@@ -134,7 +134,7 @@ report::Report degrid(const DegridRunOptions& o) {
   for (index_t f = 0; f < F; ++f) column_data.push_back(rec.make_column());
   struct ThreadState {
     swiftly::ColumnWorkspace column;
-    Array2D contribution, sum;
+    Array2D contribution, sum, facet;
     degrid::Degridder::Workspace degrid;
     std::vector<cplx> vis;
     std::map<index_t, RelativeError> errors;  // per subgrid
@@ -144,6 +144,7 @@ report::Report degrid(const DegridRunOptions& o) {
         : column(rec.params()),
           contribution(rec.make_contribution()),
           sum(rec.make_subgrid_sum()),
+          facet(rec.make_facet()),
           degrid(rec.params()) {}
   };
   std::vector<ThreadState> state;
@@ -153,15 +154,12 @@ report::Report degrid(const DegridRunOptions& o) {
   index_t columns_walked = 0;
 
   for (const auto& [stack, runs] : stacks) {
-#pragma omp parallel num_threads(threads)
-    {
-      Array2D facet = rec.make_facet();
-#pragma omp for schedule(dynamic)
-      for (index_t f = 0; f < F; ++f) {
-        sky::fill_facet(sources, ftile0(f), ftile1(f), facet.view());
-        degridder.correct_facet(ftile0(f), ftile1(f), stack, facet.view());
-        rec.prepare_facet(facet.view(), prepared[static_cast<size_t>(f)].view());
-      }
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t f = 0; f < F; ++f) {
+      auto facet = state[static_cast<size_t>(omp_get_thread_num())].facet.view();
+      sky::fill_facet(sources, ftile0(f), ftile1(f), facet);
+      degridder.correct_facet(ftile0(f), ftile1(f), stack, facet);
+      rec.prepare_facet(facet, prepared[static_cast<size_t>(f)].view());
     }
     // The subgrids of this stack that hold visibilities, column by column.
     std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices

@@ -11,6 +11,7 @@
 #include "iotest/commands/plan.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
@@ -92,14 +93,12 @@ DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
 
   auto t_start = Clock::now();
   std::vector<Array2D> prepared = make_buffers(F, p.yB, p.yN, false);
-#pragma omp parallel num_threads(threads)
-  {
-    Array2D facet = rec.make_facet();
-#pragma omp for schedule(dynamic)
-    for (index_t f = 0; f < F; ++f) {
-      sky::fill_facet(sources, walk.t0(f), walk.t1(f), facet.view());
-      rec.prepare_facet(facet.view(), prepared[static_cast<size_t>(f)].view());
-    }
+  std::vector<Array2D> facet_scratch = make_buffers(threads, p.yB, p.yB, false);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < F; ++f) {
+    auto facet = facet_scratch[static_cast<size_t>(omp_get_thread_num())].view();
+    sky::fill_facet(sources, walk.t0(f), walk.t1(f), facet);
+    rec.prepare_facet(facet, prepared[static_cast<size_t>(f)].view());
   }
   std::vector<Array2D> columns = make_buffers(F, p.m, p.yN, false);
   res.timed_s += seconds_since(t_start);
@@ -197,13 +196,16 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
   // Finish every facet, releasing its sum as soon as it is done.
   t_start = Clock::now();
   std::vector<Array2D> facets(static_cast<size_t>(F));
+  ExceptionCollector failures;  // an allocation may fail inside the loop
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
-  for (index_t f = 0; f < F; ++f) {
-    facets[static_cast<size_t>(f)] = Array2D(p.yB, p.yB, false);
-    rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(),
-                     facets[static_cast<size_t>(f)].view());
-    facet_sums[static_cast<size_t>(f)] = Array2D();
-  }
+  for (index_t f = 0; f < F; ++f)
+    failures.capture([&] {
+      facets[static_cast<size_t>(f)] = Array2D(p.yB, p.yB, false);
+      rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(),
+                       facets[static_cast<size_t>(f)].view());
+      facet_sums[static_cast<size_t>(f)] = Array2D();
+    });
+  failures.rethrow();
   res.timed_s += seconds_since(t_start);
 
   res.flops = walk.flops(rec);
