@@ -10,6 +10,7 @@
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
 #include "iotest/commands/recombine.hpp"
+#include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/report/report.hpp"
 
@@ -164,6 +165,20 @@ int main(int argc, char** argv) {
   degrid->add_option("output", degrid_opts.output,
                      "UVH5 file to write the visibilities to (omit: a dry run)");
 
+  iotest::commands::VerifyOptions verify_opts;
+  auto* verify = app.add_subcommand(
+      "verify", "re-read visibility files and check every chunk against the direct transform");
+  verify->add_option("files", verify_opts.files, "UVH5 files written by iotest")->required();
+  verify->add_option("--source-count", verify_opts.source_count,
+                     "sources of the sky (default: the file's)");
+  verify->add_option("--seed", verify_opts.seed, "seed of the sky (default: the file's)")
+      ->check(kNonNegative);
+  verify->add_option("--samples", verify_opts.samples, "visibilities checked per file")
+      ->capture_default_str();
+  verify->add_option("--tolerance", verify_opts.tolerance, "relative RMSE allowed")
+      ->capture_default_str();
+  verify->add_option("--report", report_path, "write the JSON report to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -190,6 +205,10 @@ int main(int argc, char** argv) {
         rec_opts.check_all = !rec_opts.check;
       }
       emit(iotest::commands::run(rec_opts), report_path);
+    } else if (*verify) {
+      const auto report = iotest::commands::verify(verify_opts);
+      emit(report, report_path);
+      if (!report.verification->passed) return iotest::kExitFailure;
     } else if (*degrid) {
       degrid_opts.margin = degrid_margin;
       emit(iotest::commands::degrid(degrid_opts), report_path);

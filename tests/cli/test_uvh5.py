@@ -46,6 +46,21 @@ def test_degrid_writes_uvh5_that_pyuvdata_reads(iotest, tmp_path):
     assert np.sqrt(np.sum(np.abs(got - want) ** 2) / np.sum(np.abs(want) ** 2)) < 1e-7
 
 
+def test_verify_passes_on_written_files_and_fails_on_a_wrong_sky(iotest, tmp_path):
+    out = tmp_path / "vis.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=7", "--seed=3", str(out),
+           check=0)
+    r = json.loads(iotest("verify", str(out), "--report=-", check=0).stdout)
+    assert r["verification"]["passed"]
+    assert r["verification"]["chunks_present"] == r["verification"]["chunks_expected"] == 1404
+    assert r["accuracy"]["vis_rmse"] < 1e-7 and r["accuracy"]["vis_samples"] == 1000
+    proc = iotest("verify", str(out), "--seed=4", check=1)
+    assert "FAILED" in proc.stdout and "direct transform" in proc.stdout
+    proc = iotest("verify", str(tmp_path / "none.h5"), check=2)
+    assert "cannot open" in proc.stderr
+
+
 def test_an_unwritable_output_fails_cleanly(iotest, tmp_path):
     proc = iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-60:60/2/2",
                   "--freq=1e9:1e9/1", str(tmp_path / "missing-dir" / "vis.h5"), check=2)

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
 
@@ -46,6 +47,30 @@ TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
     backend->abort();
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Storage, VerifyFindsMissingChunks) {
+  const auto obs = small_observation();
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_missing";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "vis.h5").string();
+  {
+    auto backend = make_backend("hdf5");
+    auto layout = layout_of(obs);
+    layout.provenance = Provenance{"T05_", 1e-5, 3, 1};
+    backend->open(path, layout);
+    const std::vector<cplx> data(8, cplx(1, 2));
+    backend->write(0, 0, 1, 0, 8, data.data());  // one chunk of 351 x 2 x 2
+    backend->close();
+  }
+  commands::VerifyOptions o;
+  o.files = {path};
+  const auto r = commands::verify(o);
+  EXPECT_FALSE(r.verification->passed);
+  EXPECT_EQ(r.verification->chunks_present, 1);
+  EXPECT_EQ(r.verification->chunks_expected, 351 * 2 * 2);
+  EXPECT_NE(r.verification->reason.find("chunks missing"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -101,7 +101,9 @@ report::Report degrid(const DegridRunOptions& o) {
   }
   const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
-  backend->open(o.output, storage::layout_of(obs));
+  auto layout = storage::layout_of(obs);
+  layout.provenance = storage::Provenance{o.rec_set, g.pixel_lm, o.source_count, o.seed};
+  backend->open(o.output, layout);
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);

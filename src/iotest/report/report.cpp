@@ -59,7 +59,7 @@ std::string error_text(double v) {
 json to_json(const Report& r) {
   json j;
   j["mode"] = r.mode;
-  j["config"] = r.layout ? json::object() : config_json(r.rec);
+  j["config"] = r.layout || r.verification ? json::object() : config_json(r.rec);
   if (r.settings) {
     const auto& s = *r.settings;
     j["config"]["source_count"] = s.source_count;
@@ -84,7 +84,7 @@ json to_json(const Report& r) {
       j["config"]["vis_samples"] = s.vis_samples;
     }
   }
-  if (!r.layout)  // recombination counts; a layout report has none
+  if (!r.layout && !r.verification)  // recombination counts
     j["counts"] = {{"facets", r.counts.facets},
                    {"subgrids", r.counts.subgrids},
                    {"subgrids_processed", r.counts.subgrids_processed},
@@ -119,6 +119,15 @@ json to_json(const Report& r) {
                                              {"mean", o.vis_per_subgrid_mean},
                                              {"max", o.vis_per_subgrid_max}};
     }
+  }
+  if (r.verification) {
+    const auto& v = *r.verification;
+    j["verification"] = {{"files", v.files},
+                         {"chunks_expected", v.chunks_expected},
+                         {"chunks_present", v.chunks_present},
+                         {"tolerance", v.tolerance},
+                         {"passed", v.passed},
+                         {"reason", v.reason}};
   }
   if (r.sky) j["sky"] = {{"pixel_lm", r.sky->pixel_lm}, {"sources", r.sky->sources}};
   if (r.layout) {
@@ -169,7 +178,7 @@ json to_json(const Report& r) {
                   {"write_bytes_per_s", t.write_bytes_per_s}};
   }
   const auto& m = r.memory;
-  if (!r.layout)
+  if (!r.layout && !r.verification)
     j["memory"] = {{"image_bytes", m.image_bytes},
                    {"facet_bytes", m.facet_bytes},
                    {"prepared_facet_bytes", m.prepared_facet_bytes},
@@ -191,6 +200,17 @@ json to_json(const Report& r) {
 std::string render_text(const Report& r) {
   const auto& p = r.rec;
   std::string s;
+  if (r.verification) {  // nor does a verification
+    const auto& v = *r.verification;
+    s += fmt::format("iotest verify: {} file(s), {} of {} chunks present", v.files.size(),
+                     v.chunks_present, v.chunks_expected);
+    if (r.accuracy && r.accuracy->vis_samples)
+      s += fmt::format(", visibilities vs direct FT {} (worst file {}, {} samples)",
+                       error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
+                       *r.accuracy->vis_samples);
+    s += v.passed ? ": passed\n" : ": FAILED: " + v.reason + "\n";
+    return s;
+  }
   if (r.layout) {  // a layout report carries no recombination
     const auto& l = *r.layout;
     s += fmt::format(

@@ -133,6 +133,15 @@ struct Sky {
   std::vector<std::array<index_t, 2>> sources;  // pixel positions (axis 0 ~ l, axis 1 ~ m), centred
 };
 
+// `iotest verify`: what was re-read and whether it held.
+struct Verification {
+  std::vector<std::string> files;
+  index_t chunks_expected = 0, chunks_present = 0;
+  double tolerance = 0;
+  bool passed = false;
+  std::string reason;  // why not, in one line
+};
+
 struct Advice {  // plan only
   index_t nodes = 1;
   index_t streamers = 0;
@@ -152,6 +161,7 @@ struct Report {
   std::optional<Observation> observation;
   std::optional<LayoutDump> layout;
   std::optional<Sky> sky;
+  std::optional<Verification> verification;
   std::optional<Advice> advice;
 };
 

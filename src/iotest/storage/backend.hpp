@@ -5,7 +5,9 @@
 // that looks complete.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,10 +20,20 @@ namespace iotest::storage {
 // What a visibility file holds: the observation's axes and metadata. The
 // order is baseline-major, time fastest (UVH5 "baseline, time"); one
 // time-chunk x freq-chunk block of one baseline is one storage chunk.
+// Where the visibilities came from, stored with them (UVH5
+// extra_keywords) so `iotest verify` can recompute them.
+struct Provenance {
+  std::string rec_set;
+  double pixel_lm = 0;  // image pixel in direction cosines
+  index_t source_count = 0;
+  std::uint64_t seed = 0;
+};
+
 struct VisibilityLayout {
   const telescope::Observation* observation = nullptr;
   index_t baselines = 0, times = 0, channels = 0;
   index_t time_chunk = 0, freq_chunk = 0;
+  std::optional<Provenance> provenance;
 };
 VisibilityLayout layout_of(const telescope::Observation& obs);
 

@@ -275,6 +275,16 @@ class Hdf5Backend final : public Backend {
       write_scalar(entry, "cat_epoch", 2000.0);
     }
     write_scalar(header, "Nphase", 1LL);
+    if (layout_.provenance) {
+      const auto& pv = *layout_.provenance;
+      Id extra(check_id(H5Gcreate2(header, "extra_keywords", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                        "extra_keywords"),
+               H5Gclose);
+      write_string(extra, "iotest_rec_set", pv.rec_set);
+      write_scalar(extra, "iotest_pixel_lm", pv.pixel_lm);
+      write_scalar(extra, "iotest_source_count", static_cast<long long>(pv.source_count));
+      write_scalar(extra, "iotest_seed", static_cast<long long>(pv.seed));
+    }
     const size_t nblt = static_cast<size_t>(nbl * nt);
     write_vector(header, "phase_center_id_array", H5T_NATIVE_LLONG,
                  std::vector<long long>(nblt, 0));

@@ -39,8 +39,14 @@ std::unique_ptr<Backend> make_backend(std::string_view name) {
 }
 
 VisibilityLayout layout_of(const telescope::Observation& obs) {
-  return {&obs,           obs.baseline_count(), obs.time.steps,
-          obs.freq.steps, obs.time.chunk,       obs.freq.chunk};
+  VisibilityLayout layout;
+  layout.observation = &obs;
+  layout.baselines = obs.baseline_count();
+  layout.times = obs.time.steps;
+  layout.channels = obs.freq.steps;
+  layout.time_chunk = obs.time.chunk;
+  layout.freq_chunk = obs.freq.chunk;
+  return layout;
 }
 
 }  // namespace iotest::storage

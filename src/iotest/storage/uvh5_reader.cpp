@@ -1,0 +1,125 @@
+#include "iotest/storage/uvh5_reader.hpp"
+
+#include <hdf5.h>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::storage {
+
+struct Uvh5Reader::Handles {
+  hid_t file = -1, visdata = -1, complex = -1;
+  ~Handles() {
+    if (complex >= 0) H5Tclose(complex);
+    if (visdata >= 0) H5Dclose(visdata);
+    if (file >= 0) H5Fclose(file);
+  }
+};
+
+namespace {
+
+bool exists(hid_t loc, const char* name) { return H5Lexists(loc, name, H5P_DEFAULT) > 0; }
+
+template <typename T>
+std::vector<T> read_all(hid_t file, const char* name, hid_t type, const std::string& path) {
+  const hid_t set = H5Dopen2(file, name, H5P_DEFAULT);
+  if (set < 0) throw UsageError(path, std::string("not a UVH5 file from iotest: no ") + name);
+  const hid_t space = H5Dget_space(set);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<T> out(static_cast<size_t>(std::max<hssize_t>(n, 0)));
+  const herr_t status = H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+  H5Sclose(space);
+  H5Dclose(set);
+  if (status < 0) throw UsageError(path, std::string("cannot read ") + name);
+  return out;
+}
+
+std::string read_string(hid_t file, const char* name) {
+  const hid_t set = H5Dopen2(file, name, H5P_DEFAULT);
+  if (set < 0) return {};
+  const hid_t type = H5Dget_type(set);
+  std::string s(H5Tget_size(type), '\0');
+  H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
+  H5Tclose(type);
+  H5Dclose(set);
+  return s.substr(0, s.find('\0'));
+}
+
+}  // namespace
+
+Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()), path_(path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  h_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (h_->file < 0) throw UsageError(path, "cannot open as HDF5");
+  const auto scalar = [&](const char* name) {
+    return read_all<long long>(h_->file, name, H5T_NATIVE_LLONG, path).at(0);
+  };
+  nbls_ = scalar("Header/Nbls");
+  ntimes_ = scalar("Header/Ntimes");
+  nfreqs_ = scalar("Header/Nfreqs");
+  uvw_ = read_all<double>(h_->file, "Header/uvw_array", H5T_NATIVE_DOUBLE, path);
+  freq_ = read_all<double>(h_->file, "Header/freq_array", H5T_NATIVE_DOUBLE, path);
+  if (static_cast<index_t>(uvw_.size()) != 3 * nbls_ * ntimes_ ||
+      static_cast<index_t>(freq_.size()) != nfreqs_)
+    throw UsageError(path, "header arrays do not match Nbls, Ntimes and Nfreqs");
+  if (exists(h_->file, "Header/extra_keywords") &&
+      exists(h_->file, "Header/extra_keywords/iotest_rec_set")) {
+    Provenance pv;
+    pv.rec_set = read_string(h_->file, "Header/extra_keywords/iotest_rec_set");
+    pv.pixel_lm = read_all<double>(h_->file, "Header/extra_keywords/iotest_pixel_lm",
+                                   H5T_NATIVE_DOUBLE, path)
+                      .at(0);
+    pv.source_count = scalar("Header/extra_keywords/iotest_source_count");
+    pv.seed = static_cast<std::uint64_t>(scalar("Header/extra_keywords/iotest_seed"));
+    provenance_ = pv;
+  }
+  h_->visdata = H5Dopen2(h_->file, "Data/visdata", H5P_DEFAULT);
+  if (h_->visdata < 0) throw UsageError(path, "not a UVH5 file: no Data/visdata");
+  const hid_t plist = H5Dget_create_plist(h_->visdata);
+  hsize_t chunk[3] = {1, 1, 1};
+  if (H5Pget_layout(plist) == H5D_CHUNKED) H5Pget_chunk(plist, 3, chunk);
+  H5Pclose(plist);
+  chunk_rows_ = static_cast<index_t>(chunk[0]);
+  chunk_channels_ = static_cast<index_t>(chunk[1]);
+  h_->complex = H5Tcreate(H5T_COMPOUND, sizeof(cplx));
+  H5Tinsert(h_->complex, "r", 0, H5T_NATIVE_DOUBLE);
+  H5Tinsert(h_->complex, "i", sizeof(double), H5T_NATIVE_DOUBLE);
+}
+
+Uvh5Reader::~Uvh5Reader() = default;
+
+index_t Uvh5Reader::chunks_expected() const {
+  const index_t rows = nbls_ * ntimes_;
+  return ((rows + chunk_rows_ - 1) / chunk_rows_) *
+         ((nfreqs_ + chunk_channels_ - 1) / chunk_channels_);
+}
+
+index_t Uvh5Reader::chunks_present() const {
+  hsize_t n = 0;
+  const hid_t space = H5Dget_space(h_->visdata);
+  H5Dget_num_chunks(h_->visdata, space, &n);
+  H5Sclose(space);
+  return static_cast<index_t>(n);
+}
+
+bool Uvh5Reader::chunk_present(index_t row, index_t channel) const {
+  const hsize_t offset[3] = {static_cast<hsize_t>(row / chunk_rows_ * chunk_rows_),
+                             static_cast<hsize_t>(channel / chunk_channels_ * chunk_channels_), 0};
+  hsize_t bytes = 0;
+  return H5Dget_chunk_storage_size(h_->visdata, offset, &bytes) >= 0 && bytes > 0;
+}
+
+cplx Uvh5Reader::visibility(index_t row, index_t channel) const {
+  const hsize_t offset[3] = {static_cast<hsize_t>(row), static_cast<hsize_t>(channel), 0};
+  const hsize_t count[3] = {1, 1, 1};
+  const hid_t file_space = H5Dget_space(h_->visdata);
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr);
+  const hid_t memory = H5Screate_simple(3, count, nullptr);
+  cplx v;
+  const herr_t status = H5Dread(h_->visdata, h_->complex, memory, file_space, H5P_DEFAULT, &v);
+  H5Sclose(memory);
+  H5Sclose(file_space);
+  if (status < 0) throw std::runtime_error(path_ + ": reading a visibility failed");
+  return v;
+}
+
+}  // namespace iotest::storage

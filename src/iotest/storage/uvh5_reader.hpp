@@ -1,0 +1,44 @@
+// Reading back what the hdf5 back-end wrote, for `iotest verify`: the axes,
+// (u, v, w), frequencies, provenance, which HDF5 chunks exist, and single
+// visibilities.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::storage {
+
+class Uvh5Reader {
+ public:
+  // Throws UsageError naming the file when it cannot be read as UVH5.
+  explicit Uvh5Reader(const std::string& path);
+  ~Uvh5Reader();
+  Uvh5Reader(const Uvh5Reader&) = delete;
+  Uvh5Reader& operator=(const Uvh5Reader&) = delete;
+
+  index_t baselines() const { return nbls_; }
+  index_t times() const { return ntimes_; }
+  index_t channels() const { return nfreqs_; }
+  const std::vector<double>& uvw() const { return uvw_; }  // Nblts x 3, metres
+  const std::vector<double>& frequencies() const { return freq_; }
+  const std::optional<Provenance>& provenance() const { return provenance_; }
+  index_t chunk_rows() const { return chunk_rows_; }  // baseline-times per HDF5 chunk
+  index_t chunk_channels() const { return chunk_channels_; }
+  index_t chunks_expected() const;
+  index_t chunks_present() const;
+  bool chunk_present(index_t row, index_t channel) const;  // the chunk holding this visibility
+  cplx visibility(index_t row, index_t channel) const;     // row = baseline * times + time
+
+ private:
+  struct Handles;
+  std::unique_ptr<Handles> h_;
+  std::string path_;
+  index_t nbls_ = 0, ntimes_ = 0, nfreqs_ = 0, chunk_rows_ = 1, chunk_channels_ = 1;
+  std::vector<double> uvw_, freq_;
+  std::optional<Provenance> provenance_;
+};
+
+}  // namespace iotest::storage
