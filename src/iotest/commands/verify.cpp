@@ -45,27 +45,28 @@ report::Report verify(const VerifyOptions& o) {
     // One visibility in each of up to `samples` chunks, chosen at random.
     const index_t rows = file.baselines() * file.times();
     const index_t row_chunks = (rows + file.chunk_rows() - 1) / file.chunk_rows();
-    const index_t chan_chunks = (file.channels() + file.chunk_channels() - 1) / file.chunk_channels();
+    const index_t chan_chunks =
+        (file.channels() + file.chunk_channels() - 1) / file.chunk_channels();
     std::mt19937_64 rng(0x5eed);
     RelativeError e;
     const index_t chunks = row_chunks * chan_chunks;
     for (index_t i = 0; i < std::min(o.samples, chunks); ++i) {
-      const index_t c = chunks <= o.samples ? i : static_cast<index_t>(rng() % static_cast<std::uint64_t>(chunks));
-      const index_t row = std::min(rows - 1, c / chan_chunks * file.chunk_rows() +
-                                                 static_cast<index_t>(rng() % static_cast<std::uint64_t>(file.chunk_rows())));
-      const index_t chan = std::min(file.channels() - 1, c % chan_chunks * file.chunk_channels() +
-                                                             static_cast<index_t>(rng() % static_cast<std::uint64_t>(file.chunk_channels())));
+      const index_t c = chunks <= o.samples
+                            ? i
+                            : static_cast<index_t>(rng() % static_cast<std::uint64_t>(chunks));
+      const index_t row =
+          std::min(rows - 1,
+                   c / chan_chunks * file.chunk_rows() +
+                       static_cast<index_t>(rng() % static_cast<std::uint64_t>(file.chunk_rows())));
+      const index_t chan = std::min(
+          file.channels() - 1,
+          c % chan_chunks * file.chunk_channels() +
+              static_cast<index_t>(rng() % static_cast<std::uint64_t>(file.chunk_channels())));
       if (!file.chunk_present(row, chan)) continue;  // counted as missing above
       const double scale = file.frequencies()[static_cast<size_t>(chan)] / telescope::kSpeedOfLight;
       const double* b = file.uvw().data() + 3 * row;
-      cplx want = 0;
-      for (const auto& s : sources) {
-        const double l = static_cast<double>(s.y0) * pv.pixel_lm,
-                     m = static_cast<double>(s.y1) * pv.pixel_lm;
-        const double n = std::sqrt(1 - l * l - m * m);
-        want += std::polar(1.0, 2 * std::numbers::pi * scale * (b[0] * l + b[1] * m + b[2] * (n - 1)));
-      }
-      want /= static_cast<double>(p.N) * static_cast<double>(p.N);
+      const cplx want = sky::direct_visibility(sources, pv.pixel_lm, p.N, scale * b[0],
+                                               scale * b[1], scale * b[2]);
       const cplx got = file.visibility(row, chan);
       e.add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
       ++samples;
@@ -73,9 +74,10 @@ report::Report verify(const VerifyOptions& o) {
     tally.add(e);
     if (!(e.value() <= o.tolerance) && v.passed) {
       v.passed = false;
-      v.reason = fmt::format("{}: sampled visibilities differ from the direct transform "
-                             "(relative RMSE {:.2e} > {:.1e})",
-                             path, e.value(), o.tolerance);
+      v.reason = fmt::format(
+          "{}: sampled visibilities differ from the direct transform "
+          "(relative RMSE {:.2e} > {:.1e})",
+          path, e.value(), o.tolerance);
     }
   }
   report::Accuracy a;

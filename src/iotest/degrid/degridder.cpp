@@ -236,15 +236,7 @@ cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t bas
 
 cplx Degridder::direct_at(const std::vector<sky::PointSource>& sources, double u, double v,
                           double w) const {
-  cplx sum = 0;
-  for (const auto& s : sources) {
-    const double l = static_cast<double>(s.y0) * g_.pixel_lm,
-                 m = static_cast<double>(s.y1) * g_.pixel_lm;
-    const double n = std::sqrt(1 - l * l - m * m);
-    sum += std::polar(1.0, kTwoPi * (u * l + v * m + w * (n - 1)));
-  }
-  const double N = static_cast<double>(p_.N);
-  return sum / (N * N);
+  return sky::direct_visibility(sources, g_.pixel_lm, p_.N, u, v, w);
 }
 
 double Degridder::plane_flops() const {

@@ -1,5 +1,6 @@
 #include "iotest/sky/sky_model.hpp"
 
+#include <cmath>
 #include <numbers>
 #include <random>
 #include <set>
@@ -59,6 +60,17 @@ void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots
       for (index_t c = 0; c < xA; ++c) row[c] += ar * b[static_cast<size_t>(c)];
     }
   }
+}
+
+cplx direct_visibility(const std::vector<PointSource>& sources, double pixel_lm, index_t N,
+                       double u, double v, double w) {
+  cplx sum = 0;
+  for (const auto& s : sources) {
+    const double l = static_cast<double>(s.y0) * pixel_lm, m = static_cast<double>(s.y1) * pixel_lm;
+    const double n = std::sqrt(1 - l * l - m * m);
+    sum += std::polar(1.0, 2 * std::numbers::pi * (u * l + v * m + w * (n - 1)));
+  }
+  return sum / (static_cast<double>(N) * static_cast<double>(N));
 }
 
 void apply_subgrid_mask(const swiftly::Tile& t0, const swiftly::Tile& t1, MView2D subgrid) {

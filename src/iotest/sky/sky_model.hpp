@@ -44,6 +44,12 @@ class UnitRoots {
 void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots,
                  index_t subgrid_off0, index_t subgrid_off1, MView2D subgrid);
 
+// The exact visibility of the sources at (u, v, w) wavelengths for an image
+// of N pixels of `pixel_lm` (direction cosines), with the recombination's
+// normalisation: (1/N^2) sum exp(2 pi i (u l + v m + w (n - 1))).
+cplx direct_visibility(const std::vector<PointSource>& sources, double pixel_lm, index_t N,
+                       double u, double v, double w);
+
 // Zero every cell of `subgrid` (natural order, xA x xA) outside the tiles' masks.
 void apply_subgrid_mask(const swiftly::Tile& t0, const swiftly::Tile& t1, MView2D subgrid);
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "iotest/common/array.hpp"
@@ -61,7 +62,13 @@ class Backend {
   const WriteStats& stats() const { return stats_; }
 
  protected:
+  // Counts one write of the block (baseline, times, channels) of `layout`.
+  void account(const VisibilityLayout& layout, index_t baseline, index_t t0, index_t nt, index_t c0,
+               index_t nc);
   WriteStats stats_;
+
+ private:
+  std::unordered_set<index_t> chunks_;
 };
 
 // "null" or "hdf5"; throws UsageError("--backend") for others.

@@ -135,12 +135,7 @@ class Hdf5Backend final : public Backend {
     Id memory = space({count[0], count[1], 1});
     if (H5Dwrite(visdata_, complex_, memory, file_space, H5P_DEFAULT, data) < 0)
       throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
-    ++stats_.writes;
-    stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
-    for (index_t tc = t0 / layout_.time_chunk; tc <= (t0 + nt - 1) / layout_.time_chunk; ++tc)
-      for (index_t fc = c0 / layout_.freq_chunk; fc <= (c0 + nc - 1) / layout_.freq_chunk; ++fc)
-        chunks_.insert((baseline * layout_.times + tc) * layout_.channels + fc);
-    stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+    account(layout_, baseline, t0, nt, c0, nc);
     stats_.seconds += now() - start;
   }
 
@@ -327,7 +322,6 @@ class Hdf5Backend final : public Backend {
   std::string path_, temp_;
   VisibilityLayout layout_;
   Id file_, visdata_, complex_;
-  std::unordered_set<index_t> chunks_;
 };
 
 }  // namespace

@@ -1,6 +1,4 @@
 // The dry-run back-end: counts what it is given and writes nothing.
-#include <unordered_set>
-
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
 
@@ -12,12 +10,7 @@ class NullBackend final : public Backend {
   void open(const std::string&, const VisibilityLayout& layout) override { layout_ = layout; }
   void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
              const cplx*) override {
-    ++stats_.writes;
-    stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
-    for (index_t tc = t0 / layout_.time_chunk; tc <= (t0 + nt - 1) / layout_.time_chunk; ++tc)
-      for (index_t fc = c0 / layout_.freq_chunk; fc <= (c0 + nc - 1) / layout_.freq_chunk; ++fc)
-        chunks_.insert((baseline * layout_.times + tc) * layout_.channels + fc);
-    stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+    account(layout_, baseline, t0, nt, c0, nc);
   }
   void close() override {}
   void abort() noexcept override {}
@@ -25,10 +18,19 @@ class NullBackend final : public Backend {
 
  private:
   VisibilityLayout layout_;
-  std::unordered_set<index_t> chunks_;
 };
 
 }  // namespace
+
+void Backend::account(const VisibilityLayout& layout, index_t baseline, index_t t0, index_t nt,
+                      index_t c0, index_t nc) {
+  ++stats_.writes;
+  stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
+  for (index_t tc = t0 / layout.time_chunk; tc <= (t0 + nt - 1) / layout.time_chunk; ++tc)
+    for (index_t fc = c0 / layout.freq_chunk; fc <= (c0 + nc - 1) / layout.freq_chunk; ++fc)
+      chunks_.insert((baseline * layout.times + tc) * layout.channels + fc);
+  stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+}
 
 std::unique_ptr<Backend> make_hdf5_backend();  // hdf5_backend.cpp
 

@@ -17,7 +17,9 @@ struct Uvh5Reader::Handles {
 
 namespace {
 
-bool exists(hid_t loc, const char* name) { return H5Lexists(loc, name, H5P_DEFAULT) > 0; }
+bool exists(hid_t loc, const char* name) {
+  return H5Lexists(loc, name, H5P_DEFAULT) > 0;
+}
 
 template <typename T>
 std::vector<T> read_all(hid_t file, const char* name, hid_t type, const std::string& path) {
@@ -65,9 +67,9 @@ Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()
       exists(h_->file, "Header/extra_keywords/iotest_rec_set")) {
     Provenance pv;
     pv.rec_set = read_string(h_->file, "Header/extra_keywords/iotest_rec_set");
-    pv.pixel_lm = read_all<double>(h_->file, "Header/extra_keywords/iotest_pixel_lm",
-                                   H5T_NATIVE_DOUBLE, path)
-                      .at(0);
+    pv.pixel_lm =
+        read_all<double>(h_->file, "Header/extra_keywords/iotest_pixel_lm", H5T_NATIVE_DOUBLE, path)
+            .at(0);
     pv.source_count = scalar("Header/extra_keywords/iotest_source_count");
     pv.seed = static_cast<std::uint64_t>(scalar("Header/extra_keywords/iotest_seed"));
     provenance_ = pv;
