@@ -114,6 +114,12 @@ Distribution distribution(const config::RecombinationParams& p, const telescope:
 #pragma omp critical
     for (size_t i = 0; i < counts.size(); ++i) d.per_subgrid[i] += counts[i];
   }
+  return summarise(std::move(d.per_subgrid));
+}
+
+Distribution summarise(std::vector<index_t> per_subgrid) {
+  Distribution d;
+  d.per_subgrid = std::move(per_subgrid);
   d.min = -1;
   for (const index_t n : d.per_subgrid) {
     if (n == 0) continue;

@@ -43,7 +43,6 @@ class SubgridLocator {
   explicit SubgridLocator(const config::RecombinationParams& p);
   // Tile owning grid cell c (any integer, periodic).
   index_t tile_of(index_t cell) const { return owner_[static_cast<size_t>(wrap(cell))]; }
-  const std::vector<swiftly::Tile>& tiles() const { return tiles_; }
   index_t per_axis() const { return static_cast<index_t>(tiles_.size()); }
   // First and one-past-last cell of `tile` in the unwrapped neighbourhood of `cell`.
   std::pair<index_t, index_t> tile_span(index_t tile, index_t cell) const;
@@ -85,5 +84,7 @@ struct Distribution {
 };
 Distribution distribution(const config::RecombinationParams& p, const telescope::Observation& obs,
                           const GridGeometry& g);
+// The figures of a distribution from its counts per subgrid.
+Distribution summarise(std::vector<index_t> per_subgrid);
 
 }  // namespace iotest::binning

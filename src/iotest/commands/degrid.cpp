@@ -20,12 +20,6 @@
 namespace iotest::commands {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Random visibilities to check, as sorted linear indices
 // (baseline * times + time) * channels + channel.
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,
@@ -109,14 +103,18 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
   const auto samples = pick_samples(obs, o.vis_samples, o.seed);
   // Which visibilities each subgrid degrids, per w-stacking plane.
+  // The same pass gives the distribution of visibilities over subgrids.
   std::map<index_t, std::vector<std::vector<binning::VisRun>>> stacks;
+  std::vector<index_t> per_subgrid(static_cast<size_t>(p.subgrid_count()), 0);
   binning::for_each_run(p, obs, g, 0, obs.time.steps,
                         [&](index_t subgrid, const binning::VisRun& run) {
                           auto& runs = stacks[run.w_stack];
                           if (runs.empty()) runs.resize(static_cast<size_t>(p.subgrid_count()));
                           runs[static_cast<size_t>(subgrid)].push_back(run);
+                          per_subgrid[static_cast<size_t>(subgrid)] += run.count();
                         },
                         {true, w.stack_step});
+  const auto distribution = binning::summarise(std::move(per_subgrid));
   timing.planning_s = seconds_since(t0);
 
   const auto tiles = swiftly::subgrid_tiles(p);
@@ -152,7 +150,6 @@ report::Report degrid(const DegridRunOptions& o) {
   std::vector<ThreadState> state;
   for (int t = 0; t < threads; ++t) state.emplace_back(rec);
   const index_t nt = obs.time.steps, nch = obs.freq.steps;
-  std::vector<bool> subgrid_used(static_cast<size_t>(p.subgrid_count()), false);
   index_t columns_walked = 0;
 
   for (const auto& [stack, runs] : stacks) {
@@ -166,10 +163,7 @@ report::Report degrid(const DegridRunOptions& o) {
     // The subgrids of this stack that hold visibilities, column by column.
     std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
     for (index_t s = 0; s < p.subgrid_count(); ++s)
-      if (!runs[static_cast<size_t>(s)].empty()) {
-        columns[s / ns].push_back(s);
-        subgrid_used[static_cast<size_t>(s)] = true;
-      }
+      if (!runs[static_cast<size_t>(s)].empty()) columns[s / ns].push_back(s);
     columns_walked += static_cast<index_t>(columns.size());
     for (const auto& [i0, subgrids] : columns) {
       const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
@@ -270,7 +264,7 @@ report::Report degrid(const DegridRunOptions& o) {
     throw std::logic_error(
         fmt::format("degridded {} visibilities of {}", visibilities, obs.visibility_count()));
 
-  const index_t used = std::count(subgrid_used.begin(), subgrid_used.end(), true);
+  const index_t used = distribution.subgrids_used;
   r.settings = report::RunSettings{};
   r.settings->source_count = o.source_count;
   r.settings->seed = o.seed;
@@ -292,7 +286,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = used;
   r.counts.subgrid_columns = columns_walked;
-  add_observation(r, obs);
+  add_observation(r, obs, g, distribution);
   report::Accuracy accuracy;
   accuracy.vis_rmse = tally.pooled.value();
   accuracy.vis_rmse_max = tally.worst;

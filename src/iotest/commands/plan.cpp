@@ -12,9 +12,8 @@
 
 namespace iotest::commands {
 
-void add_observation(report::Report& r, const telescope::Observation& obs) {
-  const auto g = binning::grid_geometry(r.rec, obs);
-  const auto d = binning::distribution(r.rec, obs, g);
+void add_observation(report::Report& r, const telescope::Observation& obs,
+                     const binning::GridGeometry& g, const binning::Distribution& d) {
   r.counts.baselines = obs.baseline_count();
   r.counts.visibilities = obs.visibility_count();
   r.counts.subgrids_used = d.subgrids_used;
@@ -88,7 +87,11 @@ report::Report plan(const PlanOptions& o) {
   advice.rule =
       "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
   r.advice = advice;
-  if (o.observation) add_observation(r, telescope::make_observation(*o.observation));
+  if (o.observation) {
+    const auto obs = telescope::make_observation(*o.observation);
+    const auto g = binning::grid_geometry(r.rec, obs);
+    add_observation(r, obs, g, binning::distribution(r.rec, obs, g));
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "iotest/binning/binning.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/telescope/observation.hpp"
 
@@ -15,7 +16,8 @@ inline constexpr index_t kDefaultSendQueue = 8;
 inline constexpr index_t kDefaultSubgridQueue = 32;
 
 // Adds the visibility side (counts, volume, grid, distribution) to a report.
-void add_observation(report::Report& r, const telescope::Observation& obs);
+void add_observation(report::Report& r, const telescope::Observation& obs,
+                     const binning::GridGeometry& g, const binning::Distribution& d);
 
 // Usage errors shared by the commands that build a sky and run in one
 // process: the source count must fit the used image, and the estimated

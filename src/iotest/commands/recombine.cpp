@@ -19,11 +19,6 @@
 namespace iotest::commands {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Checks at most this many subgrids by default: the direct transform costs
 // sources x xA^2 per subgrid, so checking everything would dominate big runs.
 constexpr index_t kDefaultCheckedSubgrids = 64;

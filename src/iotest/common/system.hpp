@@ -1,9 +1,17 @@
 // What the operating system tells about this process and machine.
 #pragma once
 
+#include <chrono>
+
 #include "iotest/common/array.hpp"
 
 namespace iotest {
+
+// Wall-clock timing of the stages.
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Peak resident set size of this process so far, in bytes.
 index_t peak_rss_bytes();

@@ -239,14 +239,4 @@ cplx Degridder::direct_at(const std::vector<sky::PointSource>& sources, double u
   return sky::direct_visibility(sources, g_.pixel_lm, p_.N, u, v, w);
 }
 
-double Degridder::plane_flops() const {
-  const double xM = static_cast<double>(p_.xM);
-  return 2 * xM * swiftly::fft_flops(xM) + 6 * xM * xM;
-}
-
-double Degridder::visibility_flops() const {
-  const double S = uv_kernel_.support(), Sw = w_kernel_.support();
-  return Sw * S * (4 * S + 4) + 8 * Sw;  // multiply-adds of the taps
-}
-
 }  // namespace iotest::degrid

@@ -101,11 +101,7 @@ class Degridder {
   const binning::GridGeometry& geometry() const { return g_; }
   const swiftly::Recombination& recombination() const { return rec_; }
 
-  // Transform and kernel work for the GFLOP/s figure.
-  double plane_flops() const;
-  double visibility_flops() const;
   const WPlanes& planes() const { return planes_; }
-  const WLayout& layout() const { return layout_; }
 
  private:
   telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;

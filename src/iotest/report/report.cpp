@@ -59,7 +59,10 @@ std::string error_text(double v) {
 json to_json(const Report& r) {
   json j;
   j["mode"] = r.mode;
-  j["config"] = r.layout || r.verification ? json::object() : config_json(r.rec);
+  // Layout and verify reports carry no recombination: no parameters, counts
+  // or memory of one.
+  const bool recombination = r.rec.N > 0;
+  j["config"] = recombination ? config_json(r.rec) : json::object();
   if (r.settings) {
     const auto& s = *r.settings;
     j["config"]["source_count"] = s.source_count;
@@ -84,7 +87,7 @@ json to_json(const Report& r) {
       j["config"]["vis_samples"] = s.vis_samples;
     }
   }
-  if (!r.layout && !r.verification)  // recombination counts
+  if (recombination)
     j["counts"] = {{"facets", r.counts.facets},
                    {"subgrids", r.counts.subgrids},
                    {"subgrids_processed", r.counts.subgrids_processed},
@@ -178,7 +181,7 @@ json to_json(const Report& r) {
                   {"write_bytes_per_s", t.write_bytes_per_s}};
   }
   const auto& m = r.memory;
-  if (!r.layout && !r.verification)
+  if (recombination)
     j["memory"] = {{"image_bytes", m.image_bytes},
                    {"facet_bytes", m.facet_bytes},
                    {"prepared_facet_bytes", m.prepared_facet_bytes},

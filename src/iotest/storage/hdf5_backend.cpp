@@ -6,7 +6,6 @@
 #include <hdf5.h>
 
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
@@ -15,6 +14,7 @@
 #include <utility>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::storage {
@@ -125,7 +125,7 @@ class Hdf5Backend final : public Backend {
 
   void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
              const cplx* data) override {
-    const double start = now();
+    const auto start = Clock::now();
     const hsize_t offset[3] = {static_cast<hsize_t>(baseline * layout_.times + t0),
                                static_cast<hsize_t>(c0), 0};
     const hsize_t count[3] = {static_cast<hsize_t>(nt), static_cast<hsize_t>(nc), 1};
@@ -136,11 +136,11 @@ class Hdf5Backend final : public Backend {
     if (H5Dwrite(visdata_, complex_, memory, file_space, H5P_DEFAULT, data) < 0)
       throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
     account(layout_, baseline, t0, nt, c0, nc);
-    stats_.seconds += now() - start;
+    stats_.seconds += seconds_since(start);
   }
 
   void close() override {
-    const double start = now();
+    const auto start = Clock::now();
     visdata_.reset();
     complex_.reset();
     if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
@@ -149,7 +149,7 @@ class Hdf5Backend final : public Backend {
     if (std::rename(temp_.c_str(), path_.c_str()) != 0)
       throw std::runtime_error("renaming '" + temp_ + "' to '" + path_ + "' failed");
     temp_.clear();
-    stats_.seconds += now() - start;
+    stats_.seconds += seconds_since(start);
   }
 
   void abort() noexcept override {
@@ -164,11 +164,6 @@ class Hdf5Backend final : public Backend {
   std::string_view name() const override { return "hdf5"; }
 
  private:
-  static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
   void write_header() {
     const auto& obs = *layout_.observation;
     const auto& centre = obs.layout.centre;
