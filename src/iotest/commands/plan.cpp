@@ -9,6 +9,7 @@
 #include "iotest/commands/layout.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/degrid/degridder.hpp"
 
 namespace iotest::commands {
 
@@ -77,6 +78,17 @@ report::Report plan(const PlanOptions& o) {
   report::Report r;
   r.mode = "plan";
   r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
+  std::optional<telescope::Observation> obs;
+  std::optional<binning::GridGeometry> g;
+  if (o.observation) {
+    // With visibilities the subgrids keep the margin degridding needs
+    // (default kernels and w layout, as `iotest degrid` uses them), so the
+    // counts below are those of the real job.
+    obs = telescope::make_observation(*o.observation);
+    g = binning::grid_geometry(r.rec, *obs);
+    const auto w = degrid::w_layout(*g, *obs, r.rec.xA, degrid::DegridOptions{}, std::nullopt);
+    r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, w.margin});
+  }
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
   r.memory = estimate_memory(r.rec, 1);
@@ -87,11 +99,7 @@ report::Report plan(const PlanOptions& o) {
   advice.rule =
       "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
   r.advice = advice;
-  if (o.observation) {
-    const auto obs = telescope::make_observation(*o.observation);
-    const auto g = binning::grid_geometry(r.rec, obs);
-    add_observation(r, obs, g, binning::distribution(r.rec, obs, g));
-  }
+  if (obs) add_observation(r, *obs, *g, binning::distribution(r.rec, *obs, *g));
   return r;
 }
 
