@@ -7,7 +7,6 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
@@ -15,27 +14,10 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
-namespace {
-
-// Random visibilities to check, as sorted linear indices
-// (baseline * times + time) * channels + channel.
-std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,
-                                  std::uint64_t seed) {
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  const index_t total = obs.visibility_count();
-  std::vector<index_t> keys;
-  for (index_t i = 0; i < count; ++i)
-    keys.push_back(static_cast<index_t>(rng() % static_cast<std::uint64_t>(total)));
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  return keys;
-}
-
-}  // namespace
-
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   const auto obs = telescope::make_observation(o.observation);
@@ -101,7 +83,7 @@ report::Report degrid(const DegridRunOptions& o) {
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
   const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
-  const auto samples = pick_samples(obs, o.vis_samples, o.seed);
+  const auto samples = degrid::pick_samples(obs, o.vis_samples, o.seed);
   // Which visibilities each subgrid degrids, per w-stacking plane.
   // The same pass gives the distribution of visibilities over subgrids.
   std::map<index_t, std::vector<std::vector<binning::VisRun>>> stacks;
@@ -114,6 +96,8 @@ report::Report degrid(const DegridRunOptions& o) {
                           per_subgrid[static_cast<size_t>(subgrid)] += run.count();
                         },
                         {true, w.stack_step});
+  for (auto& [stack, runs] : stacks)
+    for (auto& subgrid_runs : runs) degrid::sort_for_storage(subgrid_runs);
   const auto distribution = binning::summarise(std::move(per_subgrid));
   timing.planning_s = seconds_since(t0);
 
@@ -137,19 +121,21 @@ report::Report degrid(const DegridRunOptions& o) {
     Array2D contribution, sum, facet;
     degrid::Degridder::Workspace degrid;
     std::vector<cplx> vis;
+    storage::ChunkAssembler chunks;
     std::map<index_t, RelativeError> errors;  // per subgrid
     index_t planes = 0, visibilities = 0, samples = 0;
     double check_s = 0;
-    explicit ThreadState(const swiftly::Recombination& rec)
+    ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
         : column(rec.params()),
           contribution(rec.make_contribution()),
           sum(rec.make_subgrid_sum()),
           facet(rec.make_facet()),
-          degrid(rec.params()) {}
+          degrid(rec.params()),
+          chunks(layout) {}
   };
   std::vector<ThreadState> state;
-  for (int t = 0; t < threads; ++t) state.emplace_back(rec);
-  const index_t nt = obs.time.steps, nch = obs.freq.steps;
+  for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
+  const index_t nt = obs.time.steps;
   index_t columns_walked = 0;
 
   for (const auto& [stack, runs] : stacks) {
@@ -187,55 +173,30 @@ report::Report degrid(const DegridRunOptions& o) {
           const auto& subgrid_runs = runs[static_cast<size_t>(s)];
           st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
           std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
-          // Tasks of up to --bls-per-task baseline tracks (a baseline at one
-          // time) each: idle threads take them, so a subgrid holding most of
-          // the visibilities (the centre) does not leave the others waiting.
+          // Tasks of up to --bls-per-task baselines' time chunks: idle
+          // threads take them, so a subgrid holding most of the
+          // visibilities (the centre) does not leave the others waiting.
           const auto* tower = &st.degrid;
-          for (size_t first = 0; first < subgrid_runs.size();) {
-            size_t last = first + 1;
-            for (index_t tracks = 1; last < subgrid_runs.size(); ++last) {
-              const auto& prev = subgrid_runs[last - 1];
-              const auto& next = subgrid_runs[last];
-              if ((next.baseline != prev.baseline || next.time != prev.time) &&
-                  ++tracks > o.bls_per_task)
-                break;
-            }
+          for (const auto& [first, last] :
+               degrid::cut_tasks(subgrid_runs, nt, obs.time.chunk, o.bls_per_task)) {
 #pragma omp task default(shared) firstprivate(first, last, s, off0, off1, tower)
             failures.capture([&] {
               auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
-              ts.vis.clear();
-              degridder.degrid(subgrid_runs.data() + first, subgrid_runs.data() + last, off0, off1,
-                               *tower, ts.vis);
+              const auto* begin = subgrid_runs.data() + first;
+              const auto* end = subgrid_runs.data() + last;
+              degrid::degrid_to_chunks(
+                  degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
+                  [&](const storage::ChunkKey& key, const cplx* data, index_t count) {
+                    const std::lock_guard<std::mutex> hold(backend_lock);
+                    backend->write_chunk(key, data, count);
+                  });
               ts.visibilities += static_cast<index_t>(ts.vis.size());
-              {
-                const std::lock_guard<std::mutex> hold(backend_lock);
-                size_t offset = 0;
-                for (size_t i = first; i < last; ++i) {
-                  const auto& run = subgrid_runs[i];
-                  backend->write(run.baseline, run.time, 1, run.chan_begin, run.count(),
-                                 ts.vis.data() + offset);
-                  offset += static_cast<size_t>(run.count());
-                }
-              }
               // Untimed: the sampled visibilities of this task.
               const auto tc = Clock::now();
-              size_t at = 0;
-              for (size_t i = first; i < last; ++i) {
-                const auto& run = subgrid_runs[i];
-                const index_t base = (index_t{run.baseline} * nt + run.time) * nch;
-                auto it = std::lower_bound(samples.begin(), samples.end(), base + run.chan_begin);
-                for (; it != samples.end() && *it < base + run.chan_end; ++it) {
-                  const index_t chan = *it - base;
-                  const cplx want = degridder.direct(sources, run.baseline, run.time, chan);
-                  const cplx got = ts.vis[at + static_cast<size_t>(chan - run.chan_begin)];
-                  ts.errors[s].add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
-                  ++ts.samples;
-                }
-                at += static_cast<size_t>(run.count());
-              }
+              ts.samples += degrid::check_samples(degridder, sources, samples, begin, end, ts.vis,
+                                                  ts.errors[s]);
               ts.check_s += seconds_since(tc);
             });
-            first = last;
           }
           // The tower lives in this thread's workspace: keep it until its
           // tasks are done (this thread works on tasks meanwhile).
@@ -295,7 +256,9 @@ report::Report degrid(const DegridRunOptions& o) {
   timing.degrid_s = degrid_s;
   timing.write_s = backend->stats().seconds;
   r.counts.bytes_written = backend->stats().bytes;
-  r.counts.chunks_written = backend->stats().chunks_touched;
+  r.counts.chunks_written = backend->stats().chunks_written;
+  r.counts.chunks_rewritten = backend->stats().chunks_rewritten;
+  r.counts.visibilities_written = backend->stats().visibilities;
   r.settings->backend = std::string(backend->name());
   r.settings->output = o.output;
   timing.check_s = check_s;

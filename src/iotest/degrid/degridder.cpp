@@ -103,22 +103,25 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
     }
 }
 
+cplx Degridder::facet_correction(double y0, double y1, index_t stack) const {
+  const double N = static_cast<double>(p_.N);
+  const double l = y0 * g_.pixel_lm, m = y1 * g_.pixel_lm;
+  const double n = std::sqrt(1 - l * l - m * m);
+  const double w_stack = static_cast<double>(stack) * layout_.stack_step;
+  return std::polar(1.0, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
+         (uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
+          w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre)));
+}
+
 void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                               MView2D facet) const {
-  const double w_stack = static_cast<double>(stack) * layout_.stack_step;
   const index_t half = facet.rows / 2;
-  const double N = static_cast<double>(p_.N);
   for (index_t a = 0; a < facet.rows; ++a)
     for (index_t b = 0; b < facet.cols; ++b) {
       cplx& v = facet(a, b);
       if (v == cplx{}) continue;  // a sparse sky needs few corrections
-      const double y0 = static_cast<double>(t0.offset + a - half),
-                   y1 = static_cast<double>(t1.offset + b - half);
-      const double l = y0 * g_.pixel_lm, m = y1 * g_.pixel_lm;
-      const double n = std::sqrt(1 - l * l - m * m);
-      v *= std::polar(1.0, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
-           (uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
-            w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre)));
+      v *= facet_correction(static_cast<double>(t0.offset + a - half),
+                            static_cast<double>(t1.offset + b - half), stack);
     }
 }
 

@@ -69,6 +69,10 @@ class Degridder {
   // applies the w-stacking plane `stack` (w = stack * stack_step).
   void correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                      MView2D facet) const;
+  // The factor correct_facet applies at pixel (y0, y1): what a unit point
+  // source there becomes, so corrected subgrids can be checked by direct
+  // transform.
+  cplx facet_correction(double y0, double y1, index_t stack) const;
 
   // A subgrid's w-tower: its planes, kept for the batches of its runs.
   struct Workspace {
@@ -100,6 +104,7 @@ class Degridder {
   cplx direct_at(const std::vector<sky::PointSource>& sources, double u, double v, double w) const;
   const binning::GridGeometry& geometry() const { return g_; }
   const swiftly::Recombination& recombination() const { return rec_; }
+  const telescope::Observation& observation() const { return obs_; }
 
   const WPlanes& planes() const { return planes_; }
 

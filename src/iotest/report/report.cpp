@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -98,7 +99,11 @@ json to_json(const Report& r) {
                                    {"visibilities", r.counts.visibilities},
                                    {"subgrids_used", r.counts.subgrids_used},
                                    {"bytes_written", r.counts.bytes_written},
-                                   {"chunks_written", r.counts.chunks_written}})
+                                   {"chunks_written", r.counts.chunks_written},
+                                   {"chunks_rewritten", r.counts.chunks_rewritten},
+                                   {"visibilities_written", r.counts.visibilities_written},
+                                   {"bytes_sent", r.counts.bytes_sent},
+                                   {"bytes_received", r.counts.bytes_received}})
     if (value) j["counts"][key] = *value;
   if (r.observation) {
     const auto& o = *r.observation;
@@ -166,7 +171,8 @@ json to_json(const Report& r) {
   if (r.timing) {
     const auto& t = *r.timing;
     j["timing"] = {{"wall_s", t.wall_s},   {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
-                   {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s}};
+                   {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s},
+                   {"write_s", t.write_s}, {"stream_s", t.stream_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -178,7 +184,9 @@ json to_json(const Report& r) {
                   {"vis_per_s", t.vis_per_s},
                   {"vis_per_s_per_thread", t.vis_per_s_per_thread},
                   {"w_planes_per_s", t.w_planes_per_s},
-                  {"write_bytes_per_s", t.write_bytes_per_s}};
+                  {"write_bytes_per_s", t.write_bytes_per_s},
+                  {"net_bytes_per_s", t.net_bytes_per_s},
+                  {"subgrids_per_s", t.subgrids_per_s}};
   }
   const auto& m = r.memory;
   if (recombination)
@@ -191,6 +199,63 @@ json to_json(const Report& r) {
                    {"streamer_bytes", m.streamer_bytes},
                    {"single_process_bytes", m.single_process_bytes}};
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
+  if (r.pipeline) {
+    const auto& pl = *r.pipeline;
+    json ranks = json::array();
+    // Per role: the longest busy, wait and idle times of its ranks.
+    json roles = json::object();
+    for (const auto& k : pl.per_rank) {
+      ranks.push_back({{"rank", k.rank},
+                       {"role", k.role},
+                       {"host", k.host},
+                       {"busy_s", k.busy_s},
+                       {"wait_s", k.wait_s},
+                       {"idle_s", k.idle_s},
+                       {"messages_sent", k.messages_sent},
+                       {"messages_received", k.messages_received},
+                       {"bytes_sent", k.bytes_sent},
+                       {"bytes_received", k.bytes_received},
+                       {"contributions", k.contributions},
+                       {"subgrids", k.subgrids},
+                       {"visibilities", k.visibilities},
+                       {"w_planes", k.w_planes},
+                       {"bytes_written", k.bytes_written},
+                       {"chunks_written", k.chunks_written},
+                       {"chunks_rewritten", k.chunks_rewritten},
+                       {"write_s", k.write_s},
+                       {"queue_high_water",
+                        {{"send", k.send_queue_max},
+                         {"subgrid", k.subgrid_queue_max},
+                         {"task", k.task_queue_max},
+                         {"visibility", k.visibility_queue_max}}},
+                       {"peak_rss_bytes", k.peak_rss_bytes}});
+      auto& role = roles[k.role];
+      for (const auto& [key, v] :
+           {std::pair{"busy_s", k.busy_s}, {"wait_s", k.wait_s}, {"idle_s", k.idle_s}})
+        role[key] = std::max(role.value(key, 0.0), v);
+      role["ranks"] = role.value("ranks", 0) + 1;
+    }
+    j["timing"]["roles"] = roles;
+    j["pipeline"] = {{"ranks", pl.ranks},
+                     {"producers", pl.producers},
+                     {"streamers", pl.streamers},
+                     {"assigner", pl.assigner},
+                     {"threads", pl.threads},
+                     {"producer_threads", pl.producer_threads},
+                     {"writers_per_streamer", pl.writers_per_streamer},
+                     {"fork_writer", pl.fork_writer},
+                     {"queues",
+                      {{"send", pl.send_queue},
+                       {"subgrid", pl.subgrid_queue},
+                       {"task", pl.task_queue},
+                       {"bls_per_task", pl.bls_per_task},
+                       {"visibility", pl.visibility_queue}}},
+                     {"subgrid_visits", pl.subgrid_visits},
+                     {"subgrid_parts", pl.subgrid_parts},
+                     {"slowest_rank", pl.slowest_rank},
+                     {"bound", pl.bound},
+                     {"per_rank", ranks}};
+  }
   if (r.advice) {
     j["advice"] = {{"nodes", r.advice->nodes},
                    {"streamers", r.advice->streamers},
@@ -270,11 +335,12 @@ std::string render_text(const Report& r) {
         r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
         r.rates->w_planes_per_s);
   if (r.settings && !r.settings->output.empty())
-    s +=
-        fmt::format("  wrote {} in {} chunks to {} ({}: {:.3f} s, {:.3g} B/s)\n",
-                    bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
-                    r.counts.chunks_written.value_or(0), r.settings->output, r.settings->backend,
-                    r.timing ? r.timing->write_s : 0.0, r.rates ? r.rates->write_bytes_per_s : 0.0);
+    s += fmt::format(
+        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s with fsync)\n",
+        bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
+        r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
+        r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
+        r.rates ? r.rates->write_bytes_per_s : 0.0);
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
     const auto& q = *r.rates;

@@ -44,8 +44,12 @@ struct Counts {
   std::optional<index_t> baselines;       // with a visibility set
   std::optional<index_t> visibilities;    // with a visibility set
   std::optional<index_t> subgrids_used;   // subgrids holding visibilities
-  std::optional<index_t> bytes_written;   // visibility bytes handed to storage
+  std::optional<index_t> bytes_written;   // chunk bytes written to storage, rewrites included
   std::optional<index_t> chunks_written;  // distinct storage chunks written
+  std::optional<index_t> visibilities_written;  // carried by the chunk writes
+  std::optional<index_t> chunks_rewritten;  // writes to a chunk already written (accumulated)
+  std::optional<index_t> bytes_sent;        // contributions sent by producers (run)
+  std::optional<index_t> bytes_received;    // contributions received by streamers (run)
   index_t subgrids = 0;                   // of the whole grid
   index_t subgrids_processed = 0;
   index_t subgrid_columns = 0;
@@ -71,6 +75,7 @@ struct Timing {
   double check_s = 0;     // direct transforms and comparisons
   double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
   double write_s = 0;     // in the storage back-end (part of degrid_s)
+  double stream_s = 0;    // run: the distributed walk, from the start barrier to the last write
 };
 
 struct Rates {
@@ -83,6 +88,44 @@ struct Rates {
   double vis_per_s_per_thread = 0;
   double w_planes_per_s = 0;
   double write_bytes_per_s = 0;  // bytes written over the back-end's seconds
+  double net_bytes_per_s = 0;    // run: contribution bytes sent over stream_s
+  double subgrids_per_s = 0;     // run: subgrids assembled over stream_s
+};
+
+// `iotest run`: what one rank did. Busy: computing; wait: blocked on a full
+// queue (back-pressure) or on a peer; idle: nothing to do.
+struct RankStats {
+  int rank = 0;
+  std::string role;  // producer, streamer, assigner
+  std::string host;
+  double busy_s = 0, wait_s = 0, idle_s = 0;
+  index_t messages_sent = 0, messages_received = 0;
+  index_t bytes_sent = 0, bytes_received = 0;
+  index_t contributions = 0;  // producer: facet contributions computed
+  index_t subgrids = 0;       // streamer: subgrids assembled
+  index_t visibilities = 0;   // streamer: visibilities degridded
+  index_t w_planes = 0;
+  index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
+  double write_s = 0;  // in the back-end, over this streamer's writers
+  // Queue high-water marks: sends in flight, subgrids held, degrid tasks
+  // outstanding, chunks waiting for writers.
+  index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;
+  index_t peak_rss_bytes = 0;
+};
+
+struct Pipeline {
+  int ranks = 0, producers = 0, streamers = 0;
+  bool assigner = false;
+  int threads = 0, producer_threads = 0;
+  int writers_per_streamer = 0;
+  bool fork_writer = false;
+  index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0,
+          visibility_queue = 0;
+  index_t subgrid_visits = 0;  // (w-stack, subgrid) pairs walked, busy ones split in parts
+  index_t subgrid_parts = 0;   // work items handed to streamers
+  std::vector<RankStats> per_rank;
+  int slowest_rank = -1;  // the rank busy longest
+  std::string bound;      // what bound the run: network, degridding, storage, producers
 };
 
 struct Memory {
@@ -163,6 +206,7 @@ struct Report {
   std::optional<Sky> sky;
   std::optional<Verification> verification;
   std::optional<Advice> advice;
+  std::optional<Pipeline> pipeline;
 };
 
 nlohmann::json to_json(const Report& report);

@@ -43,15 +43,18 @@ UnitRoots::UnitRoots(index_t N) : N_(N), table_(static_cast<size_t>(N)) {
 }
 
 void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots,
-                 index_t subgrid_off0, index_t subgrid_off1, MView2D subgrid) {
+                 index_t subgrid_off0, index_t subgrid_off1, MView2D subgrid,
+                 std::span<const cplx> amplitudes) {
   const index_t xA = subgrid.rows, N = roots.N();
   const double norm = 1.0 / (static_cast<double>(N) * static_cast<double>(N));
   for (index_t r = 0; r < xA; ++r) std::fill(subgrid.row(r), subgrid.row(r) + xA, cplx{});
   // Separable per source: an outer product of two phase vectors.
   std::vector<cplx> a(static_cast<size_t>(xA)), b(static_cast<size_t>(xA));
-  for (const auto& s : sources) {
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& s = sources[i];
+    const cplx scale = amplitudes.empty() ? cplx(norm) : norm * amplitudes[i];
     for (index_t u = 0; u < xA; ++u) {
-      a[static_cast<size_t>(u)] = norm * roots((subgrid_off0 + u - xA / 2) * s.y0);
+      a[static_cast<size_t>(u)] = scale * roots((subgrid_off0 + u - xA / 2) * s.y0);
       b[static_cast<size_t>(u)] = roots((subgrid_off1 + u - xA / 2) * s.y1);
     }
     for (index_t r = 0; r < xA; ++r) {

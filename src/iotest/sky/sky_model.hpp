@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "iotest/common/array.hpp"
@@ -40,9 +41,11 @@ class UnitRoots {
 };
 
 // Direct Fourier transform of the sources on the xA x xA cells around the
-// subgrid offsets: (1/N^2) sum exp(2 pi i (u0 y0 + u1 y1) / N), natural order.
+// subgrid offsets: (1/N^2) sum a_s exp(2 pi i (u0 y0 + u1 y1) / N), natural
+// order, with amplitudes a_s = 1 or `amplitudes[s]` when given.
 void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots,
-                 index_t subgrid_off0, index_t subgrid_off1, MView2D subgrid);
+                 index_t subgrid_off0, index_t subgrid_off1, MView2D subgrid,
+                 std::span<const cplx> amplitudes = {});
 
 // The exact visibility of the sources at (u, v, w) wavelengths for an image
 // of N pixels of `pixel_lm` (direction cosines), with the recombination's

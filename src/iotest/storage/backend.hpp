@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "iotest/common/array.hpp"
@@ -35,40 +34,66 @@ struct VisibilityLayout {
   index_t baselines = 0, times = 0, channels = 0;
   index_t time_chunk = 0, freq_chunk = 0;
   std::optional<Provenance> provenance;
+  index_t rows() const { return baselines * times; }
+  index_t row_chunks() const { return (rows() + time_chunk - 1) / time_chunk; }
+  index_t freq_chunks() const { return (channels + freq_chunk - 1) / freq_chunk; }
+  index_t chunk_count() const { return row_chunks() * freq_chunks(); }
+  index_t chunk_values() const { return time_chunk * freq_chunk; }
+  index_t chunk_bytes() const { return chunk_values() * static_cast<index_t>(sizeof(cplx)); }
 };
 VisibilityLayout layout_of(const telescope::Observation& obs);
 
-struct WriteStats {
-  index_t writes = 0;          // write calls
-  index_t bytes = 0;           // visibility bytes handed to the back-end
-  index_t chunks_touched = 0;  // distinct storage chunks written
-  double seconds = 0;          // in write, flush and close
+// One storage chunk: rows [row_chunk * time_chunk, +time_chunk) of the
+// baseline-time axis and channels [freq_chunk * freq_chunk_size, +freq_chunk_size).
+// When the time chunk divides the time steps, a row chunk is one baseline's
+// time chunk.
+struct ChunkKey {
+  index_t row_chunk = 0, freq_chunk = 0;
 };
 
+struct WriteStats {
+  index_t chunk_writes = 0;      // write_chunk calls, rewrites included
+  index_t chunks_written = 0;    // distinct chunks
+  index_t chunks_rewritten = 0;  // writes to a chunk written before (read, add, write)
+  index_t bytes = 0;             // chunk bytes written to storage, rewrites included
+  index_t visibilities = 0;      // visibilities carried by the writes
+  double seconds = 0;            // in write_chunk, flush and close
+};
+
+// A back-end behind iotest's writers. One instance writes one output and is
+// used by one thread at a time.
 class Backend {
  public:
   virtual ~Backend() = default;
   // Creates the output (under a temporary name until close()).
-  virtual void open(const std::string& path, const VisibilityLayout& layout) = 0;
-  // Visibilities of one baseline, times [t0, t0 + nt) and channels
-  // [c0, c0 + nc), time-major.
-  virtual void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
-                     const cplx* data) = 0;
-  // Completes the output and gives it its final name.
-  virtual void close() = 0;
+  void open(const std::string& path, const VisibilityLayout& layout);
+  // One chunk: time_chunk x freq_chunk visibilities, row-major (rows and
+  // channels past the observation's edge are ignored), zero where the
+  // writer has none. A chunk written before is accumulated: read, added to,
+  // written again (each visibility comes from exactly one subgrid, so the
+  // sum is the merge). `visibilities` says how many it carries.
+  void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities);
+  // Pushes what is buffered to the device (fsync for files).
+  void flush();
+  // Completes the output, flushed, and gives it its final name.
+  void close();
   // Drops a partial output (after a failure); safe to call twice.
   virtual void abort() noexcept = 0;
   virtual std::string_view name() const = 0;
   const WriteStats& stats() const { return stats_; }
+  const VisibilityLayout& layout() const { return layout_; }
 
  protected:
-  // Counts one write of the block (baseline, times, channels) of `layout`.
-  void account(const VisibilityLayout& layout, index_t baseline, index_t t0, index_t nt, index_t c0,
-               index_t nc);
-  WriteStats stats_;
+  virtual void do_open(const std::string& path) = 0;
+  // `accumulate`: the chunk was written before; add `data` to it.
+  virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) = 0;
+  virtual void do_flush() = 0;
+  virtual void do_close() = 0;
 
  private:
-  std::unordered_set<index_t> chunks_;
+  VisibilityLayout layout_;
+  std::vector<bool> written_;  // per chunk, row_chunk * freq_chunks + freq_chunk
+  WriteStats stats_;
 };
 
 // "null" or "hdf5"; throws UsageError("--backend") for others.

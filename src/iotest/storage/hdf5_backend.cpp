@@ -7,7 +7,10 @@
 
 #include <array>
 #include <cmath>
+#include <unistd.h>
+
 #include <cstdio>
+#include <mutex>
 #include <numbers>
 #include <stdexcept>
 #include <unordered_set>
@@ -110,49 +113,17 @@ double local_sidereal_rad(double jd, double lon_deg) {
   return std::fmod((gmst_deg + lon_deg) * std::numbers::pi / 180, 2 * std::numbers::pi);
 }
 
+// The serial HDF5 library is not thread-safe: writer threads of one process
+// take turns (DESIGN.md section 5; --fork-writer gives each its own process).
+std::mutex& library_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
 class Hdf5Backend final : public Backend {
  public:
-  void open(const std::string& path, const VisibilityLayout& layout) override {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
-    path_ = path;
-    temp_ = path + ".partial";
-    layout_ = layout;
-    file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (file_ < 0) throw UsageError("output", "cannot create '" + temp_ + "'");
-    write_header();
-    create_data();
-  }
-
-  void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
-             const cplx* data) override {
-    const auto start = Clock::now();
-    const hsize_t offset[3] = {static_cast<hsize_t>(baseline * layout_.times + t0),
-                               static_cast<hsize_t>(c0), 0};
-    const hsize_t count[3] = {static_cast<hsize_t>(nt), static_cast<hsize_t>(nc), 1};
-    Id file_space(check_id(H5Dget_space(visdata_), "dataspace"), H5Sclose);
-    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr),
-          "selection");
-    Id memory = space({count[0], count[1], 1});
-    if (H5Dwrite(visdata_, complex_, memory, file_space, H5P_DEFAULT, data) < 0)
-      throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
-    account(layout_, baseline, t0, nt, c0, nc);
-    stats_.seconds += seconds_since(start);
-  }
-
-  void close() override {
-    const auto start = Clock::now();
-    visdata_.reset();
-    complex_.reset();
-    if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
-      throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
-    file_.reset();
-    if (std::rename(temp_.c_str(), path_.c_str()) != 0)
-      throw std::runtime_error("renaming '" + temp_ + "' to '" + path_ + "' failed");
-    temp_.clear();
-    stats_.seconds += seconds_since(start);
-  }
-
   void abort() noexcept override {
+    const std::lock_guard<std::mutex> hold(library_lock());
     visdata_.reset();
     complex_.reset();
     file_.reset();
@@ -163,9 +134,67 @@ class Hdf5Backend final : public Backend {
   ~Hdf5Backend() override { abort(); }
   std::string_view name() const override { return "hdf5"; }
 
+ protected:
+  void do_open(const std::string& path) override {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
+    path_ = path;
+    temp_ = path + ".partial";
+    file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (file_ < 0) {
+      temp_.clear();
+      throw UsageError("OUTPUT", "cannot create '" + path + ".partial' (is the folder writable?)");
+    }
+    write_header();
+    create_data();
+    chunk_.assign(static_cast<size_t>(layout().chunk_values()), cplx{});
+  }
+
+  // Whole chunks go straight to storage (H5Dwrite_chunk): no selection, no
+  // type conversion (the compound {r, i} of doubles is std::complex's layout).
+  void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) override {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    const hsize_t offset[3] = {static_cast<hsize_t>(key.row_chunk * layout().time_chunk),
+                               static_cast<hsize_t>(key.freq_chunk * layout().freq_chunk), 0};
+    const size_t bytes = static_cast<size_t>(layout().chunk_bytes());
+    const void* out = data;
+    if (accumulate) {
+      uint32_t filters = 0;
+      if (H5Dread_chunk(visdata_, H5P_DEFAULT, offset, &filters, chunk_.data()) < 0)
+        throw std::runtime_error("reading back a chunk of '" + temp_ + "' failed");
+      for (size_t i = 0; i < chunk_.size(); ++i) chunk_[i] += data[i];
+      out = chunk_.data();
+    }
+    if (H5Dwrite_chunk(visdata_, H5P_DEFAULT, 0, offset, bytes, out) < 0)
+      throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+  }
+
+  void do_flush() override {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
+      throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
+    // H5Fflush hands the data to the kernel; fsync makes it durable, so
+    // the write time is the device's, not the page cache's.
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(file_, H5P_DEFAULT, &handle) >= 0 && handle &&
+        ::fsync(*static_cast<int*>(handle)) != 0)
+      throw std::runtime_error("fsync of '" + temp_ + "' failed (disk full?)");
+  }
+
+  void do_close() override {
+    do_flush();
+    const std::lock_guard<std::mutex> hold(library_lock());
+    visdata_.reset();
+    complex_.reset();
+    file_.reset();
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0)
+      throw std::runtime_error("renaming '" + temp_ + "' to '" + path_ + "' failed");
+    temp_.clear();
+  }
+
  private:
   void write_header() {
-    const auto& obs = *layout_.observation;
+    const auto& obs = *layout().observation;
     const auto& centre = obs.layout.centre;
     Id header(
         check_id(H5Gcreate2(file_, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
@@ -180,9 +209,9 @@ class Hdf5Backend final : public Backend {
     write_scalar(header, "longitude", centre.lon_deg);
     write_scalar(header, "altitude", centre.height_m);
     const auto nant = static_cast<long long>(obs.antenna_count());
-    const auto nbl = static_cast<long long>(layout_.baselines),
-               nt = static_cast<long long>(layout_.times),
-               nf = static_cast<long long>(layout_.channels);
+    const auto nbl = static_cast<long long>(layout().baselines),
+               nt = static_cast<long long>(layout().times),
+               nf = static_cast<long long>(layout().channels);
     write_scalar(header, "Nants_telescope", nant);
     write_scalar(header, "Nants_data", nant);
     write_scalar(header, "Nbls", nbl);
@@ -265,8 +294,8 @@ class Hdf5Backend final : public Backend {
       write_scalar(entry, "cat_epoch", 2000.0);
     }
     write_scalar(header, "Nphase", 1LL);
-    if (layout_.provenance) {
-      const auto& pv = *layout_.provenance;
+    if (layout().provenance) {
+      const auto& pv = *layout().provenance;
       Id extra(check_id(H5Gcreate2(header, "extra_keywords", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                         "extra_keywords"),
                H5Gclose);
@@ -287,10 +316,10 @@ class Hdf5Backend final : public Backend {
   void create_data() {
     Id data(check_id(H5Gcreate2(file_, "Data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Data"),
             H5Gclose);
-    const hsize_t rows = static_cast<hsize_t>(layout_.baselines * layout_.times),
-                  cols = static_cast<hsize_t>(layout_.channels);
-    const hsize_t chunk[3] = {static_cast<hsize_t>(layout_.time_chunk),
-                              static_cast<hsize_t>(layout_.freq_chunk), 1};
+    const hsize_t rows = static_cast<hsize_t>(layout().baselines * layout().times),
+                  cols = static_cast<hsize_t>(layout().channels);
+    const hsize_t chunk[3] = {static_cast<hsize_t>(layout().time_chunk),
+                              static_cast<hsize_t>(layout().freq_chunk), 1};
     Id shape = space({rows, cols, 1});
     complex_ = Id(H5Tcreate(H5T_COMPOUND, sizeof(cplx)), H5Tclose);
     check(H5Tinsert(complex_, "r", 0, H5T_NATIVE_DOUBLE), "compound r");
@@ -315,8 +344,8 @@ class Hdf5Backend final : public Backend {
   }
 
   std::string path_, temp_;
-  VisibilityLayout layout_;
   Id file_, visdata_, complex_;
+  std::vector<cplx> chunk_;  // read-back buffer for rewrites
 };
 
 }  // namespace

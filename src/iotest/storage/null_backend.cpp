@@ -1,5 +1,9 @@
-// The dry-run back-end: counts what it is given and writes nothing.
+// The back-end framework (accounting shared by all back-ends) and the
+// dry-run back-end, which counts what it is given and writes nothing.
+#include <stdexcept>
+
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::storage {
@@ -7,29 +11,57 @@ namespace {
 
 class NullBackend final : public Backend {
  public:
-  void open(const std::string&, const VisibilityLayout& layout) override { layout_ = layout; }
-  void write(index_t baseline, index_t t0, index_t nt, index_t c0, index_t nc,
-             const cplx*) override {
-    account(layout_, baseline, t0, nt, c0, nc);
-  }
-  void close() override {}
   void abort() noexcept override {}
   std::string_view name() const override { return "null"; }
 
- private:
-  VisibilityLayout layout_;
+ protected:
+  void do_open(const std::string&) override {}
+  void do_write_chunk(const ChunkKey&, const cplx*, bool) override {}
+  void do_flush() override {}
+  void do_close() override {}
 };
 
 }  // namespace
 
-void Backend::account(const VisibilityLayout& layout, index_t baseline, index_t t0, index_t nt,
-                      index_t c0, index_t nc) {
-  ++stats_.writes;
-  stats_.bytes += nt * nc * static_cast<index_t>(sizeof(cplx));
-  for (index_t tc = t0 / layout.time_chunk; tc <= (t0 + nt - 1) / layout.time_chunk; ++tc)
-    for (index_t fc = c0 / layout.freq_chunk; fc <= (c0 + nc - 1) / layout.freq_chunk; ++fc)
-      chunks_.insert((baseline * layout.times + tc) * layout.channels + fc);
-  stats_.chunks_touched = static_cast<index_t>(chunks_.size());
+void Backend::open(const std::string& path, const VisibilityLayout& layout) {
+  if (layout.time_chunk < 1 || layout.freq_chunk < 1)
+    throw std::logic_error("visibility layout without chunk extents");
+  layout_ = layout;
+  written_.assign(static_cast<size_t>(layout.chunk_count()), false);
+  stats_ = {};
+  const auto start = Clock::now();
+  do_open(path);
+  stats_.seconds += seconds_since(start);
+}
+
+void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities) {
+  if (key.row_chunk < 0 || key.row_chunk >= layout_.row_chunks() || key.freq_chunk < 0 ||
+      key.freq_chunk >= layout_.freq_chunks())
+    throw std::logic_error("chunk outside the visibility layout");
+  const auto start = Clock::now();
+  auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
+  do_write_chunk(key, data, seen);
+  if (seen)
+    ++stats_.chunks_rewritten;
+  else
+    ++stats_.chunks_written;
+  seen = true;
+  ++stats_.chunk_writes;
+  stats_.bytes += layout_.chunk_bytes();
+  stats_.visibilities += visibilities;
+  stats_.seconds += seconds_since(start);
+}
+
+void Backend::flush() {
+  const auto start = Clock::now();
+  do_flush();
+  stats_.seconds += seconds_since(start);
+}
+
+void Backend::close() {
+  const auto start = Clock::now();
+  do_close();
+  stats_.seconds += seconds_since(start);
 }
 
 std::unique_ptr<Backend> make_hdf5_backend();  // hdf5_backend.cpp

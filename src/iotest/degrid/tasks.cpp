@@ -1,0 +1,82 @@
+#include "iotest/degrid/tasks.hpp"
+
+#include <algorithm>
+#include <random>
+#include <tuple>
+
+namespace iotest::degrid {
+
+void sort_for_storage(std::vector<binning::VisRun>& runs) {
+  std::sort(runs.begin(), runs.end(), [](const binning::VisRun& a, const binning::VisRun& b) {
+    return std::tie(a.baseline, a.time, a.chan_begin) < std::tie(b.baseline, b.time, b.chan_begin);
+  });
+}
+
+std::vector<std::pair<size_t, size_t>> cut_tasks(const std::vector<binning::VisRun>& runs,
+                                                 index_t times, index_t time_chunk,
+                                                 index_t row_chunks_per_task) {
+  std::vector<std::pair<size_t, size_t>> tasks;
+  const auto row_chunk = [&](const binning::VisRun& r) {
+    return (index_t{r.baseline} * times + r.time) / time_chunk;
+  };
+  for (size_t first = 0; first < runs.size();) {
+    size_t last = first + 1;
+    for (index_t chunks = 1; last < runs.size(); ++last)
+      if (row_chunk(runs[last]) != row_chunk(runs[last - 1]) && ++chunks > row_chunks_per_task)
+        break;
+    tasks.emplace_back(first, last);
+    first = last;
+  }
+  return tasks;
+}
+
+void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
+                      index_t off0, index_t off1, const Degridder::Workspace& ws,
+                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                      const storage::ChunkAssembler::Emit& emit) {
+  vis.clear();
+  d.degrid(begin, end, off0, off1, ws, vis);
+  const index_t times = d.observation().time.steps;
+  const cplx* at = vis.data();
+  for (const auto* run = begin; run != end; ++run) {
+    chunks.add(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), at, emit);
+    at += run->count();
+  }
+  chunks.flush(emit);
+}
+
+std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,
+                                  std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  const index_t total = obs.visibility_count();
+  std::vector<index_t> keys;
+  for (index_t i = 0; i < count; ++i)
+    keys.push_back(static_cast<index_t>(rng() % static_cast<std::uint64_t>(total)));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+index_t check_samples(const Degridder& d, const std::vector<sky::PointSource>& sources,
+                      const std::vector<index_t>& samples, const binning::VisRun* begin,
+                      const binning::VisRun* end, const std::vector<cplx>& vis,
+                      RelativeError& error) {
+  const index_t nt = d.observation().time.steps, nch = d.observation().freq.steps;
+  index_t checked = 0;
+  size_t at = 0;
+  for (const auto* run = begin; run != end; ++run) {
+    const index_t base = (index_t{run->baseline} * nt + run->time) * nch;
+    auto it = std::lower_bound(samples.begin(), samples.end(), base + run->chan_begin);
+    for (; it != samples.end() && *it < base + run->chan_end; ++it) {
+      const index_t chan = *it - base;
+      const cplx want = d.direct(sources, run->baseline, run->time, chan);
+      const cplx got = vis[at + static_cast<size_t>(chan - run->chan_begin)];
+      error.add(CView2D(&got, 1, 1), CView2D(&want, 1, 1));
+      ++checked;
+    }
+    at += static_cast<size_t>(run->count());
+  }
+  return checked;
+}
+
+}  // namespace iotest::degrid

@@ -1,0 +1,46 @@
+// Degrid work in tasks, shared by `iotest degrid` and the streamers: a
+// subgrid's runs in storage order, cut into tasks of whole row chunks (a
+// baseline's time chunk), each degridded into whole storage chunks, plus the
+// check of sampled visibilities against the direct transform.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "iotest/binning/binning.hpp"
+#include "iotest/common/accuracy.hpp"
+#include "iotest/degrid/degridder.hpp"
+#include "iotest/storage/chunk_assembler.hpp"
+
+namespace iotest::degrid {
+
+// Sorts runs by (baseline, time, channel): the order of the visibility files.
+void sort_for_storage(std::vector<binning::VisRun>& runs);
+
+// Cuts sorted runs into tasks [first, last) of up to `row_chunks_per_task`
+// row chunks (--bls-per-task), never splitting a row chunk, so no task
+// shares a storage chunk with another task of the same subgrid.
+std::vector<std::pair<size_t, size_t>> cut_tasks(const std::vector<binning::VisRun>& runs,
+                                                 index_t times, index_t time_chunk,
+                                                 index_t row_chunks_per_task);
+
+// Degrids runs [begin, end) from the tower in `ws` into `vis` (cleared
+// first) and hands whole chunks to `emit`.
+void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
+                      index_t off0, index_t off1, const Degridder::Workspace& ws,
+                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                      const storage::ChunkAssembler::Emit& emit);
+
+// Random visibilities to check, as sorted linear indices
+// (baseline * times + time) * channels + channel.
+std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,
+                                  std::uint64_t seed);
+
+// Adds to `error` the sampled visibilities among runs [begin, end) (whose
+// values are `vis`, as degrid_to_chunks left them). Returns how many.
+index_t check_samples(const Degridder& d, const std::vector<sky::PointSource>& sources,
+                      const std::vector<index_t>& samples, const binning::VisRun* begin,
+                      const binning::VisRun* end, const std::vector<cplx>& vis,
+                      RelativeError& error);
+
+}  // namespace iotest::degrid

@@ -1,0 +1,42 @@
+#include "iotest/storage/chunk_assembler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace iotest::storage {
+
+ChunkAssembler::ChunkAssembler(const VisibilityLayout& layout)
+    : layout_(layout), open_(static_cast<size_t>(layout.freq_chunks())) {}
+
+void ChunkAssembler::add(index_t row, index_t chan_begin, index_t count, const cplx* vis,
+                         const Emit& emit) {
+  const index_t rc = row / layout_.time_chunk, fc = chan_begin / layout_.freq_chunk;
+  if ((chan_begin + count - 1) / layout_.freq_chunk != fc)
+    throw std::logic_error("a run crosses a frequency chunk");
+  if (rc != row_chunk_) {
+    if (rc < row_chunk_) throw std::logic_error("runs went back to an earlier row chunk");
+    flush(emit);
+    row_chunk_ = rc;
+  }
+  auto& chunk = open_[static_cast<size_t>(fc)];
+  if (chunk.visibilities == 0) {
+    chunk.values.assign(static_cast<size_t>(layout_.chunk_values()), cplx{});
+    touched_.push_back(fc);
+  }
+  cplx* out = chunk.values.data() + (row % layout_.time_chunk) * layout_.freq_chunk +
+              (chan_begin - fc * layout_.freq_chunk);
+  std::copy(vis, vis + count, out);
+  chunk.visibilities += count;
+}
+
+void ChunkAssembler::flush(const Emit& emit) {
+  for (const index_t fc : touched_) {
+    auto& chunk = open_[static_cast<size_t>(fc)];
+    emit(ChunkKey{row_chunk_, fc}, chunk.values.data(), chunk.visibilities);
+    chunk.visibilities = 0;
+  }
+  touched_.clear();
+  row_chunk_ = -1;
+}
+
+}  // namespace iotest::storage
