@@ -1,7 +1,11 @@
 // The iotest executable: parses the command line and hands over to the
 // library. Everything it prints comes from a report::Report.
+#include <mpi.h>
+
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cstring>
+#include <vector>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -12,6 +16,7 @@
 #include "iotest/commands/recombine.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/pipeline/run.hpp"
 #include "iotest/report/report.hpp"
 
 namespace {
@@ -44,6 +49,34 @@ void emit(const iotest::report::Report& report, const std::string& report_path) 
   std::fputs(text.c_str(), json_on_stdout ? stderr : stdout);
   std::fflush(json_on_stdout ? stderr : stdout);
   if (!report_path.empty()) iotest::report::write_json(report, report_path);
+}
+
+// The distributed run: MPI only lives here. Setup errors are the same on
+// every rank (all ranks check the same options): rank 0 says it once and
+// all leave with the usage status. A failure during the run stops the job.
+int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int status = iotest::kExitOk;
+  bool started = false;
+  try {
+    if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
+    started = true;
+    const auto report = iotest::pipeline::run(options, MPI_COMM_WORLD);
+    if (rank == 0) emit(report, report_path);
+  } catch (const iotest::UsageError& e) {
+    if (rank == 0) std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());
+    status = iotest::kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "iotest: error (rank %d): %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
+  }
+  (void)started;
+  MPI_Finalize();
+  return status;
 }
 
 }  // namespace
@@ -179,6 +212,93 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   verify->add_option("--report", report_path, "write the JSON report to this file");
 
+  iotest::pipeline::RunOptions run_opts;
+  iotest::telescope::ObservationOptions run_obs;
+  std::optional<iotest::index_t> run_margin;
+  std::optional<int> facet_workers;
+  bool no_progress = false;
+  auto* run = app.add_subcommand(
+      "run",
+      "the predict pipeline over MPI ranks (the default command): producers, streamers, "
+      "writers; run under mpirun");
+  run->add_option("--rec-set", run_opts.rec_set, "recombination set")->required();
+  auto* run_vis_set = run->add_option(
+      "--vis-set", run_obs.vis_set,
+      "visibility set (omit: recombination only, subgrids checked, nothing degridded)");
+  run->add_option("--time", run_obs.time, "hour angles START:END/STEPS[/CHUNK] (s)")
+      ->needs(run_vis_set);
+  run->add_option("--freq", run_obs.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)")
+      ->needs(run_vis_set);
+  run->add_option("--dec", run_obs.dec_deg, "phase centre declination (degrees)")
+      ->needs(run_vis_set);
+  run->add_option("--source-count", run_opts.source_count, "unit point sources in the sky")
+      ->capture_default_str();
+  run->add_option("--seed", run_opts.seed, "seed of the sky and the samples")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  run->add_option("--check", run_opts.check_subgrids,
+                  "subgrids checked against the direct transform")
+      ->capture_default_str();
+  run->add_option("--vis-samples", run_opts.vis_samples,
+                  "visibilities checked against the direct transform")
+      ->capture_default_str();
+  run->add_option("--facet-workers", facet_workers,
+                  "producer ranks, each holding facets (default: half the ranks, at most one "
+                  "per facet; 0: streamers degrid zeros)");
+  run->add_flag("--assigner", run_opts.assigner,
+                "dedicate the last rank to handing out work dynamically");
+  run->add_option("--threads", run_opts.threads,
+                  "threads per streamer (default: this host's cores over its ranks)")
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--producer-threads", run_opts.producer_threads,
+                  "threads per producer (default: as --threads)")
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--send-queue", run_opts.send_queue,
+                  "contributions in flight per producer thread")
+      ->capture_default_str();
+  run->add_option("--subgrid-queue", run_opts.subgrid_queue,
+                  "subgrids a streamer receives at once")
+      ->capture_default_str();
+  run->add_option("--task-queue", run_opts.task_queue, "degrid tasks outstanding per streamer")
+      ->capture_default_str();
+  run->add_option("--bls-per-task", run_opts.bls_per_task,
+                  "baselines' time chunks per degrid task")
+      ->capture_default_str();
+  run->add_option("--visibility-queue", run_opts.visibility_queue,
+                  "chunks waiting for a streamer's writers")
+      ->capture_default_str();
+  run->add_option("--writer-count", run_opts.writer_count, "writers per streamer")
+      ->capture_default_str();
+  run->add_flag("--fork-writer", run_opts.fork_writer,
+                "writers are forked processes, not threads (HDF5 serialises threads)");
+  run->add_option("--support", run_opts.kernel.support, "u, v kernel width (cells, even)")
+      ->capture_default_str();
+  run->add_option("--w-support", run_opts.kernel.w_support, "w kernel width (planes, even)")
+      ->capture_default_str();
+  run->add_option("--margin", run_margin,
+                  "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  run->add_option("--target-err", run_opts.target_err,
+                  "measure the w-tower height at which the error reaches this");
+  run->add_option("--wstep", run_opts.kernel.w_step, "w-tower planes between w-stacking planes");
+  run->add_flag("--no-progress", no_progress, "no progress line on stderr");
+  run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+  run->add_option("output", run_opts.output,
+                  "OUT%d.h5: one UVH5 file per writer, %d its number (omit: a dry run)");
+
+  // `iotest [run] ...`: without a command name, the pipeline runs.
+  std::vector<char*> args(argv, argv + argc);
+  std::string run_name = "run";
+  if (argc > 1) {
+    const std::string first = argv[1];
+    const auto commands = app.get_subcommands({});
+    const bool named = first == "-h" || first == "--help" || first == "--version" ||
+                       std::any_of(commands.begin(), commands.end(),
+                                   [&](const CLI::App* c) { return c->get_name() == first; });
+    if (!named) args.insert(args.begin() + 1, run_name.data());
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -193,6 +313,13 @@ int main(int argc, char** argv) {
   }
 
   if (report_path == "-") report_path = "/dev/stdout";
+  if (*run) {
+    if (*run_vis_set) run_opts.observation = run_obs;
+    run_opts.margin = run_margin;
+    run_opts.facet_workers = facet_workers;
+    run_opts.progress = !no_progress;
+    return run_pipeline(run_opts, report_path);
+  }
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);
     if (*recombine) {

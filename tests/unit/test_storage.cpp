@@ -5,10 +5,15 @@
 #include <filesystem>
 #include <vector>
 
+#include "iotest/binning/binning.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/config/rec_set.hpp"
+#include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
+#include "iotest/storage/uvh5_reader.hpp"
+#include "iotest/telescope/geodesy.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -106,6 +111,134 @@ TEST(Storage, VerifyFindsMissingChunks) {
   EXPECT_EQ(r.verification->chunks_present, 1);
   EXPECT_EQ(r.verification->chunks_expected, 351 * 2 * 2);
   EXPECT_NE(r.verification->reason.find("chunks missing"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// Writes the chunks `keys` (values: `value(key)`, 32 per chunk) to a UVH5 file.
+template <typename Value>
+void write_file(const std::string& path, const telescope::Observation& obs, const Provenance& pv,
+                const std::vector<ChunkKey>& keys, Value value) {
+  auto backend = make_backend("hdf5");
+  auto layout = layout_of(obs);
+  layout.provenance = pv;
+  backend->open(path, layout);
+  for (const auto& key : keys) {
+    const std::vector<cplx> data = value(key);
+    backend->write_chunk(key, data.data(), 32);
+  }
+  backend->close();
+}
+
+// One output set of several files: the chunks present are the union over the
+// files; files of another shape or sky are not part of it.
+TEST(Storage, VerifyJoinsTheChunksOfSeveralFiles) {
+  const auto obs = small_observation();
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_set";
+  std::filesystem::create_directories(dir);
+  const auto a = (dir / "out0.h5").string(), b = (dir / "out1.h5").string();
+  const Provenance pv{"T05_", 1e-5, 3, 1};
+  const auto ones = [](const ChunkKey&) { return std::vector<cplx>(32, cplx(1, 2)); };
+  write_file(a, obs, pv, {{0, 0}, {1, 0}}, ones);
+  write_file(b, obs, pv, {{1, 0}, {2, 1}}, ones);
+  commands::VerifyOptions o;
+  o.files = {a, b};
+  const auto r = commands::verify(o);
+  EXPECT_FALSE(r.verification->passed);
+  EXPECT_EQ(r.verification->files, o.files);
+  EXPECT_EQ(r.verification->chunks_present, 3);
+  EXPECT_EQ(r.verification->chunks_expected, 351 * 2 * 2);
+  EXPECT_NE(r.verification->reason.find("1401 of 1404 chunks missing"), std::string::npos)
+      << r.verification->reason;
+  EXPECT_NE(r.verification->reason.find("first missing: baseline-time row 0, channel 8"),
+            std::string::npos)
+      << r.verification->reason;
+
+  // Another --time, another seed, the same file twice: not one output set.
+  const auto other_time = (dir / "time.h5").string(), other_seed = (dir / "seed.h5").string();
+  write_file(other_time,
+             telescope::make_observation({"vlaa", "-60:60/4/4", "1e9:1.1e9/16/8", -40.0}), pv,
+             {{2, 1}}, ones);
+  write_file(other_seed, obs, Provenance{"T05_", 1e-5, 3, 2}, {{2, 1}}, ones);
+  for (const auto& bad : {other_time, other_seed, a}) {
+    o.files = {a, bad};
+    try {
+      commands::verify(o);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.option(), bad);
+      if (bad != a) {
+        EXPECT_NE(std::string(e.what()).find("does not match " + a), std::string::npos) << e.what();
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// What is compared is the sum over the files holding a chunk: a set whose
+// shared chunks are split between files passes, and fails without one file
+// (chunks missing) or with one file's chunks counted twice.
+TEST(Storage, VerifyComparesTheSumOverFiles) {
+  const auto obs = small_observation();
+  const auto p = config::resolve_rec_set("T05_");
+  const Provenance pv{"T05_", binning::grid_geometry(p, obs).pixel_lm, 3, 1};
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_sum";
+  std::filesystem::create_directories(dir);
+  const auto axes = (dir / "axes.h5").string();
+  write_file(axes, obs, pv, {}, [](const ChunkKey&) { return std::vector<cplx>(); });
+  const Uvh5Reader reader(axes);
+  const auto sources = sky::random_sources(pv.source_count, p.used_size, pv.seed);
+  // Chunk values from the direct transform; `part` 0: all, 1: even entries, 2: odd ones.
+  const auto chunk = [&](const ChunkKey& key, int part) {
+    std::vector<cplx> out(32);
+    for (index_t i = 0; i < 32; ++i) {
+      if (part != 0 && i % 2 != part - 1) continue;
+      const index_t row = key.row_chunk * 4 + i / 8, chan = key.freq_chunk * 8 + i % 8;
+      const double scale =
+          reader.frequencies()[static_cast<size_t>(chan)] / telescope::kSpeedOfLight;
+      const double* b = reader.uvw().data() + 3 * row;
+      out[static_cast<size_t>(i)] = sky::direct_visibility(sources, pv.pixel_lm, p.N, scale * b[0],
+                                                           scale * b[1], scale * b[2]);
+    }
+    return out;
+  };
+  // Row chunks 0 mod 3 in file A only, 1 mod 3 in B only, 2 mod 3 split between both.
+  std::vector<ChunkKey> in_a, in_b;
+  for (index_t rc = 0; rc < 702; ++rc)
+    for (index_t fc = 0; fc < 2; ++fc) {
+      if (rc % 3 != 1) in_a.push_back({rc, fc});
+      if (rc % 3 != 0) in_b.push_back({rc, fc});
+    }
+  const auto a = (dir / "out0.h5").string(), b = (dir / "out1.h5").string();
+  write_file(a, obs, pv, in_a,
+             [&](const ChunkKey& k) { return chunk(k, k.row_chunk % 3 ? 1 : 0); });
+  write_file(b, obs, pv, in_b,
+             [&](const ChunkKey& k) { return chunk(k, k.row_chunk % 3 == 2 ? 2 : 0); });
+
+  commands::VerifyOptions o;
+  o.files = {a, b};
+  auto r = commands::verify(o);
+  EXPECT_TRUE(r.verification->passed) << r.verification->reason;
+  EXPECT_EQ(r.verification->chunks_present, 1404);
+  EXPECT_EQ(r.verification->chunks_expected, 1404);
+  EXPECT_LT(r.accuracy->vis_rmse, 1e-12);
+  EXPECT_EQ(r.accuracy->vis_rmse_max, r.accuracy->vis_rmse);
+  EXPECT_EQ(r.accuracy->vis_samples, 1000);
+
+  o.files = {a};
+  r = commands::verify(o);
+  EXPECT_FALSE(r.verification->passed);
+  EXPECT_EQ(r.verification->chunks_present, 936);
+  EXPECT_NE(r.verification->reason.find("468 of 1404 chunks missing"), std::string::npos)
+      << r.verification->reason;
+
+  const auto b_copy = (dir / "out2.h5").string();
+  std::filesystem::copy_file(b, b_copy);
+  o.files = {a, b, b_copy};
+  r = commands::verify(o);
+  EXPECT_FALSE(r.verification->passed);
+  EXPECT_EQ(r.verification->chunks_present, 1404);
+  EXPECT_NE(r.verification->reason.find("direct transform"), std::string::npos)
+      << r.verification->reason;
   std::filesystem::remove_all(dir);
 }
 

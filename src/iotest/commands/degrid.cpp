@@ -18,28 +18,55 @@
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
+
+degrid::WLayout check_degrid_options(const config::RecombinationParams& p0,
+                                     const telescope::Observation& obs,
+                                     const binning::GridGeometry& g,
+                                     const degrid::DegridOptions& kernel,
+                                     std::optional<index_t> margin,
+                                     std::optional<double> target_err) {
+  if (kernel.support < 2 || kernel.support > degrid::kMaxSupport || kernel.support % 2)
+    throw UsageError("--support", fmt::format("expected an even kernel width from 2 to {}, got {}",
+                                              degrid::kMaxSupport, kernel.support));
+  if (kernel.w_support < 2 || kernel.w_support > degrid::kMaxSupport || kernel.w_support % 2)
+    throw UsageError("--w-support",
+                     fmt::format("expected an even w kernel width from 2 to {}, got {}",
+                                 degrid::kMaxSupport, kernel.w_support));
+  auto w = degrid::w_layout(g, obs, p0.xA, kernel, margin);
+  if (target_err && kernel.w_step)
+    throw UsageError("--target-err", "give either --target-err or --wstep, not both");
+  if (w.margin >= p0.xA - p0.subgrid_granularity)
+    throw UsageError(margin          ? "--margin"
+                     : kernel.w_step ? "--wstep"
+                                     : "--rec-set",
+                     fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
+                                 "the w-tower spread (margin {} cells); use larger subgrids",
+                                 p0.canonical, obs.vis_set, p0.xA, w.margin));
+  return w;
+}
+
+degrid::TowerCalibration calibrate_w_layout(const swiftly::Recombination& rec,
+                                            const binning::GridGeometry& g,
+                                            const telescope::Observation& obs,
+                                            const degrid::DegridOptions& kernel, double target,
+                                            degrid::WLayout& w) {
+  // Measure the tower height this margin allows instead of bounding it.
+  auto single = w;
+  single.stack_step = 0;
+  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
+  const auto calibration =
+      degrid::calibrate_tower_height(degrid::Degridder(rec, g, obs, kernel, single), w_max, target);
+  w.tower_half_height = calibration.height;
+  w.stack_step = calibration.height >= w_max ? 0 : 2 * calibration.height;
+  return calibration;
+}
+
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   const auto obs = telescope::make_observation(o.observation);
   const auto p0 = config::resolve_rec_set(o.rec_set);
   const auto g = binning::grid_geometry(p0, obs);
-  if (o.kernel.support < 2 || o.kernel.support > degrid::kMaxSupport || o.kernel.support % 2)
-    throw UsageError("--support", fmt::format("expected an even kernel width from 2 to {}, got {}",
-                                              degrid::kMaxSupport, o.kernel.support));
-  if (o.kernel.w_support < 2 || o.kernel.w_support > degrid::kMaxSupport || o.kernel.w_support % 2)
-    throw UsageError("--w-support",
-                     fmt::format("expected an even w kernel width from 2 to {}, got {}",
-                                 degrid::kMaxSupport, o.kernel.w_support));
-  auto w = degrid::w_layout(g, obs, p0.xA, o.kernel, o.margin);
-  if (o.target_err && o.kernel.w_step)
-    throw UsageError("--target-err", "give either --target-err or --wstep, not both");
-  if (w.margin >= p0.xA - p0.subgrid_granularity)
-    throw UsageError(o.margin          ? "--margin"
-                     : o.kernel.w_step ? "--wstep"
-                                       : "--rec-set",
-                     fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
-                                 "the w-tower spread (margin {} cells); use larger subgrids",
-                                 p0.canonical, obs.vis_set, p0.xA, w.margin));
+  auto w = check_degrid_options(p0, obs, g, o.kernel, o.margin, o.target_err);
   require_source_count(p0, o.source_count);
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   report::Report r;
@@ -65,16 +92,7 @@ report::Report degrid(const DegridRunOptions& o) {
   auto t0 = Clock::now();
   const swiftly::Recombination rec(p);
   std::optional<degrid::TowerCalibration> calibration;
-  if (o.target_err) {
-    // Measure the tower height this margin allows instead of bounding it.
-    auto single = w;
-    single.stack_step = 0;
-    const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
-    calibration = degrid::calibrate_tower_height(degrid::Degridder(rec, g, obs, o.kernel, single),
-                                                 w_max, *o.target_err);
-    w.tower_half_height = calibration->height;
-    w.stack_step = calibration->height >= w_max ? 0 : 2 * calibration->height;
-  }
+  if (o.target_err) calibration = calibrate_w_layout(rec, g, obs, o.kernel, *o.target_err, w);
   const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
   auto layout = storage::layout_of(obs);

@@ -32,4 +32,20 @@ struct DegridRunOptions {
 
 report::Report degrid(const DegridRunOptions& options);
 
+// Shared with the distributed run: checks the kernel and w options against
+// the set and returns the w layout (UsageError naming the option).
+degrid::WLayout check_degrid_options(const config::RecombinationParams& p0,
+                                     const telescope::Observation& obs,
+                                     const binning::GridGeometry& g,
+                                     const degrid::DegridOptions& kernel,
+                                     std::optional<index_t> margin,
+                                     std::optional<double> target_err);
+// --target-err: measures the tower height and sets it (and the stacking
+// step) in `w`.
+degrid::TowerCalibration calibrate_w_layout(const swiftly::Recombination& rec,
+                                            const binning::GridGeometry& g,
+                                            const telescope::Observation& obs,
+                                            const degrid::DegridOptions& kernel, double target,
+                                            degrid::WLayout& w);
+
 }  // namespace iotest::commands

@@ -1,7 +1,11 @@
-// `iotest verify FILE...`: re-reads visibility files written by iotest and
-// checks that every chunk is there and that sampled visibilities equal the
-// direct Fourier transform of the sky that made them (read from the file's
-// provenance, or given with --source-count and --seed).
+// `iotest verify FILE...`: re-reads the visibility files of one output set
+// written by iotest (one file, or one per writer: each with the whole
+// observation's shape, holding the chunks its writer wrote) and checks that
+// every chunk is in at least one file and that sampled visibilities, summed
+// over the files holding their chunk, equal the direct Fourier transform of
+// the sky that made them (read from the files' provenance, or given with
+// --source-count and --seed). Files that differ in shape or provenance are a
+// UsageError.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +19,9 @@ namespace iotest::commands {
 
 struct VerifyOptions {
   std::vector<std::string> files;
-  std::optional<index_t> source_count;  // default: the file's
-  std::optional<std::uint64_t> seed;    // default: the file's
-  index_t samples = 1000;               // per file, at most one per chunk
+  std::optional<index_t> source_count;  // default: the files'
+  std::optional<std::uint64_t> seed;    // default: the files'
+  index_t samples = 1000;               // over the whole set, at most one per chunk
   double tolerance = 1e-6;              // relative RMSE allowed
 };
 

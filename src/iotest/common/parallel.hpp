@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <mutex>
+#include <utility>
 
 namespace iotest {
 

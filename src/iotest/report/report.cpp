@@ -230,6 +230,7 @@ json to_json(const Report& r) {
                          {"visibility", k.visibility_queue_max}}},
                        {"peak_rss_bytes", k.peak_rss_bytes}});
       auto& role = roles[k.role];
+      if (role.is_null()) role = json::object();
       for (const auto& [key, v] :
            {std::pair{"busy_s", k.busy_s}, {"wait_s", k.wait_s}, {"idle_s", k.idle_s}})
         role[key] = std::max(role.value(key, 0.0), v);
@@ -370,6 +371,36 @@ std::string render_text(const Report& r) {
         r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
         o.vis_per_subgrid_mean, o.vis_per_subgrid_max);
   }
+  if (r.pipeline && r.timing && r.rates) {
+    const auto& pl = *r.pipeline;
+    const auto& t = *r.timing;
+    const auto& q = *r.rates;
+    s += fmt::format("  stream {:.3f} s (planning {:.3f} s, wall {:.3f} s): {:.1f} subgrids/s, "
+                     "network {}/s",
+                     t.stream_s, t.planning_s, t.wall_s, q.subgrids_per_s,
+                     bytes_text(q.net_bytes_per_s));
+    if (r.observation)
+      s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s,
+                       q.w_planes_per_s);
+    s += "\n";
+    if (r.counts.bytes_sent)
+      s += fmt::format("  sent {} in contributions, received {}\n",
+                       bytes_text(static_cast<double>(*r.counts.bytes_sent)),
+                       bytes_text(static_cast<double>(r.counts.bytes_received.value_or(0))));
+    if (r.counts.visibilities_written)
+      s += fmt::format("  {} visibilities written ({} expected)\n", *r.counts.visibilities_written,
+                       r.counts.visibilities.value_or(0));
+    s += fmt::format("  {:<5} {:<9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>11} {:>10}\n", "rank",
+                     "role", "busy s", "wait s", "idle s", "sent", "received", "subgrids",
+                     "vis", "written");
+    for (const auto& k : pl.per_rank)
+      s += fmt::format("  {:<5} {:<9} {:>8.2f} {:>8.2f} {:>8.2f} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
+                       k.rank, k.role, k.busy_s, k.wait_s, k.idle_s,
+                       bytes_text(static_cast<double>(k.bytes_sent)),
+                       bytes_text(static_cast<double>(k.bytes_received)), k.subgrids,
+                       k.visibilities, bytes_text(static_cast<double>(k.bytes_written)));
+    s += fmt::format("  busiest rank {}; bound by {}\n", pl.slowest_rank, pl.bound);
+  }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",
                    bytes_text(static_cast<double>(m.image_bytes)),
@@ -387,6 +418,36 @@ std::string render_text(const Report& r) {
   if (r.advice)
     s += fmt::format("  ranks: {} recommended for {} node(s) ({})\n", r.advice->recommended_ranks,
                      r.advice->nodes, r.advice->rule);
+  return s;
+}
+
+std::string render_run_plan(const Report& r) {
+  const auto& p = r.rec;
+  const auto& pl = *r.pipeline;
+  std::string s = fmt::format("iotest run: {} ({}), {} facets, {} subgrid visits in {} parts\n",
+                              p.name, p.canonical, r.counts.facets, pl.subgrid_visits,
+                              pl.subgrid_parts);
+  s += fmt::format(
+      "  {} ranks: {} producer(s) x {} thread(s), {} streamer(s) x {} thread(s){}{}\n", pl.ranks,
+      pl.producers, pl.producer_threads, pl.streamers, pl.threads,
+      pl.assigner ? ", 1 assigner" : ", static assignment",
+      pl.writers_per_streamer > 0
+          ? fmt::format(", {} writer {} per streamer", pl.writers_per_streamer,
+                        pl.fork_writer ? "process(es)" : "thread(s)")
+          : std::string());
+  s += fmt::format(
+      "  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n", pl.send_queue,
+      pl.subgrid_queue, pl.task_queue, pl.bls_per_task, pl.visibility_queue);
+  s += fmt::format("  memory estimate: producer {}, streamer {}\n",
+                   bytes_text(static_cast<double>(r.memory.producer_bytes)),
+                   bytes_text(static_cast<double>(r.memory.streamer_bytes)));
+  if (r.observation)
+    s += fmt::format("  {} visibilities ({}) of {} over {} subgrids -> {}\n",
+                     r.counts.visibilities.value_or(0),
+                     bytes_text(static_cast<double>(r.observation->visibility_bytes)),
+                     r.observation->vis_set, r.counts.subgrids_used.value_or(0),
+                     r.settings && !r.settings->output.empty() ? r.settings->output
+                                                              : std::string("null (dry run)"));
   return s;
 }
 

@@ -211,6 +211,9 @@ struct Report {
 
 nlohmann::json to_json(const Report& report);
 std::string render_text(const Report& report);
+// `iotest run` before it starts: roles, queues, memory per role and the
+// data volume, from the same model.
+std::string render_run_plan(const Report& report);
 
 // Writes the JSON report. A regular file is written beside its final name and
 // renamed into place, so a failed run never leaves a file that looks valid;

@@ -1,6 +1,7 @@
 // Reading back what the hdf5 back-end wrote, for `iotest verify`: the axes,
 // (u, v, w), frequencies, provenance, which HDF5 chunks exist, and single
-// visibilities.
+// visibilities. A multi-file output set has the full observation's shape in
+// every file, each holding only the chunks its writer wrote.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,9 @@ namespace iotest::storage {
 class Uvh5Reader {
  public:
   // Throws UsageError naming the file when it cannot be read as UVH5.
-  explicit Uvh5Reader(const std::string& path);
+  // Without `read_uvw`, uvw() stays empty (its shape is still checked): for
+  // the other files of a set, whose (u, v, w) are the first file's.
+  explicit Uvh5Reader(const std::string& path, bool read_uvw = true);
   ~Uvh5Reader();
   Uvh5Reader(const Uvh5Reader&) = delete;
   Uvh5Reader& operator=(const Uvh5Reader&) = delete;
@@ -27,8 +30,14 @@ class Uvh5Reader {
   const std::optional<Provenance>& provenance() const { return provenance_; }
   index_t chunk_rows() const { return chunk_rows_; }  // baseline-times per HDF5 chunk
   index_t chunk_channels() const { return chunk_channels_; }
-  index_t chunks_expected() const;
-  index_t chunks_present() const;
+  index_t row_chunks() const { return (nbls_ * ntimes_ + chunk_rows_ - 1) / chunk_rows_; }
+  index_t channel_chunks() const { return (nfreqs_ + chunk_channels_ - 1) / chunk_channels_; }
+  index_t chunks_expected() const { return row_chunks() * channel_chunks(); }
+  index_t chunks_present() const;  // allocated HDF5 chunks (H5Dget_num_chunks)
+  // Per chunk (row_chunk * channel_chunks() + channel_chunk): allocated or
+  // not. One lookup per chunk (or one walk of the chunk index where few are
+  // allocated), so ~1e6 chunks take well under a second.
+  std::vector<bool> chunk_map() const;
   bool chunk_present(index_t row, index_t channel) const;  // the chunk holding this visibility
   cplx visibility(index_t row, index_t channel) const;     // row = baseline * times + time
 

@@ -1,0 +1,177 @@
+// The producer (facet worker): holds its facets, walks the visits in order
+// and sends each facet's contribution to the streamers of each visit, with
+// at most --send-queue x --producer-threads sends in flight.
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "iotest/common/parallel.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/pipeline/roles.hpp"
+
+namespace iotest::pipeline {
+namespace {
+
+// One send buffer and its requests (one per streamer of the visit).
+struct SendSlot {
+  Array2D buffer;
+  std::vector<MPI_Request> requests;
+  bool busy() {
+    if (requests.empty()) return false;
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) requests.clear();
+    return !done;
+  }
+};
+
+// The parts' streamers as the assigner hands them out.
+class Assignments {
+ public:
+  Assignments(const Context& ctx) : ctx_(ctx), streamer_(ctx.plan.parts.size(), -1) {
+    for (size_t i = 0; i < streamer_.size(); ++i) streamer_[i] = ctx.plan.parts[i].streamer;
+  }
+  // The streamer of every part of visit k, waiting for the assigner if needed.
+  std::vector<int> streamers_of(const Visit& v, double& waited) {
+    if (ctx_.roles.streamers == 0) return {};  // a producer-only dry run
+    Backoff backoff;
+    while (true) {
+      bool known = true;
+      for (index_t i = 0; i < v.parts && known; ++i)
+        known = streamer_[static_cast<size_t>(v.first_part + i)] >= 0;
+      if (known) break;
+      if (!receive()) backoff.pause(waited);
+    }
+    std::vector<int> out;
+    for (index_t i = 0; i < v.parts; ++i)
+      out.push_back(streamer_[static_cast<size_t>(v.first_part + i)]);
+    return out;
+  }
+
+ private:
+  bool receive() {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(ctx_.roles.assigner_rank, kTagAssign, ctx_.control, &flag, &status);
+    if (!flag) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_INT64_T, &count);
+    std::vector<std::int64_t> pairs(static_cast<size_t>(count));
+    MPI_Recv(pairs.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagAssign, ctx_.control,
+             MPI_STATUS_IGNORE);
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+      streamer_[static_cast<size_t>(pairs[i])] = static_cast<int>(pairs[i + 1]);
+    return true;
+  }
+  const Context& ctx_;
+  std::vector<int> streamer_;
+};
+
+}  // namespace
+
+RankResult run_producer(Context& ctx) {
+  RankResult out;
+  auto& st = out.stats;
+  const auto& p = ctx.p;
+  const auto& rec = *ctx.rec;
+  const int threads = ctx.producer_threads;
+  std::vector<index_t> facets;  // this producer's, round-robin
+  for (index_t f = ctx.roles.rank; f < p.facet_count(); f += ctx.roles.producers)
+    facets.push_back(f);
+  std::vector<Array2D> prepared, columns;
+  for (size_t i = 0; i < facets.size(); ++i) {
+    prepared.push_back(rec.make_prepared_facet());
+    columns.push_back(rec.make_column());
+  }
+  std::vector<swiftly::ColumnWorkspace> column_ws;
+  std::vector<Array2D> facet_ws;
+  for (int t = 0; t < threads; ++t) {
+    column_ws.emplace_back(p);
+    facet_ws.push_back(rec.make_facet());
+  }
+  std::vector<SendSlot> slots(static_cast<size_t>(ctx.options.send_queue * threads));
+  for (auto& s : slots) s.buffer = rec.make_contribution();
+  const index_t contribution_values = p.m * p.m;
+  Assignments assignments(ctx);
+  Progress progress(ctx.options.progress && ctx.roles.rank == 0,
+                    static_cast<index_t>(ctx.plan.visits.size()), "subgrids");
+  ExceptionCollector failures;
+  Backoff backoff;
+  double waited = 0;
+  const auto t_start = Clock::now();
+
+  index_t stack = -1, column = -1;
+  for (size_t k = 0; k < ctx.plan.visits.size(); ++k) {
+    const auto& v = ctx.plan.visits[k];
+    if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
+      stack = v.stack;
+      column = -1;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t i = 0; i < facets.size(); ++i)
+        failures.capture([&] {
+          auto facet = facet_ws[static_cast<size_t>(omp_get_thread_num())].view();
+          const index_t f = facets[i];
+          sky::fill_facet(ctx.sources, ctx.facet_tile0(f), ctx.facet_tile1(f), facet);
+          if (ctx.degridder)
+            ctx.degridder->correct_facet(ctx.facet_tile0(f), ctx.facet_tile1(f), stack, facet);
+          rec.prepare_facet(facet, prepared[i].view());
+        });
+      failures.rethrow();
+    }
+    const index_t i0 = v.subgrid / p.subgrids_per_axis;
+    if (i0 != column) {
+      column = i0;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t i = 0; i < facets.size(); ++i)
+        rec.prepare_column(prepared[i].view(), ctx.facet_tile0(facets[i]).offset,
+                           ctx.subgrid_tile0(v.subgrid).offset,
+                           column_ws[static_cast<size_t>(omp_get_thread_num())], columns[i].view());
+    }
+    const auto streamers = assignments.streamers_of(v, waited);
+    // This visit's contributions, in batches as send slots come free.
+    for (size_t next = 0; next < facets.size();) {
+      std::vector<SendSlot*> free;
+      while (true) {
+        for (auto& s : slots)
+          if (free.size() < facets.size() - next && !s.busy()) free.push_back(&s);
+        if (!free.empty()) break;
+        backoff.pause(waited);
+      }
+      backoff.reset();
+      const size_t batch = std::min(free.size(), facets.size() - next);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t b = 0; b < batch; ++b)
+        rec.extract_contribution(columns[next + b].view(),
+                                 ctx.facet_tile1(facets[next + b]).offset,
+                                 ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());
+      for (size_t b = 0; b < batch; ++b) {
+        for (const int s : streamers) {
+          MPI_Request request;
+          MPI_Isend(free[b]->buffer.data(), static_cast<int>(contribution_values),
+                    MPI_C_DOUBLE_COMPLEX, ctx.roles.streamer_rank(s),
+                    static_cast<int>(facets[next + b]), ctx.data, &request);
+          free[b]->requests.push_back(request);
+          ++st.messages_sent;
+          st.bytes_sent += contribution_values * static_cast<index_t>(sizeof(cplx));
+        }
+        ++st.contributions;
+      }
+      st.send_queue_max = std::max<index_t>(
+          st.send_queue_max,
+          std::count_if(slots.begin(), slots.end(), [](const SendSlot& s) { return !s.requests.empty(); }));
+      next += batch;
+    }
+    progress.update(static_cast<index_t>(k + 1));
+  }
+  // The last sends.
+  for (auto& s : slots)
+    while (s.busy()) backoff.pause(waited);
+  progress.finish();
+  const double total = seconds_since(t_start);
+  st.wait_s = waited;
+  st.busy_s = total - waited;
+  return out;
+}
+
+}  // namespace iotest::pipeline

@@ -1,0 +1,116 @@
+// Inside the pipeline: what every rank knows (the Context), the message
+// protocol, and one function per role. See docs/pipeline.md.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "iotest/common/accuracy.hpp"
+#include "iotest/pipeline/run.hpp"
+#include "iotest/pipeline/work.hpp"
+#include "iotest/sky/sky_model.hpp"
+#include "iotest/swiftly/core.hpp"
+#include "iotest/swiftly/tiling.hpp"
+
+namespace iotest::pipeline {
+
+// ---- protocol -------------------------------------------------------------
+// Contributions (producer -> streamer) are m x m complex doubles on the data
+// communicator with the facet index as tag (below 9216 for every published
+// set, well under MPI's guaranteed 32767). Between one producer and one
+// streamer, MPI's ordering matches them to receives posted in walk order.
+// Control messages use their own communicator:
+inline constexpr int kTagRequest = 1;  // streamer -> assigner: int64 free subgrid slots
+inline constexpr int kTagGrant = 2;    // assigner -> streamer: int64 part indices; none: finished
+inline constexpr int kTagAssign = 3;   // assigner -> producers: int64 pairs (part, streamer)
+
+// Waiting without spinning (2 cores starve quickly): after each fruitless
+// test, sleep a little longer, from 20 us up to 1 ms.
+class Backoff {
+ public:
+  void reset() { delay_ = std::chrono::microseconds(20); }
+  // Sleeps, adding the time to `waited`.
+  void pause(double& waited);
+
+ private:
+  std::chrono::microseconds delay_{20};
+};
+
+// ---- what every rank knows --------------------------------------------------
+struct Roles {
+  int rank = 0, size = 1;
+  int producers = 0, streamers = 0;
+  int assigner_rank = -1;  // -1: static assignment
+  bool is_producer() const { return rank < producers; }
+  bool is_assigner() const { return rank == assigner_rank; }
+  bool is_streamer() const { return !is_producer() && !is_assigner(); }
+  int streamer_index() const { return rank - producers; }
+  int streamer_rank(int index) const { return producers + index; }
+  int facet_owner(index_t facet) const { return static_cast<int>(facet % producers); }
+};
+
+struct Context {
+  RunOptions options;
+  Roles roles;
+  MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
+  config::RecombinationParams p;
+  std::optional<telescope::Observation> obs;
+  std::optional<binning::GridGeometry> geometry;
+  std::unique_ptr<swiftly::Recombination> rec;
+  std::unique_ptr<degrid::Degridder> degridder;  // with a vis-set
+  degrid::WLayout w;
+  std::vector<sky::PointSource> sources;
+  std::vector<swiftly::Tile> facet_tiles, subgrid_tiles;
+  WorkPlan plan;
+  int threads = 1, producer_threads = 1;
+  double start_s = 0;  // MPI_Wtime at the start barrier
+
+  const swiftly::Tile& facet_tile0(index_t f) const {
+    return facet_tiles[static_cast<size_t>(f / p.facets_per_axis)];
+  }
+  const swiftly::Tile& facet_tile1(index_t f) const {
+    return facet_tiles[static_cast<size_t>(f % p.facets_per_axis)];
+  }
+  const swiftly::Tile& subgrid_tile0(index_t s) const {
+    return subgrid_tiles[static_cast<size_t>(s / p.subgrids_per_axis)];
+  }
+  const swiftly::Tile& subgrid_tile1(index_t s) const {
+    return subgrid_tiles[static_cast<size_t>(s % p.subgrids_per_axis)];
+  }
+};
+
+// What a rank measured, gathered on rank 0.
+struct RankResult {
+  report::RankStats stats;
+  RelativeError subgrid_error, vis_error;
+  double subgrid_error_worst = -1, vis_error_worst = -1;  // worst subgrid's figure (-1: none)
+  index_t subgrids_checked = 0, vis_checked = 0;
+  index_t visibilities_written = 0;
+};
+
+// Shows progress on rank 0: on a terminal a line redrawn in place, in a
+// log a line every 10 s.
+class Progress {
+ public:
+  Progress(bool enabled, index_t total, const char* what);
+  void update(index_t done);
+  void finish();
+
+ private:
+  bool enabled_, tty_;
+  index_t total_;
+  const char* what_;
+  double start_, last_ = -1e9;
+};
+
+RankResult run_producer(Context& ctx);
+// `runs`: per visit, its runs in storage order (streamers only).
+RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>& runs);
+RankResult run_assigner(Context& ctx);
+
+}  // namespace iotest::pipeline

@@ -1,0 +1,453 @@
+// `iotest run`: sets up what every rank needs (the same on all of them),
+// runs this rank's role and gathers the measurements into one report on
+// rank 0.
+#include "iotest/pipeline/run.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "iotest/commands/degrid.hpp"
+#include "iotest/commands/plan.hpp"
+#include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
+#include "iotest/pipeline/roles.hpp"
+#include "iotest/pipeline/writers.hpp"
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::pipeline {
+
+void Backoff::pause(double& waited) {
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(delay_);
+  waited += seconds_since(start);
+  delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
+}
+
+Progress::Progress(bool enabled, index_t total, const char* what)
+    : enabled_(enabled),
+      tty_(::isatty(STDERR_FILENO) != 0),
+      total_(total),
+      what_(what),
+      start_(MPI_Wtime()) {}
+
+void Progress::update(index_t done) {
+  if (!enabled_) return;
+  const double now = MPI_Wtime();
+  if (now - last_ < (tty_ ? 0.5 : 10.0)) return;
+  last_ = now;
+  const double rate = done / std::max(now - start_, 1e-9);
+  std::string line = fmt::format("iotest: {} {}", done, what_);
+  if (total_ > 0)
+    line += fmt::format(" of {} ({:.0f}%), {:.1f}/s, ETA {:.0f} s", total_, 100.0 * done / total_,
+                        rate, rate > 0 ? (total_ - done) / rate : 0.0);
+  else
+    line += fmt::format(", {:.1f}/s", rate);
+  std::fprintf(stderr, tty_ ? "\r%s\033[K" : "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (enabled_ && tty_ && last_ > -1e9) std::fputs("\r\033[K", stderr);
+}
+
+namespace {
+
+// What ranks send to rank 0 at the end: plain numbers, one MPI_BYTE block.
+struct Wire {
+  int rank = 0, role = 0;
+  char host[64] = {};
+  double busy_s = 0, wait_s = 0, idle_s = 0, write_s = 0;
+  std::int64_t messages_sent = 0, messages_received = 0, bytes_sent = 0, bytes_received = 0;
+  std::int64_t contributions = 0, subgrids = 0, visibilities = 0, w_planes = 0;
+  std::int64_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
+  std::int64_t send_max = 0, subgrid_max = 0, task_max = 0, vis_max = 0, peak_rss = 0;
+  double subgrid_err = 0, subgrid_ref = 0, subgrid_worst = -1;
+  double vis_err = 0, vis_ref = 0;
+  std::int64_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
+};
+constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
+
+Wire to_wire(const RankResult& r, int rank, int role) {
+  Wire w;
+  const auto& s = r.stats;
+  w.rank = rank;
+  w.role = role;
+  ::gethostname(w.host, sizeof(w.host) - 1);
+  w.busy_s = s.busy_s, w.wait_s = s.wait_s, w.idle_s = s.idle_s, w.write_s = s.write_s;
+  w.messages_sent = s.messages_sent, w.messages_received = s.messages_received;
+  w.bytes_sent = s.bytes_sent, w.bytes_received = s.bytes_received;
+  w.contributions = s.contributions, w.subgrids = s.subgrids, w.visibilities = s.visibilities;
+  w.w_planes = s.w_planes;
+  w.bytes_written = s.bytes_written, w.chunks_written = s.chunks_written;
+  w.chunks_rewritten = s.chunks_rewritten;
+  w.send_max = s.send_queue_max, w.subgrid_max = s.subgrid_queue_max;
+  w.task_max = s.task_queue_max, w.vis_max = s.visibility_queue_max;
+  w.peak_rss = peak_rss_bytes();
+  w.subgrid_err = r.subgrid_error.error_sq, w.subgrid_ref = r.subgrid_error.reference_sq;
+  w.subgrid_worst = r.subgrid_error_worst;
+  w.vis_err = r.vis_error.error_sq, w.vis_ref = r.vis_error.reference_sq;
+  w.subgrids_checked = r.subgrids_checked, w.vis_checked = r.vis_checked;
+  w.visibilities_written = r.visibilities_written;
+  return w;
+}
+
+report::RankStats from_wire(const Wire& w) {
+  report::RankStats s;
+  s.rank = w.rank;
+  s.role = kRoleNames[w.role];
+  s.host = w.host;
+  s.busy_s = w.busy_s, s.wait_s = w.wait_s, s.idle_s = w.idle_s, s.write_s = w.write_s;
+  s.messages_sent = w.messages_sent, s.messages_received = w.messages_received;
+  s.bytes_sent = w.bytes_sent, s.bytes_received = w.bytes_received;
+  s.contributions = w.contributions, s.subgrids = w.subgrids, s.visibilities = w.visibilities;
+  s.w_planes = w.w_planes;
+  s.bytes_written = w.bytes_written, s.chunks_written = w.chunks_written;
+  s.chunks_rewritten = w.chunks_rewritten;
+  s.send_queue_max = w.send_max, s.subgrid_queue_max = w.subgrid_max;
+  s.task_queue_max = w.task_max, s.visibility_queue_max = w.vis_max;
+  s.peak_rss_bytes = w.peak_rss;
+  return s;
+}
+
+// Cores of this host shared by its ranks.
+int default_threads(MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int ranks_here = 1;
+  MPI_Comm_size(local, &ranks_here);
+  MPI_Comm_free(&local);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / ranks_here);
+}
+
+void check_options(const RunOptions& o, int size) {
+  const auto positive = [](index_t v, const char* option) {
+    if (v < 1) throw UsageError(option, fmt::format("expected at least 1, got {}", v));
+  };
+  positive(o.send_queue, "--send-queue");
+  positive(o.subgrid_queue, "--subgrid-queue");
+  positive(o.task_queue, "--task-queue");
+  positive(o.bls_per_task, "--bls-per-task");
+  positive(o.visibility_queue, "--visibility-queue");
+  positive(o.writer_count, "--writer-count");
+  if (o.threads < 0) throw UsageError("--threads", "expected a thread count >= 1");
+  if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
+  if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
+  if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
+  if (o.visibility_queue < o.writer_count)
+    throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
+  if (!o.output.empty() && !o.observation)
+    throw UsageError("OUTPUT", "writing visibilities needs a --vis-set");
+  if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > size - (o.assigner ? 1 : 0)))
+    throw UsageError("--facet-workers",
+                     fmt::format("expected 0 to {} producers for {} rank(s){}",
+                                 size - (o.assigner ? 1 : 0), size,
+                                 o.assigner ? " and an assigner" : ""));
+}
+
+Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int rank, int size) {
+  Roles r;
+  r.rank = rank;
+  r.size = size;
+  const int others = size - (o.assigner ? 1 : 0);
+  if (o.facet_workers) {
+    r.producers = *o.facet_workers;
+  } else if (size == 1) {
+    r.producers = 1;  // a producer-only dry run
+  } else {
+    r.producers =
+        static_cast<int>(std::min<index_t>(p.facet_count(), std::max(1, (others + 1) / 2)));
+  }
+  r.streamers = others - r.producers;
+  if (o.assigner) {
+    if (r.streamers < 1)
+      throw UsageError("--assigner", "expected ranks left for streamers besides the assigner");
+    r.assigner_rank = size - 1;
+  }
+  if (o.observation && r.streamers < 1)
+    throw UsageError("--facet-workers",
+                     fmt::format("{} rank(s) leave no streamer to degrid; run under mpirun with "
+                                 "more ranks, or use `iotest degrid` for one process",
+                                 size));
+  return r;
+}
+
+}  // namespace
+
+report::Report run(const RunOptions& o, MPI_Comm comm) {
+  const double t_wall = MPI_Wtime();
+  Context ctx;
+  ctx.options = o;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  check_options(o, size);
+  if (o.rec_set.empty()) throw UsageError("--rec-set", "expected a recombination set");
+
+  // The recombination, and with visibilities the degridding that shapes it.
+  auto p0 = config::resolve_rec_set(o.rec_set);
+  if (o.observation) {
+    ctx.obs = telescope::make_observation(*o.observation);
+    ctx.geometry = binning::grid_geometry(p0, *ctx.obs);
+    ctx.w = commands::check_degrid_options(p0, *ctx.obs, *ctx.geometry, o.kernel, o.margin,
+                                           o.target_err);
+    ctx.p = config::resolve_rec_set(o.rec_set, {std::nullopt, ctx.w.margin});
+  } else {
+    ctx.p = p0;
+  }
+  const auto& p = ctx.p;
+  commands::require_source_count(p, o.source_count);
+  ctx.roles = make_roles(o, p, rank, size);
+  ctx.threads = o.threads > 0 ? o.threads : default_threads(comm);
+  ctx.producer_threads = o.producer_threads > 0 ? o.producer_threads : ctx.threads;
+  MPI_Comm_dup(comm, &ctx.data);
+  MPI_Comm_dup(comm, &ctx.control);
+
+  const double t_plan = MPI_Wtime();
+  ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  std::optional<degrid::TowerCalibration> calibration;
+  if (ctx.obs && o.target_err)
+    calibration = commands::calibrate_w_layout(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel,
+                                               *o.target_err, ctx.w);
+  if (ctx.obs)
+    ctx.degridder =
+        std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel, ctx.w);
+  ctx.sources = sky::random_sources(o.source_count, p.used_size, o.seed);
+  ctx.facet_tiles = swiftly::facet_tiles(p);
+  ctx.subgrid_tiles = swiftly::subgrid_tiles(p);
+
+  // The work: every rank bins the observation the same way; streamers keep
+  // the runs, the others only the counts.
+  std::map<std::pair<index_t, index_t>, index_t> per_visit;
+  std::map<std::pair<index_t, index_t>, std::vector<binning::VisRun>> runs_by_visit;
+  std::vector<index_t> per_subgrid(static_cast<size_t>(p.subgrid_count()), 0);
+  const bool keep_runs = ctx.roles.is_streamer();
+  if (ctx.obs)
+    binning::for_each_run(
+        p, *ctx.obs, *ctx.geometry, 0, ctx.obs->time.steps,
+        [&](index_t subgrid, const binning::VisRun& run) {
+          per_visit[{run.w_stack, subgrid}] += run.count();
+          per_subgrid[static_cast<size_t>(subgrid)] += run.count();
+          if (keep_runs) runs_by_visit[{run.w_stack, subgrid}].push_back(run);
+        },
+        {true, ctx.w.stack_step});
+  ctx.plan = plan_work(p, per_visit, ctx.roles.streamers, ctx.roles.assigner_rank < 0);
+  std::vector<std::vector<binning::VisRun>> runs;
+  if (keep_runs)
+    for (auto& [key, list] : runs_by_visit) {
+      degrid::sort_for_storage(list);
+      runs.push_back(std::move(list));
+    }
+  runs_by_visit.clear();
+  const double planning_s = MPI_Wtime() - t_plan;
+
+  // The report skeleton: rank 0 prints the plan from it before starting.
+  report::Report r;
+  r.mode = "run";
+  r.rec = p;
+  const auto& roles = ctx.roles;
+  report::Pipeline pl;
+  pl.ranks = size;
+  pl.producers = roles.producers;
+  pl.streamers = roles.streamers;
+  pl.assigner = roles.assigner_rank >= 0;
+  pl.threads = ctx.threads;
+  pl.producer_threads = ctx.producer_threads;
+  pl.writers_per_streamer = ctx.obs ? o.writer_count : 0;
+  pl.fork_writer = o.fork_writer;
+  pl.send_queue = o.send_queue;
+  pl.subgrid_queue = o.subgrid_queue;
+  pl.task_queue = o.task_queue;
+  pl.bls_per_task = o.bls_per_task;
+  pl.visibility_queue = o.visibility_queue;
+  pl.subgrid_visits = static_cast<index_t>(ctx.plan.visits.size());
+  pl.subgrid_parts = static_cast<index_t>(ctx.plan.parts.size());
+  r.memory = commands::estimate_memory(p, ctx.threads);
+  {
+    // Per role with this run's queues: a producer holds its share of the facets.
+    constexpr index_t c = sizeof(cplx);
+    const index_t own = roles.producers > 0
+                            ? (p.facet_count() + roles.producers - 1) / roles.producers
+                            : 0;
+    const index_t column = p.m * p.yN * c;
+    r.memory.producer_bytes = own * (r.memory.prepared_facet_bytes + column) +
+                              ctx.producer_threads * (column + p.m * p.yB * c + r.memory.facet_bytes) +
+                              o.send_queue * ctx.producer_threads * r.memory.contribution_bytes;
+    const index_t chunk = ctx.obs ? ctx.obs->time.chunk * ctx.obs->freq.chunk * c : 0;
+    r.memory.streamer_bytes = o.subgrid_queue * p.facet_count() * r.memory.contribution_bytes +
+                              (ctx.threads + 1) * 3 * r.memory.subgrid_bytes +
+                              o.visibility_queue * chunk;
+  }
+  r.settings = report::RunSettings{};
+  auto& s = *r.settings;
+  s.source_count = o.source_count;
+  s.seed = o.seed;
+  s.direction = "predict";
+  s.subgrids = pl.subgrid_visits;
+  s.check = o.check_subgrids;
+  s.threads = ctx.threads;
+  if (ctx.obs) {
+    s.support = o.kernel.support;
+    s.w_support = o.kernel.w_support;
+    s.w_step = ctx.degridder->planes().dw;
+    s.w_stack_step = ctx.w.stack_step;
+    std::map<index_t, bool> stacks;
+    for (const auto& v : ctx.plan.visits) stacks[v.stack] = true;
+    s.w_stacks = static_cast<index_t>(stacks.size());
+    s.tower_half_height = ctx.w.tower_half_height;
+    if (calibration) {
+      s.target_err = calibration->target;
+      s.tower_error_at_zero = calibration->error_at_zero;
+    }
+    s.vis_samples = o.vis_samples;
+    s.backend = o.output.empty() ? "null" : "hdf5";
+    s.output = o.output;
+    commands::add_observation(r, *ctx.obs, *ctx.geometry, binning::summarise(per_subgrid));
+  }
+  r.counts.facets = p.facet_count();
+  r.counts.subgrids = p.subgrid_count();
+  r.counts.subgrids_processed = pl.subgrid_visits;
+  r.pipeline = pl;
+  // Outputs: checked once, on rank 0, so a bad path stops every rank
+  // cleanly before any work (the files are on a shared file system).
+  std::string bad_output;
+  if (rank == 0 && !o.output.empty())
+    for (index_t i = 0; i < roles.streamers * o.writer_count && bad_output.empty(); ++i) {
+      const auto path = output_path(o.output, i, roles.streamers * o.writer_count) + ".partial";
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f)
+        bad_output = fmt::format("cannot create '{}': {}", path, std::strerror(errno));
+      else
+        std::fclose(f), std::remove(path.c_str());
+    }
+  int length = static_cast<int>(bad_output.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  bad_output.resize(static_cast<size_t>(length));
+  MPI_Bcast(bad_output.data(), length, MPI_CHAR, 0, comm);
+  if (!bad_output.empty()) throw UsageError("OUTPUT", bad_output);
+  if (rank == 0) {
+    std::fputs(report::render_run_plan(r).c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  // The run.
+  MPI_Barrier(comm);
+  ctx.start_s = MPI_Wtime();
+  RankResult mine;
+  int role = 0;
+  if (roles.is_producer()) {
+    mine = run_producer(ctx);
+  } else if (roles.is_assigner()) {
+    role = 2;
+    mine = run_assigner(ctx);
+  } else {
+    role = 1;
+    mine = run_streamer(ctx, runs);
+  }
+  MPI_Barrier(comm);
+  const double stream_s = MPI_Wtime() - ctx.start_s;
+
+  // Gather.
+  const Wire wire = to_wire(mine, rank, role);
+  std::vector<Wire> all(rank == 0 ? static_cast<size_t>(size) : 1);
+  MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
+  MPI_Comm_free(&ctx.data);
+  MPI_Comm_free(&ctx.control);
+  if (rank != 0) return r;
+
+  RelativeError subgrid_error, vis_error;
+  double subgrid_worst = -1, busiest = -1;
+  index_t written = 0, checked = 0, vis_checked = 0, sent = 0, received = 0;
+  index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0, subgrids = 0,
+          visibilities = 0, planes = 0;
+  double write_s = 0, producer_wait = 0, streamer_wait = 0, streamer_write_wait = 0;
+  auto& ranks = r.pipeline->per_rank;
+  for (const auto& w : all) {
+    ranks.push_back(from_wire(w));
+    subgrid_error.add({w.subgrid_err, w.subgrid_ref});
+    vis_error.add({w.vis_err, w.vis_ref});
+    subgrid_worst = std::max(subgrid_worst, w.subgrid_worst);
+    checked += w.subgrids_checked;
+    vis_checked += w.vis_checked;
+    written += w.visibilities_written;
+    sent += w.role == 0 ? w.bytes_sent : 0;
+    received += w.role == 1 ? w.bytes_received : 0;
+    bytes_written += w.bytes_written;
+    chunks_written += w.chunks_written;
+    chunks_rewritten += w.chunks_rewritten;
+    subgrids += w.role == 1 ? w.subgrids : 0;
+    visibilities += w.visibilities;
+    planes += w.w_planes;
+    write_s = std::max(write_s, w.write_s);
+    if (w.role == 0) producer_wait = std::max(producer_wait, w.wait_s);
+    if (w.role == 1) streamer_wait = std::max(streamer_wait, w.wait_s);
+    if (w.busy_s > busiest) {
+      busiest = w.busy_s;
+      r.pipeline->slowest_rank = w.rank;
+    }
+  }
+  (void)streamer_write_wait;
+  // What bound the run: whoever waited least while the others waited on it.
+  const double share = 0.25 * stream_s;
+  if (producer_wait > share && streamer_wait > share)
+    r.pipeline->bound = "network";
+  else if (write_s > 0.5 * stream_s)
+    r.pipeline->bound = "storage";
+  else if (producer_wait >= streamer_wait && roles.streamers > 0)
+    r.pipeline->bound = ctx.obs ? "degridding" : "subgrid assembly";
+  else
+    r.pipeline->bound = "producers";
+
+  r.counts.subgrids_checked = checked;
+  {
+    std::map<std::pair<index_t, index_t>, bool> columns;
+    for (const auto& v : ctx.plan.visits) columns[{v.stack, v.subgrid / p.subgrids_per_axis}] = true;
+    r.counts.subgrid_columns = static_cast<index_t>(columns.size());
+  }
+  r.counts.bytes_sent = sent;
+  r.counts.bytes_received = received;
+  report::Accuracy accuracy;
+  accuracy.subgrid_rmse = subgrid_error.value();
+  accuracy.subgrid_rmse_max = subgrid_worst >= 0 ? subgrid_worst : std::nan("");
+  if (ctx.obs) {
+    accuracy.vis_rmse = vis_error.value();
+    accuracy.vis_rmse_max = accuracy.vis_rmse;
+    accuracy.vis_samples = vis_checked;
+    r.counts.visibilities_written = written;
+    r.counts.bytes_written = bytes_written;
+    r.counts.chunks_written = chunks_written;
+    r.counts.chunks_rewritten = chunks_rewritten;
+    if (written != ctx.obs->visibility_count())
+      throw std::logic_error(fmt::format("wrote {} visibilities of {}", written,
+                                         ctx.obs->visibility_count()));
+  }
+  r.accuracy = accuracy;
+  report::Timing timing;
+  timing.planning_s = planning_s;
+  timing.stream_s = stream_s;
+  timing.write_s = write_s;
+  timing.wall_s = MPI_Wtime() - t_wall;
+  r.timing = timing;
+  report::Rates rates;
+  rates.subgrids_per_s = subgrids / stream_s;
+  rates.net_bytes_per_s = sent / stream_s;
+  rates.vis_per_s = visibilities / stream_s;
+  rates.vis_per_s_per_thread = rates.vis_per_s / std::max(1, roles.streamers * ctx.threads);
+  rates.w_planes_per_s = planes / stream_s;
+  rates.write_bytes_per_s = write_s > 0 ? bytes_written / write_s : 0;
+  r.rates = rates;
+  r.memory.peak_rss_bytes = 0;
+  for (const auto& k : ranks) r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
+  return r;
+}
+
+}  // namespace iotest::pipeline

@@ -1,0 +1,51 @@
+// `iotest [run]`: the predict pipeline distributed over MPI ranks.
+// Producers (facet workers) hold facets and send each subgrid's
+// contributions to the streamer that owns it; streamers sum them, degrid
+// and hand whole chunks to writers. docs/pipeline.md describes the roles,
+// the message protocol and why it cannot deadlock.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "iotest/degrid/degridder.hpp"
+#include "iotest/report/report.hpp"
+#include "iotest/telescope/observation.hpp"
+
+namespace iotest::pipeline {
+
+struct RunOptions {
+  std::string rec_set;
+  std::optional<telescope::ObservationOptions> observation;  // with --vis-set
+  index_t source_count = 10;
+  std::uint64_t seed = 1;
+  index_t check_subgrids = 16;  // subgrids checked against the direct transform
+  index_t vis_samples = 1000;   // visibilities checked against the direct transform
+  degrid::DegridOptions kernel;
+  std::optional<index_t> margin;
+  std::optional<double> target_err;
+  // Roles: producers first, then streamers, then (with `assigner`) one rank
+  // handing out work. Nothing: about half the ranks, at most one per facet.
+  std::optional<int> facet_workers;
+  bool assigner = false;
+  int threads = 0;           // per streamer (0: this host's cores over its ranks)
+  int producer_threads = 0;  // per producer (0: as threads)
+  // Queues (DESIGN.md section 2).
+  index_t send_queue = 8;          // contributions in flight per producer thread
+  index_t subgrid_queue = 32;      // subgrids a streamer receives at once
+  index_t task_queue = 128;        // degrid tasks outstanding per streamer
+  index_t bls_per_task = 256;      // baselines' time chunks per degrid task
+  index_t visibility_queue = 1024; // chunks waiting for a streamer's writers
+  int writer_count = 1;            // writers per streamer
+  bool fork_writer = false;        // writers as processes
+  std::string output;              // OUT%d.h5; empty: dry run (null back-end)
+  bool progress = true;            // rank 0 shows progress on stderr
+};
+
+// Runs the job on `comm`; the report is complete on rank 0 only.
+report::Report run(const RunOptions& options, MPI_Comm comm);
+
+}  // namespace iotest::pipeline

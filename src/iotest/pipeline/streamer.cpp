@@ -1,0 +1,456 @@
+// The streamer (subgrid worker). Its first thread receives: it keeps
+// --subgrid-queue subgrids' receives posted, in walk order, and starts a
+// subgrid once all its contributions are in; when nothing arrives it runs
+// queued work itself instead of sleeping. The other threads run that work:
+// assembling subgrids (sum of contributions, w-tower) and degrid tasks of
+// --bls-per-task baselines' time chunks, which hand whole chunks to the
+// writers. Every queue is bounded, so memory is too.
+//
+// Why a queue of our own rather than OpenMP tasks: libgomp's taskyield does
+// nothing, so the receiving thread could not run one task when idle and
+// return to MPI; with the queue it can, and the others block on a condition
+// variable instead of spinning.
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <unistd.h>
+
+#include "iotest/common/parallel.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
+#include "iotest/pipeline/roles.hpp"
+#include "iotest/pipeline/writers.hpp"
+
+namespace iotest::pipeline {
+namespace {
+
+// Work for the streamer's threads. push never blocks (the receiving thread
+// bounds what it starts by outstanding()).
+class TaskQueue {
+ public:
+  using Task = std::function<void(int thread)>;
+  void push(Task task) {
+    {
+      const std::lock_guard<std::mutex> hold(lock_);
+      tasks_.push_back(std::move(task));
+      high_water_ = std::max(high_water_, ++outstanding_);
+    }
+    ready_.notify_one();
+  }
+  // Runs one task if there is one (the receiving thread, when idle).
+  bool try_run(int thread) {
+    Task task;
+    {
+      const std::lock_guard<std::mutex> hold(lock_);
+      if (tasks_.empty()) return false;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    execute(task, thread);
+    return true;
+  }
+  // The other threads: run tasks until closed.
+  void serve(int thread) {
+    while (true) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> hold(lock_);
+        ready_.wait(hold, [&] { return !tasks_.empty() || closed_; });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      execute(task, thread);
+    }
+  }
+  void close() {
+    {
+      const std::lock_guard<std::mutex> hold(lock_);
+      closed_ = true;
+    }
+    ready_.notify_all();
+  }
+  index_t outstanding() {
+    const std::lock_guard<std::mutex> hold(lock_);
+    return outstanding_;
+  }
+  index_t high_water() {
+    const std::lock_guard<std::mutex> hold(lock_);
+    return high_water_;
+  }
+  ExceptionCollector failures;
+  std::atomic<bool> failed{false};
+
+ private:
+  void execute(Task& task, int thread) {
+    failures.capture([&] {
+      try {
+        task(thread);
+      } catch (...) {
+        failed = true;
+        throw;
+      }
+    });
+    const std::lock_guard<std::mutex> hold(lock_);
+    --outstanding_;
+  }
+  std::mutex lock_;
+  std::condition_variable ready_;
+  std::deque<Task> tasks_;
+  index_t outstanding_ = 0, high_water_ = 0;
+  bool closed_ = false;
+};
+
+// Receive buffers for one subgrid: one contribution per facet.
+struct Slot {
+  enum class State { kFree, kReceiving, kReady, kAssembling } state = State::kFree;
+  AlignedBuffer contributions;
+  std::vector<MPI_Request> requests;
+  index_t part = -1;
+};
+
+// A subgrid being degridded: its sum and w-tower, kept until its last task.
+struct Tower {
+  Array2D sum;
+  degrid::Degridder::Workspace ws;
+  std::vector<binning::VisRun> part_runs;  // a split visit's share (else unused)
+  const std::vector<binning::VisRun>* runs = nullptr;
+  std::atomic<index_t> tasks_left{0};
+  Tower(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()), ws(rec.params()) {}
+};
+
+struct ThreadState {
+  std::vector<cplx> vis;
+  storage::ChunkAssembler chunks;
+  Array2D scratch, subgrid, reference;
+  RelativeError vis_error;
+  ErrorTally subgrid_errors;
+  index_t vis_checked = 0, visibilities = 0, w_planes = 0, subgrids = 0;
+  double busy_s = 0, check_s = 0;
+  ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
+      : chunks(layout),
+        scratch(rec.make_subgrid_sum()),
+        subgrid(rec.make_subgrid()),
+        reference(rec.make_subgrid()) {}
+};
+
+}  // namespace
+
+RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>& runs) {
+  RankResult out;
+  auto& st = out.stats;
+  const auto& p = ctx.p;
+  const auto& rec = *ctx.rec;
+  const auto& o = ctx.options;
+  const int threads = ctx.threads, me = ctx.roles.streamer_index();
+  const index_t F = p.facet_count(), values = p.m * p.m;
+  const bool with_vis = ctx.obs.has_value();
+  const bool dynamic = ctx.roles.assigner_rank >= 0;
+  const bool zero_data = ctx.roles.producers == 0;
+
+  // Writers: --writer-count per streamer, files numbered across streamers.
+  std::optional<Writers> writers;
+  storage::VisibilityLayout layout;  // empty without visibilities
+  layout.time_chunk = layout.freq_chunk = 1;
+  if (with_vis) {
+    layout = storage::layout_of(*ctx.obs);
+    layout.provenance =
+        storage::Provenance{o.rec_set, ctx.geometry->pixel_lm, o.source_count, o.seed};
+    WriterOptions wo;
+    wo.backend = o.output.empty() ? "null" : "hdf5";
+    wo.fork = o.fork_writer;
+    wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
+    const index_t in_all = ctx.roles.streamers * o.writer_count;
+    for (int w = 0; w < o.writer_count; ++w)
+      wo.paths.push_back(o.output.empty() ? std::string()
+                                          : output_path(o.output, me * o.writer_count + w, in_all));
+    writers.emplace(wo, layout);
+  }
+
+  // Which visits to check against the direct transform: spread over the walk.
+  const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
+  const index_t check = zero_data || ctx.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
+  const auto checked = [&](index_t k) {
+    return check > 0 && (k * check) % visits < check;  // about `check` visits, evenly spaced
+  };
+  const sky::UnitRoots roots(check > 0 ? p.N : 1);
+  const auto samples = with_vis ? degrid::pick_samples(*ctx.obs, o.vis_samples, o.seed)
+                                : std::vector<index_t>{};
+
+  std::vector<ThreadState> state;
+  for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
+  std::vector<Slot> slots(static_cast<size_t>(o.subgrid_queue));
+  for (auto& s : slots) s.contributions = AlignedBuffer(zero_data ? 1 : F * values);
+  std::vector<std::unique_ptr<Tower>> towers;
+  std::vector<Tower*> free_towers;
+  for (int t = 0; t < threads + 1; ++t) {
+    towers.push_back(std::make_unique<Tower>(rec));
+    free_towers.push_back(towers.back().get());
+  }
+  std::mutex lock;  // guards free_towers and released
+  std::vector<size_t> released;
+  TaskQueue tasks;
+
+  std::deque<index_t> todo;  // my parts, not yet received
+  bool more_coming = dynamic;
+  if (!dynamic)
+    for (size_t i = 0; i < ctx.plan.parts.size(); ++i)
+      if (ctx.plan.parts[i].streamer == me) todo.push_back(static_cast<index_t>(i));
+  std::deque<size_t> ready;
+  // Asks the assigner for n more parts (n < 0: goodbye, after its last grant).
+  const auto request = [&](std::int64_t n) {
+    if (more_coming && n != 0) {
+      MPI_Send(&n, 1, MPI_INT64_T, ctx.roles.assigner_rank, kTagRequest, ctx.control);
+      ++st.messages_sent;
+    }
+  };
+  Progress progress(o.progress && ctx.roles.rank == 0, dynamic ? 0 : static_cast<index_t>(todo.size()),
+                    "subgrids");
+  index_t assembled = 0;
+
+  // One subgrid, as a task: sum its contributions, free its slot, check it,
+  // build the tower and queue its degrid tasks.
+  const auto assemble = [&](size_t slot_index, Tower* tower, int thread) {
+    auto& ts = state[static_cast<size_t>(thread)];
+    const auto t0 = Clock::now();
+    Slot& slot = slots[slot_index];
+    const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
+    const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
+    auto sum = tower->sum.view();
+    std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+    if (!zero_data)
+      for (index_t f = 0; f < F; ++f)
+        rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
+                             ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, sum);
+    {
+      const std::lock_guard<std::mutex> hold(lock);
+      released.push_back(slot_index);
+    }
+    ++ts.subgrids;
+    const index_t off0 = ctx.subgrid_tile0(visit.subgrid).offset;
+    const index_t off1 = ctx.subgrid_tile1(visit.subgrid).offset;
+    if (part.part == 0 && checked(part.visit)) {  // untimed: the direct transform
+      const auto tc = Clock::now();
+      rec.finish_subgrid_copy(sum, ts.scratch.view(), ts.subgrid.view());
+      std::vector<cplx> amplitudes;
+      if (ctx.degridder)
+        for (const auto& s : ctx.sources)
+          amplitudes.push_back(ctx.degridder->facet_correction(
+              static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
+      sky::dft_subgrid(ctx.sources, roots, off0, off1, ts.reference.view(), amplitudes);
+      RelativeError e;
+      e.add(ts.subgrid.view(), ts.reference.view());
+      ts.subgrid_errors.add(e);
+      ts.check_s += seconds_since(tc);
+    }
+    const auto release_tower = [&lock, &free_towers](Tower* t) {
+      const std::lock_guard<std::mutex> hold(lock);
+      free_towers.push_back(t);
+    };
+    if (!with_vis) {
+      release_tower(tower);
+      ts.busy_s += seconds_since(t0);
+      return;
+    }
+    auto& visit_runs = runs[static_cast<size_t>(part.visit)];
+    if (visit.parts > 1) {
+      const auto [first, last] = part_range(visit_runs, ctx.obs->time.steps, ctx.obs->time.chunk,
+                                            part.part, visit.parts);
+      tower->part_runs.assign(visit_runs.begin() + static_cast<std::ptrdiff_t>(first),
+                              visit_runs.begin() + static_cast<std::ptrdiff_t>(last));
+      tower->runs = &tower->part_runs;
+    } else {
+      tower->runs = &visit_runs;
+    }
+    const auto& my_runs = *tower->runs;
+    if (my_runs.empty()) {
+      release_tower(tower);
+      ts.busy_s += seconds_since(t0);
+      return;
+    }
+    ts.w_planes += ctx.degridder->build_tower(sum, my_runs, tower->ws);
+    const auto cuts =
+        degrid::cut_tasks(my_runs, ctx.obs->time.steps, ctx.obs->time.chunk, o.bls_per_task);
+    tower->tasks_left = static_cast<index_t>(cuts.size());
+    ts.busy_s += seconds_since(t0);
+    for (const auto& [first, last] : cuts)
+      tasks.push([&, tower, first, last, off0, off1, release_tower](int t) {
+        auto& ds = state[static_cast<size_t>(t)];
+        const auto td = Clock::now();
+        const auto* begin = tower->runs->data() + first;
+        const auto* end = tower->runs->data() + last;
+        degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
+                                 ds.chunks,
+                                 [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
+                                   writers->write(key, data, n);
+                                 });
+        ds.visibilities += static_cast<index_t>(ds.vis.size());
+        ds.busy_s += seconds_since(td);
+        const auto tc = Clock::now();
+        if (!zero_data && !ctx.sources.empty())
+          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.sources, samples, begin, end,
+                                                  ds.vis, ds.vis_error);
+        ds.check_s += seconds_since(tc);
+        if (--tower->tasks_left == 0) release_tower(tower);
+      });
+  };
+
+  ExceptionCollector failures;
+  double idle_s = 0, wait_s = 0;
+  const auto t_start = Clock::now();
+  request(o.subgrid_queue);
+
+#pragma omp parallel num_threads(threads)
+  {
+    const int thread = omp_get_thread_num();
+    if (thread != 0) {
+      tasks.serve(thread);
+    } else {
+      failures.capture([&] {
+        Backoff backoff;
+        while (!tasks.failed) {
+          bool progressed = false;
+          // Grants from the assigner.
+          if (more_coming) {
+            int flag = 0;
+            MPI_Status status;
+            MPI_Iprobe(ctx.roles.assigner_rank, kTagGrant, ctx.control, &flag, &status);
+            if (flag) {
+              int count = 0;
+              MPI_Get_count(&status, MPI_INT64_T, &count);
+              std::vector<std::int64_t> granted(static_cast<size_t>(count));
+              MPI_Recv(granted.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagGrant,
+                       ctx.control, MPI_STATUS_IGNORE);
+              ++st.messages_received;
+              if (granted.empty()) {
+                request(-1);
+                more_coming = false;
+              }
+              for (const auto part : granted) todo.push_back(part);
+              progressed = true;
+            }
+          }
+          // Receives for the next parts, into free slots.
+          for (size_t i = 0; i < slots.size() && !todo.empty(); ++i) {
+            Slot& s = slots[i];
+            if (s.state != Slot::State::kFree) continue;
+            s.part = todo.front();
+            todo.pop_front();
+            if (zero_data) {
+              s.state = Slot::State::kReady;
+              ready.push_back(i);
+            } else {
+              s.state = Slot::State::kReceiving;
+              s.requests.resize(static_cast<size_t>(F));
+              for (index_t f = 0; f < F; ++f)
+                MPI_Irecv(s.contributions.data() + f * values, static_cast<int>(values),
+                          MPI_C_DOUBLE_COMPLEX, ctx.roles.facet_owner(f), static_cast<int>(f),
+                          ctx.data, &s.requests[static_cast<size_t>(f)]);
+            }
+            progressed = true;
+          }
+          // Completed receives.
+          index_t held = 0;
+          for (size_t i = 0; i < slots.size(); ++i) {
+            Slot& s = slots[i];
+            if (s.state != Slot::State::kFree) ++held;
+            if (s.state != Slot::State::kReceiving) continue;
+            int done = 0;
+            MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
+            if (!done) continue;
+            s.state = Slot::State::kReady;
+            ready.push_back(i);
+            st.messages_received += F;
+            st.bytes_received += F * values * static_cast<index_t>(sizeof(cplx));
+            progressed = true;
+          }
+          st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
+          // Slots whose contributions are summed.
+          std::vector<size_t> freed;
+          {
+            const std::lock_guard<std::mutex> hold(lock);
+            freed.swap(released);
+          }
+          for (const size_t i : freed) slots[i].state = Slot::State::kFree;
+          if (!freed.empty()) {
+            request(static_cast<std::int64_t>(freed.size()));
+            assembled += static_cast<index_t>(freed.size());
+            progress.update(assembled);
+            progressed = true;
+          }
+          // Start subgrids while a tower is free and the task queue has room.
+          while (!ready.empty() && tasks.outstanding() < o.task_queue) {
+            Tower* tower = nullptr;
+            {
+              const std::lock_guard<std::mutex> hold(lock);
+              if (free_towers.empty()) break;
+              tower = free_towers.back();
+              free_towers.pop_back();
+            }
+            const size_t i = ready.front();
+            ready.pop_front();
+            slots[i].state = Slot::State::kAssembling;
+            tasks.push([&, i, tower](int t) { assemble(i, tower, t); });
+            progressed = true;
+          }
+          const bool receiving = std::any_of(slots.begin(), slots.end(), [](const Slot& s) {
+            return s.state != Slot::State::kFree;
+          });
+          if (!more_coming && todo.empty() && ready.empty() && !receiving &&
+              tasks.outstanding() == 0)
+            break;
+          if (progressed) {
+            backoff.reset();
+          } else if (!tasks.try_run(thread)) {
+            // Nothing to do: waiting on producers while receives are posted,
+            // else on the workers.
+            backoff.pause(receiving ? wait_s : idle_s);
+          }
+        }
+      });
+      tasks.close();
+    }
+  }
+  failures.rethrow();
+  tasks.failures.rethrow();
+  progress.finish();
+  st.task_queue_max = tasks.high_water();
+  if (writers) {
+    const double write_wait = writers->wait_s();
+    const auto all = writers->finish();
+    for (const auto& w : all) {
+      st.bytes_written += w.bytes;
+      st.chunks_written += w.chunks_written;
+      st.chunks_rewritten += w.chunks_rewritten;
+      st.write_s += w.seconds;
+      out.visibilities_written += w.visibilities;
+    }
+    st.visibility_queue_max = writers->high_water();
+    wait_s += write_wait;
+  }
+  const double total = seconds_since(t_start);
+  double check_s = 0;
+  for (const auto& ts : state) {
+    st.visibilities += ts.visibilities;
+    st.w_planes += ts.w_planes;
+    st.subgrids += ts.subgrids;
+    out.vis_error.add(ts.vis_error);
+    out.vis_checked += ts.vis_checked;
+    out.subgrid_error.add(ts.subgrid_errors.pooled);
+    out.subgrids_checked += ts.subgrid_errors.items;
+    if (ts.subgrid_errors.items > 0)
+      out.subgrid_error_worst = std::max(out.subgrid_error_worst, ts.subgrid_errors.worst);
+    check_s = std::max(check_s, ts.check_s);
+  }
+  st.wait_s = wait_s;
+  st.idle_s = idle_s;
+  st.busy_s = std::max(0.0, total - wait_s - idle_s - check_s);
+  return out;
+}
+
+}  // namespace iotest::pipeline

@@ -1,0 +1,86 @@
+// Writers: each takes whole chunks from its own bounded queue and writes
+// one output through a storage back-end, as a thread of the streamer or as
+// a forked process (--fork-writer: the serial HDF5 library lets one thread
+// in at a time, DESIGN.md section 5). The queue lives in shared memory
+// either way, so both kinds run the same code. No MPI here: a forked
+// writer never calls it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::pipeline {
+
+// A bounded queue of chunks in process-shared memory (mmap, shared
+// pthread mutex and conditions). push blocks while full: that is the
+// back-pressure writers put on degridding.
+class ChunkQueue {
+ public:
+  ChunkQueue(index_t slots, index_t chunk_values);
+  ~ChunkQueue();
+  ChunkQueue(const ChunkQueue&) = delete;
+  ChunkQueue& operator=(const ChunkQueue&) = delete;
+
+  // Copies a chunk in, waiting for a free slot. Throws if the writer failed.
+  void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
+  // Takes the oldest chunk; false once closed and empty.
+  bool pop(storage::ChunkKey& key, cplx* data, index_t& visibilities);
+  // No more chunks will come.
+  void close();
+  // The writer gave up: pushers throw `message` from now on.
+  void fail(const std::string& message);
+  // Filled in by the writer when it ends, read by the streamer.
+  void set_result(const storage::WriteStats& stats);
+  storage::WriteStats result() const;
+  std::string failure() const;
+  index_t high_water() const;
+  double push_wait_s() const;  // time pushers spent waiting for a slot
+
+ private:
+  struct Shared;
+  Shared* shared_ = nullptr;
+  size_t bytes_ = 0;
+  cplx* slot(index_t i) const;
+};
+
+struct WriterOptions {
+  std::string backend = "null";
+  std::vector<std::string> paths;  // one output per writer
+  index_t queue_slots = 64;        // chunks waiting, per writer
+  bool fork = false;               // processes instead of threads
+};
+
+// The writers of one streamer. Chunk (r, f) always goes to the same writer,
+// so its rewrites accumulate in one file.
+class Writers {
+ public:
+  Writers(const WriterOptions& options, const storage::VisibilityLayout& layout);
+  ~Writers();  // stops and drops the outputs if finish() was not called
+  void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
+  // Closes the queues, waits for the writers and returns their stats;
+  // throws the first writer's failure.
+  std::vector<storage::WriteStats> finish();
+  index_t high_water() const;  // over the queues
+  double wait_s() const;       // pushers waiting on full queues
+
+ private:
+  void start(size_t i);
+  WriterOptions options_;
+  storage::VisibilityLayout layout_;
+  std::vector<std::unique_ptr<ChunkQueue>> queues_;
+  std::vector<std::thread> threads_;
+  std::vector<pid_t> children_;
+  bool finished_ = false;
+};
+
+// `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
+// before the extension when there are several writers in all.
+std::string output_path(const std::string& pattern, index_t index, index_t writers_in_all);
+
+}  // namespace iotest::pipeline
