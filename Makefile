@@ -24,9 +24,17 @@ build: deps
 test: build
 	ctest --preset $(PRESET) -j 2
 
-# The default job: for now the recombination check on the test set.
+# The default job: the whole pipeline on this machine, 3 ranks (1 producer,
+# 2 streamers), T05_ with the VLA-A layout and its default observation
+# (92 M visibilities, 1.47 GB of UVH5), then the files re-read and checked.
+RUN_DIR ?= out/run
+MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 run: build
-	$(BUILD_DIR)/bin/iotest recombine --rec-set=T05_ --source-count=10 --direction=both
+	@mkdir -p $(RUN_DIR) && rm -f $(RUN_DIR)/vis*.h5 $(RUN_DIR)/vis*.h5.partial
+	OMP_WAIT_POLICY=PASSIVE $(MPIRUN) -np 3 $(BUILD_DIR)/bin/iotest --rec-set=T05_ \
+	  --vis-set=vlaa --source-count=10 $(RUN_DIR)/vis%d.h5 --report=$(RUN_DIR)/report.json
+	$(BUILD_DIR)/bin/iotest verify $(RUN_DIR)/vis*.h5
+	@echo "make run: visibilities in $(RUN_DIR)/vis*.h5, report in $(RUN_DIR)/report.json"
 
 bench: build
 	bench/recombine.sh

@@ -25,3 +25,27 @@ def iotest():
 def load(path):
     with open(path) as f:
         return json.load(f)
+
+
+# MPI jobs: one host, as root in CI, more ranks than cores.
+MPI_TIMEOUT_S = 180
+
+
+@pytest.fixture
+def mpirun():
+    binary = os.environ.get("IOTEST_BIN", "build/bin/iotest")
+    env = dict(os.environ)
+    # Containers often forbid the cross-memory attach Open MPI's shared
+    # memory transport tries first; copying through the buffer always works.
+    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+    def run(ranks, *args, check=None, timeout=MPI_TIMEOUT_S):
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), binary,
+               *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if check is not None:
+            assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
+        return proc
+
+    return run

@@ -24,18 +24,19 @@ def test_degrid_writes_uvh5_that_pyuvdata_reads(iotest, tmp_path):
     assert r["config"]["output"] == str(out)
     assert sorted(os.listdir(tmp_path)) == ["r.json", "vis.h5"]  # no partial file left
 
-    uv = pyuvdata.UVData()
-    with warnings.catch_warnings():
-        # iotest's (u, v, w) ignore precession and nutation: pyuvdata notices.
-        warnings.filterwarnings("ignore", message="The uvw_array does not match")
-        uv.read(str(out), file_type="uvh5")
+    uv = read_uvh5(out)
     assert (uv.Nbls, uv.Ntimes, uv.Nfreqs, uv.Npols) == (351, 8, 16, 1)
     assert uv.telescope.name == "vlaa"
     data = uv.data_array[:, :, 0]
     assert np.all(data != 0), "every visibility is written"
     assert not uv.flag_array.any() and np.all(uv.nsample_array == 1)
 
-    # Values against the direct transform of the report's sky.
+    assert direct_error(uv, data, r) < 1e-7
+
+
+def direct_error(uv, data, r):
+    """Relative RMSE of 300 random visibilities against the direct transform
+    of the report's sky."""
     N, pixel = r["config"]["N"], r["sky"]["pixel_lm"]
     sources = np.array(r["sky"]["sources"], dtype=float) * pixel
     l, m = sources[:, 0], sources[:, 1]
@@ -46,7 +47,36 @@ def test_degrid_writes_uvh5_that_pyuvdata_reads(iotest, tmp_path):
     want = np.exp(2j * np.pi * (np.outer(uvw[:, 0], l) + np.outer(uvw[:, 1], m)
                                 + np.outer(uvw[:, 2], n - 1))).sum(axis=1) / N ** 2
     got = data[rows, chans]
-    assert np.sqrt(np.sum(np.abs(got - want) ** 2) / np.sum(np.abs(want) ** 2)) < 1e-7
+    return np.sqrt(np.sum(np.abs(got - want) ** 2) / np.sum(np.abs(want) ** 2))
+
+
+def read_uvh5(path):
+    uv = pyuvdata.UVData()
+    with warnings.catch_warnings():
+        # iotest's (u, v, w) ignore precession and nutation: pyuvdata notices.
+        warnings.filterwarnings("ignore", message="The uvw_array does not match")
+        uv.read(str(path), file_type="uvh5")
+    return uv
+
+
+def test_distributed_run_files_sum_to_the_sky(mpirun, tmp_path):
+    """Two streamers with two writers each: four UVH5 files, each readable by
+    pyuvdata, whose sum is the whole observation."""
+    report = tmp_path / "r.json"
+    mpirun(5, "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=10", "--no-progress",
+           "--facet-workers=3", "--writer-count=2", str(tmp_path / "vis%d.h5"),
+           f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    files = sorted(tmp_path.glob("vis*.h5"))
+    assert len(files) == 4
+    total = None
+    for f in files:
+        uv = read_uvh5(f)
+        assert (uv.Nbls, uv.Ntimes, uv.Nfreqs, uv.Npols) == (351, 8, 16, 1)
+        total = uv.data_array[:, :, 0] if total is None else total + uv.data_array[:, :, 0]
+    assert np.all(total != 0), "every visibility is in one of the files"
+    assert direct_error(uv, total, r) < 1e-7
 
 
 def test_verify_passes_on_written_files_and_fails_on_a_wrong_sky(iotest, tmp_path):

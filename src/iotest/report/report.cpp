@@ -211,6 +211,7 @@ json to_json(const Report& r) {
                        {"busy_s", k.busy_s},
                        {"wait_s", k.wait_s},
                        {"idle_s", k.idle_s},
+                       {"cpu_s", k.cpu_s},
                        {"messages_sent", k.messages_sent},
                        {"messages_received", k.messages_received},
                        {"bytes_sent", k.bytes_sent},
@@ -390,12 +391,13 @@ std::string render_text(const Report& r) {
     if (r.counts.visibilities_written)
       s += fmt::format("  {} visibilities written ({} expected)\n", *r.counts.visibilities_written,
                        r.counts.visibilities.value_or(0));
-    s += fmt::format("  {:<5} {:<9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>11} {:>10}\n", "rank",
-                     "role", "busy s", "wait s", "idle s", "sent", "received", "subgrids",
-                     "vis", "written");
+    s += fmt::format("  {:<5} {:<9} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
+                     "rank", "role", "busy s", "wait s", "idle s", "cpu s", "sent", "received",
+                     "subgrids", "vis", "written");
     for (const auto& k : pl.per_rank)
-      s += fmt::format("  {:<5} {:<9} {:>8.2f} {:>8.2f} {:>8.2f} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
-                       k.rank, k.role, k.busy_s, k.wait_s, k.idle_s,
+      s += fmt::format(
+          "  {:<5} {:<9} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
+                       k.rank, k.role, k.busy_s, k.wait_s, k.idle_s, k.cpu_s,
                        bytes_text(static_cast<double>(k.bytes_sent)),
                        bytes_text(static_cast<double>(k.bytes_received)), k.subgrids,
                        k.visibilities, bytes_text(static_cast<double>(k.bytes_written)));

@@ -99,6 +99,8 @@ struct RankStats {
   std::string role;  // producer, streamer, assigner
   std::string host;
   double busy_s = 0, wait_s = 0, idle_s = 0;
+  double cpu_s = 0;  // CPU time of the process (all its threads): busy_s is wall time, which
+                     // on an oversubscribed host includes waiting for a core
   index_t messages_sent = 0, messages_received = 0;
   index_t bytes_sent = 0, bytes_received = 0;
   index_t contributions = 0;  // producer: facet contributions computed

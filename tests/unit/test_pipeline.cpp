@@ -1,0 +1,137 @@
+// The pipeline's pure pieces: the work plan every rank agrees on, the split
+// of busy subgrids, and the writers' shared-memory queues (threads and
+// forked processes) with the null back-end.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "iotest/pipeline/work.hpp"
+#include "iotest/pipeline/writers.hpp"
+#include "iotest/telescope/observation.hpp"
+
+namespace iotest::pipeline {
+namespace {
+
+TEST(WorkPlan, VisitsFollowTheWalkAndBusySubgridsAreSplit) {
+  const auto p = config::resolve_rec_set("T05_");
+  std::map<std::pair<index_t, index_t>, index_t> per_visit = {
+      {{1, 3}, 10}, {{0, 20}, 1000}, {{0, 7}, 10}, {{0, 9}, 10}};
+  const auto plan = plan_work(p, per_visit, 3, true);
+  ASSERT_EQ(plan.visits.size(), 4u);
+  // Stack first, then subgrid (column-major walk).
+  EXPECT_EQ(plan.visits[0].subgrid, 7);
+  EXPECT_EQ(plan.visits[2].subgrid, 20);
+  EXPECT_EQ(plan.visits[3].stack, 1);
+  EXPECT_EQ(plan.visits[2].parts, 3);  // 1000 of 1030 visibilities: one part per streamer
+  EXPECT_EQ(plan.visits[0].parts, 1);
+  ASSERT_EQ(plan.parts.size(), 6u);
+  std::set<int> streamers;
+  index_t sum = 0;
+  for (index_t i = 0; i < 3; ++i) {
+    const auto& part = plan.parts[static_cast<size_t>(plan.visits[2].first_part + i)];
+    streamers.insert(part.streamer);
+    sum += part.visibilities;
+  }
+  EXPECT_EQ(streamers.size(), 3u);  // distinct streamers
+  EXPECT_EQ(sum, 1000);
+  for (const auto& part : plan.parts) EXPECT_GE(part.streamer, 0);
+}
+
+TEST(WorkPlan, WithoutVisibilitiesEverySubgridOnce) {
+  const auto p = config::resolve_rec_set("T05_");
+  const auto plan = plan_work(p, {}, 2, false);
+  EXPECT_EQ(static_cast<index_t>(plan.visits.size()), p.subgrid_count());
+  EXPECT_EQ(plan.parts.size(), plan.visits.size());
+  for (const auto& part : plan.parts) EXPECT_EQ(part.streamer, -1);  // the assigner decides
+}
+
+TEST(WorkPlan, PartsCoverTheRunsAtRowChunkBorders) {
+  std::vector<binning::VisRun> runs;
+  for (int b = 0; b < 5; ++b)
+    for (int t = 0; t < 8; ++t) runs.push_back({b, t, 0, 4, 0});
+  size_t next = 0;
+  for (index_t part = 0; part < 3; ++part) {
+    const auto [first, last] = part_range(runs, 8, 4, part, 3);
+    EXPECT_EQ(first, next);
+    EXPECT_EQ(first % 4, 0u);  // a row chunk is 4 runs here
+    next = last;
+  }
+  EXPECT_EQ(next, runs.size());
+}
+
+TEST(Writers, OutputPathsNumberTheWriters) {
+  EXPECT_EQ(output_path("/tmp/out%d.h5", 3, 4), "/tmp/out3.h5");
+  EXPECT_EQ(output_path("/tmp/out.h5", 0, 1), "/tmp/out.h5");
+  EXPECT_EQ(output_path("/tmp/out.h5", 2, 4), "/tmp/out.2.h5");
+  EXPECT_EQ(output_path("/tmp/a.b/out", 1, 2), "/tmp/a.b/out.1");
+}
+
+// A one-slot queue between a pushing and a popping thread: every chunk
+// arrives, in order, and the pusher waited for the slot.
+TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
+  ChunkQueue queue(1, 4);
+  std::thread consumer([&] {
+    std::vector<cplx> data(4);
+    storage::ChunkKey key;
+    index_t n = 0, expected = 0;
+    while (queue.pop(key, data.data(), n)) {
+      EXPECT_EQ(key.row_chunk, expected);
+      EXPECT_EQ(data[3], cplx(static_cast<double>(expected), 0));
+      ++expected;
+    }
+    EXPECT_EQ(expected, 100);
+  });
+  for (index_t i = 0; i < 100; ++i) {
+    const std::vector<cplx> data(4, cplx(static_cast<double>(i), 0));
+    queue.push({i, 0}, data.data(), 4);
+  }
+  queue.close();
+  consumer.join();
+  EXPECT_EQ(queue.high_water(), 1);
+}
+
+TEST(Writers, FailureReachesThePusher) {
+  ChunkQueue queue(2, 4);
+  queue.fail("disk full");
+  const std::vector<cplx> data(4);
+  try {
+    queue.push({0, 0}, data.data(), 4);
+    FAIL() << "push after a failure must throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "disk full");
+  }
+}
+
+class WritersOfKind : public ::testing::TestWithParam<bool> {};
+
+// Threads or forked processes: the null back-end's counts come back.
+TEST_P(WritersOfKind, CountChunksAndRewrites) {
+  const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
+  const auto layout = storage::layout_of(obs);
+  WriterOptions o;
+  o.backend = "null";
+  o.paths = {"", ""};
+  o.queue_slots = 2;
+  o.fork = GetParam();
+  Writers writers(o, layout);
+  const std::vector<cplx> data(static_cast<size_t>(layout.chunk_values()));
+  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 3);
+  writers.write({4, 1}, data.data(), 2);  // again: a rewrite
+  const auto stats = writers.finish();
+  ASSERT_EQ(stats.size(), 2u);
+  index_t written = 0, rewritten = 0, visibilities = 0;
+  for (const auto& s : stats) {
+    written += s.chunks_written;
+    rewritten += s.chunks_rewritten;
+    visibilities += s.visibilities;
+  }
+  EXPECT_EQ(written, 10);
+  EXPECT_EQ(rewritten, 1);
+  EXPECT_EQ(visibilities, 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(ThreadsAndProcesses, WritersOfKind, ::testing::Bool());
+
+}  // namespace
+}  // namespace iotest::pipeline
