@@ -39,6 +39,8 @@ run: build
 bench: build
 	bench/recombine.sh
 	$(VENV)/bin/python bench/degrid_ducc0.py
+	bench/distribution.sh
+	bench/write_throughput.sh
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
