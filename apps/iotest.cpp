@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
                      "w-tower planes between w-stacking planes (default: from the margin)");
   degrid
       ->add_option("--bls-per-task", degrid_opts.bls_per_task,
-                   "baseline tracks (a baseline at one time) per degridding task")
+                   "baselines' time chunks per degridding task")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
   degrid->add_option("--threads", degrid_opts.threads, "OpenMP threads (default: all cores)")
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
                      "sources of the sky (default: the file's)");
   verify->add_option("--seed", verify_opts.seed, "seed of the sky (default: the file's)")
       ->check(kNonNegative);
-  verify->add_option("--samples", verify_opts.samples, "visibilities checked per file")
+  verify->add_option("--samples", verify_opts.samples, "visibilities checked over the files")
       ->capture_default_str();
   verify->add_option("--tolerance", verify_opts.tolerance, "relative RMSE allowed")
       ->capture_default_str();

@@ -21,7 +21,7 @@ struct DegridRunOptions {
   std::uint64_t seed = 1;
   index_t vis_samples = 1000;
   int threads = 0;
-  index_t bls_per_task = 256;  // baseline tracks (a baseline at one time) per degrid task
+  index_t bls_per_task = 256;  // baselines' time chunks (row chunks) per degrid task
   degrid::DegridOptions kernel;
   std::optional<index_t> margin;  // default: from degrid::w_layout
   // Tower height from a target error (<= 0: twice the error at w = 0)
