@@ -60,10 +60,8 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = iotest::kExitOk;
-  bool started = false;
   try {
     if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
-    started = true;
     const auto report = iotest::pipeline::run(options, MPI_COMM_WORLD);
     if (rank == 0) emit(report, report_path);
   } catch (const iotest::UsageError& e) {
@@ -74,7 +72,6 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
   }
-  (void)started;
   MPI_Finalize();
   return status;
 }

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import load
+from conftest import MPI_TIMEOUT_S, load
 
 # 351 baselines x 16 dumps x 32 channels = 179,712 visibilities in chunks of
 # 8 x 16: small enough for CI, with chunks shared by several subgrids.
@@ -48,7 +48,8 @@ def check_complete(r, files=None):
 ])
 def test_pipeline_writes_every_visibility(mpirun, iotest, tmp_path, ranks, extra):
     out, report = tmp_path / "out%d.h5", tmp_path / "r.json"
-    mpirun(ranks, *OBS, *extra, str(out), f"--report={report}", check=0)
+    mpirun(ranks, *OBS, *extra, str(out), f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
     r = load(report)
     check_complete(r)
     pl = r["pipeline"]
@@ -69,7 +70,8 @@ def test_pipeline_writes_every_visibility(mpirun, iotest, tmp_path, ranks, extra
 
 def test_report_carries_rates_and_role_timings(mpirun, tmp_path):
     report = tmp_path / "r.json"
-    mpirun(3, *OBS, f"--report={report}", check=0)  # dry run: the null back-end
+    # A dry run: the null back-end.
+    mpirun(3, *OBS, f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     r = load(report)
     assert r["mode"] == "run"
     assert r["config"]["backend"] == "null"
@@ -85,7 +87,8 @@ def test_report_carries_rates_and_role_timings(mpirun, tmp_path):
 
 def test_recombination_alone_checks_subgrids(mpirun, tmp_path):
     report = tmp_path / "r.json"
-    proc = mpirun(2, "--rec-set=T05_", "--no-progress", f"--report={report}", check=0)
+    proc = mpirun(2, "--rec-set=T05_", "--no-progress", f"--report={report}", check=0,
+                  timeout=MPI_TIMEOUT_S)
     assert "iotest run: T05_" in proc.stdout  # the plan, printed before starting
     r = load(report)
     assert r["counts"]["subgrids_processed"] == 36
@@ -95,7 +98,8 @@ def test_recombination_alone_checks_subgrids(mpirun, tmp_path):
 
 def test_zero_facet_workers_degrid_zeros_without_deadlock(mpirun, tmp_path):
     report = tmp_path / "r.json"
-    mpirun(2, *OBS, "--facet-workers=0", f"--report={report}", check=0)
+    mpirun(2, *OBS, "--facet-workers=0", f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
     r = load(report)
     assert r["pipeline"]["producers"] == 0
     assert r["counts"]["visibilities_written"] == VISIBILITIES
@@ -119,7 +123,7 @@ def test_runs_without_mpirun(iotest, tmp_path):
 ])
 def test_bad_flags_fail_cleanly(mpirun, tmp_path, args, option):
     base = [a for a in OBS if not a.startswith(option.split("=")[0])]
-    proc = mpirun(3, *base, *args, str(tmp_path / "out%d.h5"))
+    proc = mpirun(3, *base, *args, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
     assert len(errors) == 1 and option in errors[0]
@@ -127,7 +131,7 @@ def test_bad_flags_fail_cleanly(mpirun, tmp_path, args, option):
 
 
 def test_unwritable_output_fails_before_any_work(mpirun, tmp_path):
-    proc = mpirun(3, *OBS, str(tmp_path / "missing" / "out%d.h5"))
+    proc = mpirun(3, *OBS, str(tmp_path / "missing" / "out%d.h5"), timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "OUTPUT" in proc.stderr and "cannot create" in proc.stderr
     assert not os.listdir(tmp_path)

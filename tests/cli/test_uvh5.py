@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
+from conftest import MPI_TIMEOUT_S
+
 pyuvdata = pytest.importorskip("pyuvdata")
 
 
@@ -66,7 +68,7 @@ def test_distributed_run_files_sum_to_the_sky(mpirun, tmp_path):
     mpirun(5, "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
            "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=10", "--no-progress",
            "--facet-workers=3", "--writer-count=2", str(tmp_path / "vis%d.h5"),
-           f"--report={report}", check=0)
+           f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)  # a deadlock fails here
     r = json.loads(report.read_text())
     files = sorted(tmp_path.glob("vis*.h5"))
     assert len(files) == 4

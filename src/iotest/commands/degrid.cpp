@@ -61,6 +61,28 @@ degrid::TowerCalibration calibrate_w_layout(const swiftly::Recombination& rec,
   return calibration;
 }
 
+void describe_degridding(report::RunSettings& s, const degrid::DegridOptions& kernel,
+                         const degrid::Degridder& d, const degrid::WLayout& w, index_t w_stacks,
+                         const std::optional<degrid::TowerCalibration>& calibration) {
+  s.support = kernel.support;
+  s.w_support = kernel.w_support;
+  s.w_step = d.planes().dw;
+  s.w_stack_step = w.stack_step;
+  s.w_stacks = w_stacks;
+  s.tower_half_height = w.tower_half_height;
+  if (calibration) {
+    s.target_err = calibration->target;
+    s.tower_error_at_zero = calibration->error_at_zero;
+  }
+}
+
+std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm) {
+  if (sources.size() > 10000) return std::nullopt;
+  report::Sky sky{pixel_lm, {}};
+  for (const auto& src : sources) sky.sources.push_back({src.y0, src.y1});
+  return sky;
+}
+
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   const auto obs = telescope::make_observation(o.observation);
@@ -250,16 +272,8 @@ report::Report degrid(const DegridRunOptions& o) {
   r.settings->direction = "predict";
   r.settings->subgrids = used;
   r.settings->threads = threads;
-  r.settings->support = o.kernel.support;
-  r.settings->w_support = o.kernel.w_support;
-  r.settings->w_step = degridder.planes().dw;
-  r.settings->w_stack_step = w.stack_step;
-  r.settings->w_stacks = static_cast<index_t>(stacks.size());
-  r.settings->tower_half_height = w.tower_half_height;
-  if (calibration) {
-    r.settings->target_err = calibration->target;
-    r.settings->tower_error_at_zero = calibration->error_at_zero;
-  }
+  describe_degridding(*r.settings, o.kernel, degridder, w, static_cast<index_t>(stacks.size()),
+                      calibration);
   r.settings->vis_samples = static_cast<index_t>(samples.size());
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
@@ -287,11 +301,7 @@ report::Report degrid(const DegridRunOptions& o) {
   rates.write_bytes_per_s =
       timing.write_s > 0 ? static_cast<double>(backend->stats().bytes) / timing.write_s : 0;
   r.rates = rates;
-  if (sources.size() <= 10000) {
-    report::Sky sky{g.pixel_lm, {}};
-    for (const auto& src : sources) sky.sources.push_back({src.y0, src.y1});
-    r.sky = sky;
-  }
+  r.sky = sky_of(sources, g.pixel_lm);
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

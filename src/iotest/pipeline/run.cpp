@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cerrno>
-#include <cstring>
 #include <map>
+#include <set>
 #include <thread>
+#include <type_traits>
 
 #include "iotest/commands/degrid.hpp"
 #include "iotest/commands/plan.hpp"
@@ -63,60 +63,38 @@ namespace {
 
 // What ranks send to rank 0 at the end: plain numbers, one MPI_BYTE block.
 struct Wire {
+  report::RankFigures figures;
   int rank = 0, role = 0;
   char host[64] = {};
-  double busy_s = 0, wait_s = 0, idle_s = 0, write_s = 0, cpu_s = 0;
-  std::int64_t messages_sent = 0, messages_received = 0, bytes_sent = 0, bytes_received = 0;
-  std::int64_t contributions = 0, subgrids = 0, visibilities = 0, w_planes = 0;
-  std::int64_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
-  std::int64_t send_max = 0, subgrid_max = 0, task_max = 0, vis_max = 0, peak_rss = 0;
-  double subgrid_err = 0, subgrid_ref = 0, subgrid_worst = -1;
-  double vis_err = 0, vis_ref = 0;
-  std::int64_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
+  RelativeError subgrid_error, vis_error;
+  double subgrid_worst = -1;
+  index_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
 };
+static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
 
 Wire to_wire(const RankResult& r, int rank, int role) {
   Wire w;
-  const auto& s = r.stats;
+  w.figures = r.stats;
+  w.figures.peak_rss_bytes = peak_rss_bytes();
   w.rank = rank;
   w.role = role;
   ::gethostname(w.host, sizeof(w.host) - 1);
-  w.busy_s = s.busy_s, w.wait_s = s.wait_s, w.idle_s = s.idle_s, w.write_s = s.write_s;
-  w.cpu_s = s.cpu_s;
-  w.messages_sent = s.messages_sent, w.messages_received = s.messages_received;
-  w.bytes_sent = s.bytes_sent, w.bytes_received = s.bytes_received;
-  w.contributions = s.contributions, w.subgrids = s.subgrids, w.visibilities = s.visibilities;
-  w.w_planes = s.w_planes;
-  w.bytes_written = s.bytes_written, w.chunks_written = s.chunks_written;
-  w.chunks_rewritten = s.chunks_rewritten;
-  w.send_max = s.send_queue_max, w.subgrid_max = s.subgrid_queue_max;
-  w.task_max = s.task_queue_max, w.vis_max = s.visibility_queue_max;
-  w.peak_rss = peak_rss_bytes();
-  w.subgrid_err = r.subgrid_error.error_sq, w.subgrid_ref = r.subgrid_error.reference_sq;
+  w.subgrid_error = r.subgrid_error;
+  w.vis_error = r.vis_error;
   w.subgrid_worst = r.subgrid_error_worst;
-  w.vis_err = r.vis_error.error_sq, w.vis_ref = r.vis_error.reference_sq;
-  w.subgrids_checked = r.subgrids_checked, w.vis_checked = r.vis_checked;
+  w.subgrids_checked = r.subgrids_checked;
+  w.vis_checked = r.vis_checked;
   w.visibilities_written = r.visibilities_written;
   return w;
 }
 
 report::RankStats from_wire(const Wire& w) {
   report::RankStats s;
+  static_cast<report::RankFigures&>(s) = w.figures;
   s.rank = w.rank;
   s.role = kRoleNames[w.role];
   s.host = w.host;
-  s.busy_s = w.busy_s, s.wait_s = w.wait_s, s.idle_s = w.idle_s, s.write_s = w.write_s;
-  s.cpu_s = w.cpu_s;
-  s.messages_sent = w.messages_sent, s.messages_received = w.messages_received;
-  s.bytes_sent = w.bytes_sent, s.bytes_received = w.bytes_received;
-  s.contributions = w.contributions, s.subgrids = w.subgrids, s.visibilities = w.visibilities;
-  s.w_planes = w.w_planes;
-  s.bytes_written = w.bytes_written, s.chunks_written = w.chunks_written;
-  s.chunks_rewritten = w.chunks_rewritten;
-  s.send_queue_max = w.send_max, s.subgrid_queue_max = w.subgrid_max;
-  s.task_queue_max = w.task_max, s.visibility_queue_max = w.vis_max;
-  s.peak_rss_bytes = w.peak_rss;
   return s;
 }
 
@@ -302,18 +280,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   s.check = o.check_subgrids;
   s.threads = ctx.threads;
   if (ctx.obs) {
-    s.support = o.kernel.support;
-    s.w_support = o.kernel.w_support;
-    s.w_step = ctx.degridder->planes().dw;
-    s.w_stack_step = ctx.w.stack_step;
-    std::map<index_t, bool> stacks;
-    for (const auto& v : ctx.plan.visits) stacks[v.stack] = true;
-    s.w_stacks = static_cast<index_t>(stacks.size());
-    s.tower_half_height = ctx.w.tower_half_height;
-    if (calibration) {
-      s.target_err = calibration->target;
-      s.tower_error_at_zero = calibration->error_at_zero;
-    }
+    std::set<index_t> stacks;
+    for (const auto& v : ctx.plan.visits) stacks.insert(v.stack);
+    commands::describe_degridding(s, o.kernel, *ctx.degridder, ctx.w,
+                                  static_cast<index_t>(stacks.size()), calibration);
     s.vis_samples = o.vis_samples;
     s.backend = o.output.empty() ? "null" : "hdf5";
     s.output = o.output;
@@ -323,23 +293,18 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = pl.subgrid_visits;
   r.pipeline = pl;
-  if (ctx.obs && ctx.sources.size() <= 10000) {  // so other tools can predict the same
-    report::Sky sky{ctx.geometry->pixel_lm, {}};
-    for (const auto& src : ctx.sources) sky.sources.push_back({src.y0, src.y1});
-    r.sky = sky;
-  }
+  if (ctx.obs) r.sky = commands::sky_of(ctx.sources, ctx.geometry->pixel_lm);
   // Outputs: checked once, on rank 0, so a bad path stops every rank
   // cleanly before any work (the files are on a shared file system).
   std::string bad_output;
-  if (rank == 0 && !o.output.empty())
-    for (index_t i = 0; i < roles.streamers * o.writer_count && bad_output.empty(); ++i) {
-      const auto path = output_path(o.output, i, roles.streamers * o.writer_count) + ".partial";
-      std::FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f)
-        bad_output = fmt::format("cannot create '{}': {}", path, std::strerror(errno));
-      else
-        std::fclose(f), std::remove(path.c_str());
+  if (rank == 0 && !o.output.empty()) {
+    const index_t files = roles.streamers * o.writer_count;
+    try {
+      for (index_t i = 0; i < files; ++i) check_creatable(output_path(o.output, i, files));
+    } catch (const UsageError& e) {
+      bad_output = e.what();
     }
+  }
   int length = static_cast<int>(bad_output.size());
   MPI_Bcast(&length, 1, MPI_INT, 0, comm);
   bad_output.resize(static_cast<size_t>(length));
@@ -382,33 +347,33 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   index_t written = 0, checked = 0, vis_checked = 0, sent = 0, received = 0;
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0, subgrids = 0,
           visibilities = 0, planes = 0;
-  double write_s = 0, producer_wait = 0, streamer_wait = 0, streamer_write_wait = 0;
+  double write_s = 0, producer_wait = 0, streamer_wait = 0;
   auto& ranks = r.pipeline->per_rank;
   for (const auto& w : all) {
+    const auto& f = w.figures;
     ranks.push_back(from_wire(w));
-    subgrid_error.add({w.subgrid_err, w.subgrid_ref});
-    vis_error.add({w.vis_err, w.vis_ref});
+    subgrid_error.add(w.subgrid_error);
+    vis_error.add(w.vis_error);
     subgrid_worst = std::max(subgrid_worst, w.subgrid_worst);
     checked += w.subgrids_checked;
     vis_checked += w.vis_checked;
     written += w.visibilities_written;
-    sent += w.role == 0 ? w.bytes_sent : 0;
-    received += w.role == 1 ? w.bytes_received : 0;
-    bytes_written += w.bytes_written;
-    chunks_written += w.chunks_written;
-    chunks_rewritten += w.chunks_rewritten;
-    subgrids += w.role == 1 ? w.subgrids : 0;
-    visibilities += w.visibilities;
-    planes += w.w_planes;
-    write_s = std::max(write_s, w.write_s);
-    if (w.role == 0) producer_wait = std::max(producer_wait, w.wait_s);
-    if (w.role == 1) streamer_wait = std::max(streamer_wait, w.wait_s);
-    if (w.busy_s > busiest) {
-      busiest = w.busy_s;
+    sent += w.role == 0 ? f.bytes_sent : 0;
+    received += w.role == 1 ? f.bytes_received : 0;
+    bytes_written += f.bytes_written;
+    chunks_written += f.chunks_written;
+    chunks_rewritten += f.chunks_rewritten;
+    subgrids += w.role == 1 ? f.subgrids : 0;
+    visibilities += f.visibilities;
+    planes += f.w_planes;
+    write_s = std::max(write_s, f.write_s);
+    if (w.role == 0) producer_wait = std::max(producer_wait, f.wait_s);
+    if (w.role == 1) streamer_wait = std::max(streamer_wait, f.wait_s);
+    if (f.busy_s > busiest) {
+      busiest = f.busy_s;
       r.pipeline->slowest_rank = w.rank;
     }
   }
-  (void)streamer_write_wait;
   // What bound the run: whoever waited least while the others waited on it.
   const double share = 0.25 * stream_s;
   if (producer_wait > share && streamer_wait > share)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -175,24 +176,11 @@ void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::s
   }
 }
 
-// The output can be created: checked up front, so a bad path is a usage
-// error before any work, not a failure deep in a writer.
-void check_creatable(const std::string& path) {
-  const std::string probe = path + ".partial";
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  if (!f)
-    throw UsageError("OUTPUT", "cannot create '" + probe + "': " + std::strerror(errno));
-  std::fclose(f);
-  std::remove(probe.c_str());
-}
-
 }  // namespace
 
 Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& layout)
     : options_(options), layout_(layout) {
   if (options_.queue_slots < 1) throw std::logic_error("a writer queue needs a slot");
-  if (options_.backend != "null")
-    for (const auto& path : options_.paths) check_creatable(path);
   for (size_t i = 0; i < options_.paths.size(); ++i) {
     queues_.push_back(std::make_unique<ChunkQueue>(options_.queue_slots, layout.chunk_values()));
     start(i);
@@ -266,6 +254,14 @@ double Writers::wait_s() const {
   double s = 0;
   for (const auto& q : queues_) s += q->push_wait_s();
   return s;
+}
+
+void check_creatable(const std::string& path) {
+  const std::string probe = path + ".partial";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) throw UsageError("OUTPUT", "cannot create '" + probe + "': " + std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
 }
 
 std::string output_path(const std::string& pattern, index_t index, index_t writers_in_all) {

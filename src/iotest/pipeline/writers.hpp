@@ -79,6 +79,11 @@ class Writers {
   bool finished_ = false;
 };
 
+// Throws UsageError("OUTPUT") when `path` (as PATH.partial) cannot be
+// created: checked before any work, so a bad path is a usage error, not a
+// failure deep in a writer.
+void check_creatable(const std::string& path);
+
 // `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
 // before the extension when there are several writers in all.
 std::string output_path(const std::string& pattern, index_t index, index_t writers_in_all);

@@ -93,11 +93,9 @@ struct Rates {
 };
 
 // `iotest run`: what one rank did. Busy: computing; wait: blocked on a full
-// queue (back-pressure) or on a peer; idle: nothing to do.
-struct RankStats {
-  int rank = 0;
-  std::string role;  // producer, streamer, assigner
-  std::string host;
+// queue (back-pressure) or on a peer; idle: nothing to do. Plain numbers
+// (trivially copyable), so ranks send them to rank 0 as they are.
+struct RankFigures {
   double busy_s = 0, wait_s = 0, idle_s = 0;
   double cpu_s = 0;  // CPU time of the process (all its threads): busy_s is wall time, which
                      // on an oversubscribed host includes waiting for a core
@@ -113,6 +111,12 @@ struct RankStats {
   // outstanding, chunks waiting for writers.
   index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;
   index_t peak_rss_bytes = 0;
+};
+
+struct RankStats : RankFigures {
+  int rank = 0;
+  std::string role;  // producer, streamer, assigner
+  std::string host;
 };
 
 struct Pipeline {
