@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <utility>
 
 #include "iotest/common/errors.hpp"
 
@@ -14,6 +15,17 @@ namespace {
 constexpr double kTwoPi = 2 * std::numbers::pi;
 inline index_t centred(index_t i, index_t n) {
   return i < n / 2 ? i : i - n;
+}
+// z^n for |z| = 1 by repeated squaring (z^-1 = conj z).
+inline cplx integer_power(cplx z, index_t n) {
+  if (n < 0) {
+    z = std::conj(z);
+    n = -n;
+  }
+  cplx r = 1;
+  for (; n > 0; n >>= 1, z *= z)
+    if (n & 1) r *= z;
+  return r;
 }
 }  // namespace
 
@@ -81,6 +93,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       g_(g),
       obs_(obs),
       uv_kernel_(o.support, p_.f / 2),
+      sum_taps_(pick_sum_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
       layout_(w),
       planes_(w.planes),
@@ -90,7 +103,6 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
   // of the xM image lies at z N / xM image pixels).
   const index_t xM = p_.xM;
   screen_step_.resize(static_cast<size_t>(xM * xM));
-  screen_phase_.resize(static_cast<size_t>(xM * xM));
   const double scale = static_cast<double>(p_.N) / static_cast<double>(xM) * g.pixel_lm;
   for (index_t i0 = 0; i0 < xM; ++i0)
     for (index_t i1 = 0; i1 < xM; ++i1) {
@@ -98,7 +110,6 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
                    m = static_cast<double>(centred(i1, xM)) * scale;
       const double n = std::sqrt(std::max(0.0, 1 - l * l - m * m));
       const double turns = planes_.dw * (n - 1 - planes_.centre);
-      screen_phase_[static_cast<size_t>(i0 * xM + i1)] = turns;
       screen_step_[static_cast<size_t>(i0 * xM + i1)] = std::polar(1.0, kTwoPi * turns);
     }
 }
@@ -161,52 +172,85 @@ index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max
   ws.first_plane = p_lo;
   ws.plane_count = nplanes;
 
-  // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the grid.
+  // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the
+  // grid. The screen of the first plane is the step screen to the power
+  // p_lo (by squaring: no sine or cosine per pixel), the next ones follow
+  // by one product each; each plane is transformed from a copy (scratch).
   cplx* screened = ws.screened.data();
+  cplx* scratch = ws.scratch.data();
+  const cplx* step = screen_step_.data();
   for (index_t i = 0; i < xM * xM; ++i)
-    screened[i] = subgrid_sum.data[i] * std::polar(1.0, kTwoPi * static_cast<double>(p_lo) *
-                                                            screen_phase_[static_cast<size_t>(i)]);
+    scratch[i] = screened[i] = subgrid_sum.data[i] * integer_power(step[i], p_lo);
   for (index_t p = 0; p < nplanes; ++p) {
     if (p > 0)
-      for (index_t i = 0; i < xM * xM; ++i) screened[i] *= screen_step_[static_cast<size_t>(i)];
-    rec_.finish_subgrid_copy(ws.screened.view(), ws.scratch.view(),
-                             ws.planes[static_cast<size_t>(p)].view());
+      for (index_t i = 0; i < xM * xM; ++i) scratch[i] = screened[i] *= step[i];
+    rec_.finish_subgrid_in(ws.scratch.view(), ws.planes[static_cast<size_t>(p)].view());
   }
   return nplanes;
 }
 
+namespace {
+// The tap sum of one visibility: S x S taps in u, v on each of Sw planes.
+// With S fixed at compile time the 2 S accumulators (rows of S complex
+// values as plain doubles) stay in vector registers, and the sum is as many
+// loads as taps.
+template <int S>
+cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw,
+              const Array2D* planes, index_t fu, index_t fv) {
+  std::array<double, 2 * S> acc{};
+  for (int jw = 0; jw < Sw; ++jw) {
+    const Array2D& plane = planes[jw];
+    for (int ju = 0; ju < S; ++ju) {
+      const double c = ww[jw] * wu[ju];
+      const double* row = reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);
+      for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
+    }
+  }
+  double re = 0, im = 0;
+  for (int jv = 0; jv < S; ++jv) {
+    re += wv[jv] * acc[2 * static_cast<size_t>(jv)];
+    im += wv[jv] * acc[2 * static_cast<size_t>(jv) + 1];
+  }
+  return {re, im};
+}
+
+template <int... S>
+SumTaps sum_taps_for(int support, std::integer_sequence<int, S...>) {
+  SumTaps f = nullptr;
+  ((support == 2 * (S + 1) ? (f = &sum_taps<2 * (S + 1)>, 0) : 0), ...);
+  return f;
+}
+}  // namespace
+
+SumTaps Degridder::pick_sum_taps(int support) {
+  // Every even support the kernel allows: 2, 4, ..., kMaxSupport.
+  return sum_taps_for(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
+}
+
 cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
                              const Workspace& ws) const {
+  const double pos[3] = {uc, vc, w_rel / planes_.dw};
+  Taps taps[3];
+  index_t first[3];
+  uv_kernel_.weights(pos, 2, taps, first);
+  w_kernel_.weights(pos + 2, 1, taps + 2, first + 2);
+  return sum_point(taps[0], taps[1], taps[2], first[0], first[1], first[2], uc, vc, w, ws) *
+         std::polar(1.0, kTwoPi * w * planes_.centre);
+}
+
+cplx Degridder::sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u,
+                          index_t first_v, index_t first_w, double uc, double vc, double w,
+                          const Workspace& ws) const {
   const index_t xA = p_.xA;
   const int S = uv_kernel_.support(), Sw = w_kernel_.support();
-  std::array<double, kMaxSupport> wu{}, wv{}, ww{};
-  const index_t fu = uv_kernel_.weights(uc, wu) + xA / 2;
-  const index_t fv = uv_kernel_.weights(vc, wv) + xA / 2;
-  const index_t fw = w_kernel_.weights(w_rel / planes_.dw, ww) - ws.first_plane;
+  const index_t fu = first_u + xA / 2, fv = first_v + xA / 2, fw = first_w - ws.first_plane;
   // The binning and the margin guarantee this; a breach would read outside
   // the tower, so it is checked rather than assumed.
   if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
     throw std::logic_error(fmt::format(
         "visibility at ({:.2f}, {:.2f}) cells, w {:.1f} reaches outside its subgrid's tower", uc,
         vc, w));
-  // Rows of S complex values as 2S doubles, so the sums over taps are plain
-  // multiply-adds the compiler vectorises.
-  std::array<double, 2 * kMaxSupport> acc{};
-  for (int jw = 0; jw < Sw; ++jw) {
-    const CView2D plane = ws.planes[static_cast<size_t>(fw + jw)].view();
-    for (int ju = 0; ju < S; ++ju) {
-      const double c = ww[static_cast<size_t>(jw)] * wu[static_cast<size_t>(ju)];
-      const double* row = reinterpret_cast<const double*>(plane.row(fu + ju) + fv);
-      for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
-    }
-  }
-  double re = 0, im = 0;
-  for (int jv = 0; jv < S; ++jv) {
-    re += wv[static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv)];
-    im += wv[static_cast<size_t>(jv)] * acc[2 * static_cast<size_t>(jv) + 1];
-  }
-  // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0).
-  return cplx(re, im) * std::polar(1.0, kTwoPi * w * planes_.centre);
+  return sum_taps_(wu.data(), wv.data(), ww.data(), Sw, ws.planes.data() + fw, fu, fv);
 }
 
 void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
@@ -216,16 +260,35 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
   const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
     return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
   };
+  // Channels are taken in blocks whose tap weights are evaluated together.
+  constexpr int kBlock = 16;
+  std::array<double, kBlock> pu, pv, pw, wl;
+  std::array<Taps, kBlock> tu, tv, tw;
+  std::array<index_t, kBlock> fu, fv, fw;
   for (const auto* run_it = begin; run_it != end; ++run_it) {
     const auto& run = *run_it;
     const auto b = baseline_uvw(run.baseline, run.time);
     const double w_stack = run.w_stack * layout_.stack_step;
-    for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
-      const double scale = obs_.freq.at(k) * inv_c;
-      const double uc = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
-      const double vc = wrap_centred(b.v * scale / g_.cell_uv - static_cast<double>(off1));
-      const double w = b.w * scale;
-      out.push_back(degrid_point(uc, vc, w - w_stack, w, ws));
+    for (index_t k0 = run.chan_begin; k0 < run.chan_end; k0 += kBlock) {
+      const int n = static_cast<int>(std::min<index_t>(kBlock, run.chan_end - k0));
+      for (int i = 0; i < n; ++i) {
+        const double scale = obs_.freq.at(k0 + i) * inv_c;
+        pu[i] = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
+        pv[i] = wrap_centred(b.v * scale / g_.cell_uv - static_cast<double>(off1));
+        wl[i] = b.w * scale;
+        pw[i] = (wl[i] - w_stack) / planes_.dw;
+      }
+      uv_kernel_.weights(pu.data(), n, tu.data(), fu.data());
+      uv_kernel_.weights(pv.data(), n, tv.data(), fv.data());
+      w_kernel_.weights(pw.data(), n, tw.data(), fw.data());
+      // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0),
+      // a phase linear in frequency, so stepped across the block.
+      cplx phase = std::polar(1.0, kTwoPi * wl[0] * planes_.centre);
+      const cplx step =
+          std::polar(1.0, kTwoPi * b.w * obs_.freq.step() * inv_c * planes_.centre);
+      for (int i = 0; i < n; ++i, phase *= step)
+        out.push_back(sum_point(tu[i], tv[i], tw[i], fu[i], fv[i], fw[i], pu[i], pv[i], wl[i], ws) *
+                      phase);
     }
   }
 }

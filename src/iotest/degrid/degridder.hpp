@@ -60,6 +60,10 @@ struct WLayout {
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin);
 
+// The tap sum of one visibility for one u, v support (see degridder.cpp).
+using SumTaps = cplx (*)(const double* wu, const double* wv, const double* ww, int w_support,
+                         const Array2D* planes, index_t first_u, index_t first_v);
+
 class Degridder {
  public:
   Degridder(const swiftly::Recombination& rec, const binning::GridGeometry& g,
@@ -110,18 +114,24 @@ class Degridder {
 
  private:
   telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
+  static SumTaps pick_sum_taps(int support);
+  // The tap sum at the given weights, after checking that the taps lie in
+  // the tower (the planes still carry exp(-2 pi i w c0)).
+  cplx sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u, index_t first_v,
+                 index_t first_w, double uc, double vc, double w, const Workspace& ws) const;
 
   const swiftly::Recombination& rec_;
   const config::RecombinationParams& p_;
   binning::GridGeometry g_;
   const telescope::Observation& obs_;
-  GridKernel uv_kernel_, w_kernel_;
+  GridKernel uv_kernel_;
+  SumTaps sum_taps_;
+  GridKernel w_kernel_;
   WLayout layout_;
   WPlanes planes_;
   std::vector<std::pair<int, int>> baselines_;
   std::vector<std::vector<telescope::Uvw>> antenna_uvw_;  // [time][antenna], metres
   std::vector<cplx> screen_step_;  // exp(2 pi i dw (n - 1 - c0)) over the subgrid image, FFT order
-  std::vector<double> screen_phase_;  // dw (n - 1 - c0) in turns
 };
 
 // Tower height from a target error (DESIGN.md section 8): worst-case

@@ -1,5 +1,6 @@
 #include "iotest/degrid/kernel.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -50,7 +51,7 @@ GridKernel::GridKernel(int support, double x0)
       next[static_cast<size_t>(i)] -= T[static_cast<size_t>(k - 2)][static_cast<size_t>(i)];
     T.push_back(std::move(next));
   }
-  std::vector<std::array<double, kMaxSupport>> monomial(static_cast<size_t>(nodes));
+  std::vector<Taps> monomial(static_cast<size_t>(nodes));
   for (int k = 0; k < nodes; ++k)
     for (int i = 0; i <= k; ++i)
       for (int j = 0; j < support_; ++j)
@@ -65,18 +66,41 @@ double GridKernel::value(double t) const {
   return std::abs(s) <= 1 ? pswf_.evaluate(s) : 0.0;
 }
 
-index_t GridKernel::weights(double pos, std::array<double, kMaxSupport>& w) const {
-  const double left = pos - support_ / 2.0;
-  const double first = std::ceil(left);
-  const double x = 2 * (first - left) - 1;
-  // Horner's rule on the monomial coefficients, the taps side by side
-  // (vectorisable).
-  w = coeffs_[static_cast<size_t>(degree_)];
-  for (int k = degree_ - 1; k >= 0; --k) {
-    const auto& a = coeffs_[static_cast<size_t>(k)];
-    for (int j = 0; j < kMaxSupport; ++j) w[j] = w[j] * x + a[j];
+index_t GridKernel::weights(double pos, Taps& w) const {
+  index_t first = 0;
+  weights(&pos, 1, &w, &first);
+  return first;
+}
+
+void GridKernel::weights(const double* pos, int n, Taps* w, index_t* first) const {
+  constexpr int kLanes = 4;  // positions per interleaved group (a0..a3 below)
+  for (int i0 = 0; i0 < n; i0 += kLanes) {
+    const int lanes = std::min(kLanes, n - i0);
+    std::array<double, kLanes> x{};
+    for (int b = 0; b < lanes; ++b) {
+      const double left = pos[i0 + b] - support_ / 2.0;
+      const double f = std::ceil(left);
+      x[static_cast<size_t>(b)] = 2 * (f - left) - 1;
+      first[i0 + b] = static_cast<index_t>(f);
+    }
+    // Horner's rule on the monomial coefficients, all taps of the four
+    // lanes side by side: 4 x kMaxSupport independent chains that vectorise
+    // over the taps (written out per lane so the compiler keeps them in
+    // registers instead of transposing).
+    const Taps& top = coeffs_[static_cast<size_t>(degree_)];
+    Taps a0 = top, a1 = top, a2 = top, a3 = top;
+    for (int k = degree_ - 1; k >= 0; --k) {
+      const Taps& c = coeffs_[static_cast<size_t>(k)];
+      for (size_t j = 0; j < kMaxSupport; ++j) {
+        a0[j] = a0[j] * x[0] + c[j];
+        a1[j] = a1[j] * x[1] + c[j];
+        a2[j] = a2[j] * x[2] + c[j];
+        a3[j] = a3[j] * x[3] + c[j];
+      }
+    }
+    const std::array<const Taps*, kLanes> acc{&a0, &a1, &a2, &a3};
+    for (int b = 0; b < lanes; ++b) w[i0 + b] = *acc[static_cast<size_t>(b)];
   }
-  return static_cast<index_t>(first);
 }
 
 double GridKernel::correction(double nu) const {

@@ -13,6 +13,7 @@
 namespace iotest::degrid {
 
 inline constexpr int kMaxSupport = 16;
+using Taps = std::array<double, kMaxSupport>;
 
 class GridKernel {
  public:
@@ -28,7 +29,11 @@ class GridKernel {
   double value(double t) const;
   // Weights of the `support` taps around position `pos` (in cells); tap j
   // applies to cell first + j, where first is returned.
-  index_t weights(double pos, std::array<double, kMaxSupport>& w) const;
+  index_t weights(double pos, Taps& w) const;
+  // The same at n positions at once (the hot path): the positions' Horner
+  // chains interleave, which hides the multiply-add latency that bounds a
+  // single position.
+  void weights(const double* pos, int n, Taps* w, index_t* first) const;
   // The kernel's Fourier transform at nu cycles per cell, |nu| <= x0.
   double correction(double nu) const;
 
@@ -40,7 +45,7 @@ class GridKernel {
   int degree_ = 0;
   // Polynomial coefficients in x = 2 d - 1 (d the fractional offset), per
   // power then tap (fitted at Chebyshev nodes).
-  std::vector<std::array<double, kMaxSupport>> coeffs_;
+  std::vector<Taps> coeffs_;
 };
 
 }  // namespace iotest::degrid

@@ -41,6 +41,9 @@ class Backoff {
   std::chrono::microseconds delay_{20};
 };
 
+// Rank 0's text to every rank of comm (waiting without spinning).
+void broadcast(MPI_Comm comm, std::string& text);
+
 // ---- what every rank knows --------------------------------------------------
 struct Roles {
   int rank = 0, size = 1;

@@ -22,6 +22,7 @@
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/swiftly/fft.hpp"
 
 namespace iotest::pipeline {
 
@@ -30,6 +31,23 @@ void Backoff::pause(double& waited) {
   std::this_thread::sleep_for(delay_);
   waited += seconds_since(start);
   delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
+}
+
+void broadcast(MPI_Comm comm, std::string& text) {
+  // Non-blocking, waited for by test-then-sleep: a blocking broadcast
+  // spins, which would take a core from rank 0 while it plans.
+  const auto wait = [](MPI_Request& request) {
+    Backoff backoff;
+    double waited = 0;
+    for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) backoff.pause(waited);
+  };
+  std::int64_t size = static_cast<std::int64_t>(text.size());
+  MPI_Request request;
+  MPI_Ibcast(&size, 1, MPI_INT64_T, 0, comm, &request);
+  wait(request);
+  text.resize(static_cast<size_t>(size));
+  MPI_Ibcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm, &request);
+  wait(request);
 }
 
 Progress::Progress(bool enabled, index_t total, const char* what)
@@ -197,7 +215,17 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Comm_dup(comm, &ctx.control);
 
   const double t_plan = MPI_Wtime();
-  ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  // FFTW_MEASURE planning takes seconds on large sets, and ranks sharing
+  // cores slow each other down: rank 0 measures, the others plan from its
+  // wisdom (as FFTW's own MPI interface does; on a node unlike rank 0's the
+  // plans are still correct, only perhaps not the fastest).
+  if (rank == 0) ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  std::string wisdom = rank == 0 ? swiftly::export_fft_wisdom() : std::string();
+  broadcast(comm, wisdom);
+  if (rank != 0) {
+    swiftly::import_fft_wisdom(wisdom);
+    ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  }
   std::optional<degrid::TowerCalibration> calibration;
   if (ctx.obs && o.target_err)
     calibration = commands::calibrate_w_layout(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel,

@@ -235,18 +235,22 @@ void Recombination::add_contribution(CView2D contribution, index_t facet_off0, i
   }
 }
 
-void Recombination::finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const {
+void Recombination::finish_subgrid_in(MView2D scratch, MView2D subgrid) const {
   const index_t xA = p_.xA, xM = p_.xM;
-  subgrid_inv_.execute(subgrid_sum.data);
+  subgrid_inv_.execute(scratch.data);
   for (index_t a = 0; a < xA; ++a)
-    gather_cyclic(subgrid_sum.row(wrap(a - xA / 2, xM)), xM, -xA / 2, subgrid.row(a), xA, 1.0);
-  std::fill(subgrid_sum.data, subgrid_sum.data + xM * xM, cplx{});
+    gather_cyclic(scratch.row(wrap(a - xA / 2, xM)), xM, -xA / 2, subgrid.row(a), xA, 1.0);
+}
+
+void Recombination::finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const {
+  finish_subgrid_in(subgrid_sum, subgrid);
+  std::fill(subgrid_sum.data, subgrid_sum.data + p_.xM * p_.xM, cplx{});
 }
 
 void Recombination::finish_subgrid_copy(CView2D subgrid_sum, MView2D scratch,
                                         MView2D subgrid) const {
   std::copy(subgrid_sum.data, subgrid_sum.data + p_.xM * p_.xM, scratch.data);
-  finish_subgrid(scratch, subgrid);
+  finish_subgrid_in(scratch, subgrid);
 }
 
 // ---- image (adjoint) ------------------------------------------------------

@@ -77,6 +77,9 @@ class Recombination {
                         MView2D subgrid_sum) const;
   // Inverse FFT and cut out the central xA x xA; leaves subgrid_sum zeroed.
   void finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const;
+  // The same, leaving `scratch` (the sum on entry) transformed: for callers
+  // that refill it anyway.
+  void finish_subgrid_in(MView2D scratch, MView2D subgrid) const;
   // The same from a copy in `scratch` (xM x xM), keeping subgrid_sum: for
   // several w-planes made from one subgrid.
   void finish_subgrid_copy(CView2D subgrid_sum, MView2D scratch, MView2D subgrid) const;

@@ -5,7 +5,9 @@
 
 #include <fftw3.h>
 
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "iotest/common/array.hpp"
@@ -45,6 +47,17 @@ inline FftPlan plan_many(int n, int howmany, cplx* in, int istride, int idist, c
   return FftPlan(fftw_plan_many_dft(1, &n, howmany, reinterpret_cast<fftw_complex*>(in), nullptr,
                                     istride, idist, reinterpret_cast<fftw_complex*>(out), nullptr,
                                     ostride, odist, sign, flags));
+}
+
+// FFTW's wisdom (what FFTW_MEASURE learnt) as text, and back: processes
+// on one node can measure once and share the result. Import returns false
+// for text FFTW does not accept.
+inline std::string export_fft_wisdom() {
+  const std::unique_ptr<char, decltype(&fftw_free)> text(fftw_export_wisdom_to_string(), &fftw_free);
+  return text ? std::string(text.get()) : std::string();
+}
+inline bool import_fft_wisdom(const std::string& text) {
+  return fftw_import_wisdom_from_string(text.c_str()) != 0;
 }
 
 // FFT work in the customary 5 n log2 n flops per complex transform of length n.
