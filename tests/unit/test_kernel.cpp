@@ -28,6 +28,25 @@ TEST(GridKernel, TapWeightsMatchDirectEvaluation) {
   }
 }
 
+TEST(GridKernel, BatchWeightsEqualSingleWeights) {
+  // The hot path evaluates positions four at a time; a partial group (here
+  // 7 = 4 + 3) must give each position exactly its own weights.
+  const GridKernel k(12, 0.375);
+  const double pos[7] = {0.0, 0.3, -2.7, 11.01, 5.5, -100.25, 0.999};
+  Taps batch[7];
+  index_t first[7];
+  k.weights(pos, 7, batch, first);
+  for (int i = 0; i < 7; ++i) {
+    Taps one{};
+    EXPECT_EQ(first[i], k.weights(pos[i], one)) << "position " << pos[i];
+    for (int j = 0; j < k.support(); ++j) {
+      EXPECT_EQ(batch[i][static_cast<size_t>(j)], one[static_cast<size_t>(j)]);
+      EXPECT_NEAR(one[static_cast<size_t>(j)], k.value(pos[i] - static_cast<double>(first[i] + j)),
+                  2e-12);
+    }
+  }
+}
+
 // Relative RMS error of degridding a corrected 1-D grid at random points,
 // against the direct transform of random point sources.
 double degrid_error_1d(int support, double x0) {
