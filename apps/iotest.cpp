@@ -240,8 +240,9 @@ int main(int argc, char** argv) {
                   "visibilities checked against the direct transform")
       ->capture_default_str();
   run->add_option("--facet-workers", facet_workers,
-                  "producer ranks, each holding facets (default: half the ranks, at most one "
-                  "per facet; 0: streamers degrid zeros)");
+                  "producer ranks, each holding facets (default: a third of the ranks with "
+                  "--vis-set, else half, at most one per facet; 0: streamers degrid zeros; "
+                  "always 0 with --synthetic-vis)");
   run->add_flag("--assigner", run_opts.assigner,
                 "dedicate the last rank to handing out work dynamically");
   run->add_option("--threads", run_opts.threads,
@@ -262,10 +263,14 @@ int main(int argc, char** argv) {
                   "baselines' time chunks per degrid task")
       ->capture_default_str();
   run->add_option("--visibility-queue", run_opts.visibility_queue,
-                  "chunks waiting for a streamer's writers")
+                  "chunks waiting for a streamer's writers (and as many parts of chunks held "
+                  "until whole)")
       ->capture_default_str();
   run->add_option("--writer-count", run_opts.writer_count, "writers per streamer")
       ->capture_default_str();
+  run->add_flag("--synthetic-vis", run_opts.synthetic_vis,
+                "storage only: no producers or degridding; streamers write a pattern in the "
+                "real run's chunks (needs --vis-set)");
   run->add_flag("--fork-writer", run_opts.fork_writer,
                 "writers are forked processes, not threads (HDF5 serialises threads)");
   run->add_option("--support", run_opts.kernel.support, "u, v kernel width (cells, even)")

@@ -135,3 +135,61 @@ def test_unwritable_output_fails_before_any_work(mpirun, tmp_path):
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "OUTPUT" in proc.stderr and "cannot create" in proc.stderr
     assert not os.listdir(tmp_path)
+
+
+# Storage only: no producers, no degridding, a pattern in the real run's chunks.
+SYNTHETIC = ["--synthetic-vis", *(a for a in OBS if not a.startswith("--source-count"))]
+
+
+def synthetic_run(mpirun, tmp_path, ranks=2, *extra):
+    out, report = tmp_path / "out%d.h5", tmp_path / "r.json"
+    mpirun(ranks, *SYNTHETIC, *extra, str(out), f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
+    return load(report), sorted(tmp_path.glob("out*.h5"))
+
+
+def test_synthetic_vis_writes_every_visibility_once(mpirun, iotest, tmp_path):
+    r, files = synthetic_run(mpirun, tmp_path)
+    pl, c = r["pipeline"], r["counts"]
+    assert pl["synthetic_vis"] is True
+    assert pl["producers"] == 0 and pl["streamers"] == 2
+    assert c["visibilities"] == c["visibilities_written"] == VISIBILITIES
+    assert sum(k["visibilities"] for k in pl["per_rank"]) == VISIBILITIES
+    assert c["chunks_written"] >= CHUNKS
+    assert c["bytes_written"] == (c["chunks_written"] + c["chunks_rewritten"]) * 8 * 16 * 16
+    assert c["bytes_sent"] == 0
+    assert "accuracy" not in r and "sky" not in r  # no sky, nothing to compare
+    assert pl["bound"] in ("storage", "chunk assembly")
+    assert [f.name for f in files] == ["out0.h5", "out1.h5"]
+    verify = tmp_path / "v.json"
+    proc = iotest("verify", *map(str, files), f"--report={verify}", check=0)
+    assert "synthetic" in proc.stdout and "passed" in proc.stdout
+    v = load(verify)
+    assert v["verification"]["synthetic"] is True
+    assert v["verification"]["chunks_present"] == CHUNKS
+
+
+def test_synthetic_files_say_so_and_a_changed_value_fails_verify(mpirun, iotest, tmp_path):
+    h5py = pytest.importorskip("h5py")
+    _, files = synthetic_run(mpirun, tmp_path)
+    with h5py.File(files[0], "r+") as f:
+        assert f["Header/extra_keywords/iotest_synthetic_vis"][()] == 1
+        assert b"synthetic" in f["Header/history"][()]
+        # Chunk (0, 0), zeros where not this file's (h5py reads {r, i} as complex).
+        block = f["Data/visdata"][0:8, 0:16, 0]
+        f["Data/visdata"][0:8, 0:16, 0] = block + 0.5j
+    # --samples: one visibility in every chunk, so the changed chunk is among them.
+    proc = iotest("verify", *map(str, files), f"--samples={CHUNKS}", check=1)
+    assert "differ from the synthetic pattern" in proc.stdout
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--rec-set=T05_", "--synthetic-vis", "--no-progress"], "--synthetic-vis"),  # no --vis-set
+    ([*SYNTHETIC, "--facet-workers=1"], "--facet-workers"),
+])
+def test_synthetic_vis_usage_errors(mpirun, tmp_path, args, option):
+    proc = mpirun(2, *args, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
+    assert len(errors) == 1 and option in errors[0], proc.stderr
+    assert not os.listdir(tmp_path)

@@ -91,6 +91,79 @@ TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
   EXPECT_EQ(queue.high_water(), 1);
 }
 
+// Several pushing threads and one writer taking chunks in place: each
+// pusher's chunks arrive whole and in its order, though pushers copy in
+// without the lock and resume only once a full queue is half empty.
+TEST(Writers, QueueKeepsEachPushersOrder) {
+  ChunkQueue queue(4, 256);
+  std::thread writer([&] {
+    storage::ChunkKey key;
+    const cplx* data = nullptr;
+    index_t n = 0, count = 0;
+    std::vector<index_t> next(3, 0);
+    while (queue.peek(key, data, n)) {
+      const auto pusher = static_cast<size_t>(key.freq_chunk);
+      EXPECT_EQ(key.row_chunk, next[pusher]++);
+      EXPECT_EQ(data[0], data[255]);  // copied in whole
+      EXPECT_EQ(data[255], cplx(static_cast<double>(key.row_chunk), static_cast<double>(pusher)));
+      queue.release();
+      ++count;
+    }
+    EXPECT_EQ(count, 3 * 200);
+  });
+  std::vector<std::thread> pushers;
+  for (index_t p = 0; p < 3; ++p)
+    pushers.emplace_back([&queue, p] {
+      for (index_t i = 0; i < 200; ++i) {
+        const std::vector<cplx> data(256, cplx(static_cast<double>(i), static_cast<double>(p)));
+        queue.push({i, p}, data.data(), 256);
+      }
+    });
+  for (auto& t : pushers) t.join();
+  queue.close();
+  writer.join();
+  EXPECT_LE(queue.high_water(), 4);
+}
+
+// Parts of a chunk wait until whole and go out once; whole chunks go
+// straight on; past `slots` held chunks the oldest goes as it is (its later
+// parts then go straight on, as rewrites); flush writes what is left.
+TEST(Writers, PartialChunksWriteEachChunkOnceWhole) {
+  const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
+  const auto layout = storage::layout_of(obs);  // chunks of 4 x 8 = 32 visibilities
+  PartialChunks partial(layout, 2);
+  std::vector<std::pair<index_t, index_t>> written;  // (row chunk, visibilities)
+  std::vector<cplx> last;
+  const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
+    written.emplace_back(key.row_chunk, n);
+    last.assign(data, data + 32);
+  };
+  std::vector<cplx> a(32), b(32);
+  for (size_t i = 0; i < 32; ++i) (i < 12 ? a : b)[i] = cplx(static_cast<double>(i + 1), 0);
+  partial.add({0, 0}, a.data(), 12, write);  // first part: held
+  EXPECT_TRUE(written.empty());
+  partial.add({1, 0}, b.data(), 32, write);  // whole: straight on
+  partial.add({0, 0}, b.data(), 20, write);  // the rest: chunk 0 whole, merged
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[1], std::make_pair(index_t{0}, index_t{32}));
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(last[i], cplx(static_cast<double>(i + 1), 0));
+  EXPECT_EQ(partial.held(), 0);
+
+  partial.add({2, 0}, a.data(), 12, write);
+  partial.add({3, 0}, a.data(), 12, write);
+  partial.add({4, 0}, a.data(), 12, write);  // a third: chunk 2 goes as it is
+  ASSERT_EQ(written.size(), 3u);
+  EXPECT_EQ(written[2], std::make_pair(index_t{2}, index_t{12}));
+  partial.add({2, 0}, b.data(), 20, write);  // its rest goes straight on (a rewrite)
+  ASSERT_EQ(written.size(), 4u);
+  EXPECT_EQ(written[3], std::make_pair(index_t{2}, index_t{20}));
+  partial.flush(write);  // chunks 3 and 4, in the order they came
+  ASSERT_EQ(written.size(), 6u);
+  EXPECT_EQ(written[4].first, 3);
+  EXPECT_EQ(written[5].first, 4);
+  EXPECT_EQ(partial.held(), 0);
+}
+
 TEST(Writers, FailureReachesThePusher) {
   ChunkQueue queue(2, 4);
   queue.fail("disk full");
@@ -129,6 +202,26 @@ TEST_P(WritersOfKind, CountChunksAndRewrites) {
   EXPECT_EQ(written, 10);
   EXPECT_EQ(rewritten, 1);
   EXPECT_EQ(visibilities, 32);
+}
+
+// Held until whole, the parts of a chunk make one write, not a rewrite.
+TEST_P(WritersOfKind, HoldPartsUntilWhole) {
+  const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
+  const auto layout = storage::layout_of(obs);
+  WriterOptions o;
+  o.paths = {""};
+  o.queue_slots = 2;
+  o.partial_slots = 10;
+  o.fork = GetParam();
+  Writers writers(o, layout);
+  const std::vector<cplx> data(static_cast<size_t>(layout.chunk_values()));
+  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 20);
+  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 12);
+  const auto stats = writers.finish();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].chunks_written, 10);
+  EXPECT_EQ(stats[0].chunks_rewritten, 0);
+  EXPECT_EQ(stats[0].visibilities, 320);
 }
 
 INSTANTIATE_TEST_SUITE_P(ThreadsAndProcesses, WritersOfKind, ::testing::Bool());

@@ -45,6 +45,39 @@ TEST(Report, AccuracyIsNullWhenNotMeasured) {
             std::string::npos);
 }
 
+// A storage-only run says so in JSON and text, and carries no accuracy;
+// a verification of a synthetic set says what it compared with.
+TEST(Report, SyntheticRunAndVerificationSaySo) {
+  Report r = plan("T05_");
+  r.mode = "run";
+  r.settings = RunSettings{};
+  r.settings->backend = "hdf5";
+  r.settings->output = "out%d.h5";
+  r.timing = Timing{};
+  r.rates = Rates{};
+  r.pipeline = Pipeline{};
+  r.pipeline->synthetic_vis = true;
+  r.pipeline->bound = "storage";
+  auto j = to_json(r);
+  EXPECT_EQ(j["pipeline"]["synthetic_vis"], true);
+  EXPECT_EQ(j["config"]["backend"], "hdf5");
+  EXPECT_FALSE(j.contains("accuracy"));
+  EXPECT_NE(render_text(r).find("synthetic visibilities"), std::string::npos);
+  EXPECT_NE(render_run_plan(r).find("synthetic visibilities"), std::string::npos);
+  r.pipeline->synthetic_vis = false;
+  EXPECT_EQ(to_json(r)["pipeline"]["synthetic_vis"], false);
+
+  Report v;
+  v.mode = "verify";
+  v.verification = Verification{{"a.h5"}, 4, 4, 1e-6, true, true, ""};
+  v.accuracy = Accuracy{};
+  v.accuracy->vis_rmse = 0;
+  v.accuracy->vis_samples = 4;
+  j = to_json(v);
+  EXPECT_EQ(j["verification"]["synthetic"], true);
+  EXPECT_NE(render_text(v).find("synthetic pattern"), std::string::npos);
+}
+
 TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
   const std::string path = ::testing::TempDir() + "iotest_report_test.json";
   write_json(plan("T05_", 2), path);

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/config/rec_set.hpp"
+#include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
@@ -68,6 +70,50 @@ TEST(Storage, ChunkAssemblerPlacesRunsInChunks) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[2].first.row_chunk, 3);
   EXPECT_THROW(chunks.add(9, 7, 2, vis.data(), emit), std::logic_error);  // crosses channel 8
+}
+
+// The storage-only mode's twin of degrid_to_chunks: a subgrid's runs (some
+// baselines, every other time step, two channel ranges) cut into tasks as
+// the streamer cuts them; the chunks carry exactly the runs' visibilities,
+// each once, with the pattern's values, and zeros elsewhere.
+TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
+  const auto obs = small_observation();  // 8 times in chunks of 4, 16 channels in chunks of 8
+  const auto layout = layout_of(obs);
+  std::vector<binning::VisRun> runs;
+  for (int b : {1, 2, 40})
+    for (int t = 0; t < 8; t += 2) {
+      runs.push_back({b, t, 2, 8, 0});
+      runs.push_back({b, t, 8, 13, 0});
+    }
+  degrid::sort_for_storage(runs);
+  std::map<std::pair<index_t, index_t>, std::vector<cplx>> chunks;  // summed over emissions
+  index_t emitted = 0;
+  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count) {
+    auto& sum = chunks[{key.row_chunk, key.freq_chunk}];
+    sum.resize(static_cast<size_t>(layout.chunk_values()));
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += data[i];
+    emitted += count;
+  };
+  ChunkAssembler assembler(layout);
+  std::vector<cplx> vis;
+  for (const auto& [first, last] : degrid::cut_tasks(runs, 8, 4, 1))
+    degrid::synthesize_to_chunks(8, runs.data() + first, runs.data() + last, vis, assembler, emit);
+  index_t expected = 0;
+  for (const auto& r : runs) expected += r.count();
+  EXPECT_EQ(emitted, expected);
+  EXPECT_EQ(chunks.size(), 3u * 2 * 2);  // 3 baselines x 2 row chunks x 2 frequency chunks
+  index_t nonzero = 0;
+  for (const auto& [key, values] : chunks)
+    for (index_t i = 0; i < layout.chunk_values(); ++i) {
+      const index_t row = key.first * 4 + i / 8, chan = key.second * 8 + i % 8;
+      const index_t b = row / 8, t = row % 8;
+      const bool covered = t % 2 == 0 && chan >= 2 && chan < 13;
+      const cplx want = covered ? degrid::synthetic_visibility(b, t, chan) : cplx{};
+      EXPECT_EQ(values[static_cast<size_t>(i)], want) << "row " << row << " channel " << chan;
+      nonzero += covered;
+    }
+  EXPECT_EQ(nonzero, expected);
+  EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5), cplx(3, 3 * 1048576 + 5));
 }
 
 TEST(Storage, UnknownBackendIsAUsageError) {
@@ -239,6 +285,59 @@ TEST(Storage, VerifyComparesTheSumOverFiles) {
   EXPECT_EQ(r.verification->chunks_present, 1404);
   EXPECT_NE(r.verification->reason.find("direct transform"), std::string::npos)
       << r.verification->reason;
+  std::filesystem::remove_all(dir);
+}
+
+// A synthetic set is checked against the pattern, exactly; it does not mix
+// with files of a sky.
+TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
+  const auto obs = small_observation();
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_synthetic";
+  std::filesystem::create_directories(dir);
+  const auto pattern = [](const ChunkKey& key) {
+    std::vector<cplx> out(32);
+    for (index_t i = 0; i < 32; ++i) {
+      const index_t row = key.row_chunk * 4 + i / 8, chan = key.freq_chunk * 8 + i % 8;
+      out[static_cast<size_t>(i)] = degrid::synthetic_visibility(row / 8, row % 8, chan);
+    }
+    return out;
+  };
+  std::vector<ChunkKey> all;
+  for (index_t rc = 0; rc < 702; ++rc)
+    for (index_t fc = 0; fc < 2; ++fc) all.push_back({rc, fc});
+  Provenance pv{"T05_", 1e-5, 0, 1, true};
+  const auto good = (dir / "good.h5").string(), bad = (dir / "bad.h5").string(),
+             sky = (dir / "sky.h5").string();
+  write_file(good, obs, pv, all, pattern);
+  write_file(bad, obs, pv, all, [&](const ChunkKey& k) {
+    auto v = pattern(k);
+    if (k.row_chunk == 5 && k.freq_chunk == 1)
+      for (auto& x : v) x += cplx(0, 1e-6);  // off by far less than a sky's tolerance
+    return v;
+  });
+  commands::VerifyOptions o;
+  o.files = {good};
+  auto r = commands::verify(o);
+  EXPECT_TRUE(r.verification->passed) << r.verification->reason;
+  EXPECT_TRUE(r.verification->synthetic);
+  EXPECT_EQ(r.accuracy->vis_rmse, 0.0);
+  o.files = {bad};
+  o.samples = 1404;  // one visibility in every chunk
+  r = commands::verify(o);
+  EXPECT_FALSE(r.verification->passed);
+  EXPECT_NE(r.verification->reason.find("1 of 1404 sampled visibilities differ from the synthetic"),
+            std::string::npos)
+      << r.verification->reason;
+
+  write_file(sky, obs, Provenance{"T05_", 1e-5, 0, 1}, {{0, 0}}, pattern);
+  o.files = {good, sky};
+  try {
+    commands::verify(o);
+    ADD_FAILURE() << "a synthetic and a sky file verified together";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(e.option(), sky);
+    EXPECT_NE(std::string(e.what()).find("do not mix"), std::string::npos) << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
@@ -12,6 +13,7 @@
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/config/rec_set.hpp"
+#include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/telescope/geodesy.hpp"
@@ -43,6 +45,12 @@ void check_same_set(const storage::Uvh5Reader& file, const std::string& path,
                      fmt::format("freq_array does not match {}: not one output set", first_path));
   const auto& a = provenance_of(file, path);
   const auto& b = *first.provenance();
+  const auto kind = [](const storage::Provenance& pv) {
+    return pv.synthetic ? "synthetic (--synthetic-vis)" : "a sky's";
+  };
+  if (a.synthetic != b.synthetic)
+    throw UsageError(path, fmt::format("is {} and {} is {}: synthetic and sky files do not mix",
+                                       kind(a), first_path, kind(b)));
   mismatch("iotest_rec_set", a.rec_set, b.rec_set);
   mismatch("iotest_pixel_lm", a.pixel_lm, b.pixel_lm);
   mismatch("iotest_source_count", a.source_count, b.source_count);
@@ -54,6 +62,30 @@ struct Sample {
   cplx sum{0, 0};      // over the files holding the chunk
   bool found = false;  // in at least one file
 };
+
+// What the sampled visibility should be: the direct transform of the set's
+// sky, or for a synthetic set the pattern that names it.
+using Reference = std::function<cplx(const Sample&)>;
+
+Reference sky_reference(const storage::Uvh5Reader& first, const storage::Provenance& pv,
+                        const VerifyOptions& o) {
+  const auto p = config::resolve_rec_set(pv.rec_set);
+  auto sources = sky::random_sources(o.source_count.value_or(pv.source_count), p.used_size,
+                                     o.seed.value_or(pv.seed));
+  return [&first, pv, N = p.N, sources = std::move(sources)](const Sample& s) {
+    const double scale =
+        first.frequencies()[static_cast<size_t>(s.chan)] / telescope::kSpeedOfLight;
+    const double* b = first.uvw().data() + 3 * s.row;
+    return sky::direct_visibility(sources, pv.pixel_lm, N, scale * b[0], scale * b[1],
+                                  scale * b[2]);
+  };
+}
+
+Reference pattern_reference(index_t times) {
+  return [times](const Sample& s) {
+    return degrid::synthetic_visibility(s.row / times, s.row % times, s.chan);
+  };
+}
 
 }  // namespace
 
@@ -131,25 +163,32 @@ report::Report verify(const VerifyOptions& o) {
         missing % chan_chunks * first.chunk_channels());
   }
 
-  // The sampled sums against the direct transform of the set's sky.
-  const auto p = config::resolve_rec_set(pv.rec_set);
-  const auto sources = sky::random_sources(o.source_count.value_or(pv.source_count), p.used_size,
-                                           o.seed.value_or(pv.seed));
+  // The sampled sums against the direct transform of the set's sky, or the
+  // pattern of a synthetic set: that one exactly (each visibility was
+  // written once, zeros elsewhere, and the values are small integers).
+  v.synthetic = pv.synthetic;
+  const auto reference =
+      pv.synthetic ? pattern_reference(first.times()) : sky_reference(first, pv, o);
   RelativeError e;
-  index_t compared = 0;
+  index_t compared = 0, wrong = 0;
+  const Sample* first_wrong = nullptr;
   for (const auto& s : samples) {
     if (!s.found) continue;  // counted as missing above
-    const double scale =
-        first.frequencies()[static_cast<size_t>(s.chan)] / telescope::kSpeedOfLight;
-    const double* b = first.uvw().data() + 3 * s.row;
-    const cplx want =
-        sky::direct_visibility(sources, pv.pixel_lm, p.N, scale * b[0], scale * b[1], scale * b[2]);
+    const cplx want = reference(s);
     e.add(CView2D(&s.sum, 1, 1), CView2D(&want, 1, 1));
     ++compared;
+    if (s.sum != want && !wrong++) first_wrong = &s;
   }
   ErrorTally tally;
   tally.add(e);
-  if (!(e.value() <= o.tolerance) && v.passed) {
+  if (pv.synthetic && wrong > 0 && v.passed) {
+    v.passed = false;
+    v.reason = fmt::format(
+        "{}: {} of {} sampled visibilities differ from the synthetic pattern (first: "
+        "baseline-time row {}, channel {}: {} + {}i, expected {} + {}i)",
+        set_name, wrong, compared, first_wrong->row, first_wrong->chan, first_wrong->sum.real(),
+        first_wrong->sum.imag(), reference(*first_wrong).real(), reference(*first_wrong).imag());
+  } else if (!pv.synthetic && !(e.value() <= o.tolerance) && v.passed) {
     v.passed = false;
     v.reason = fmt::format(
         "{}: sampled visibilities differ from the direct transform "

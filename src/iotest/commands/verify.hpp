@@ -4,8 +4,9 @@
 // every chunk is in at least one file and that sampled visibilities, summed
 // over the files holding their chunk, equal the direct Fourier transform of
 // the sky that made them (read from the files' provenance, or given with
-// --source-count and --seed). Files that differ in shape or provenance are a
-// UsageError.
+// --source-count and --seed); the files of a --synthetic-vis run must hold
+// degrid::synthetic_visibility's pattern exactly. Files that differ in
+// shape or provenance (synthetic or not among them) are a UsageError.
 #pragma once
 
 #include <cstdint>

@@ -30,19 +30,39 @@ std::vector<std::pair<size_t, size_t>> cut_tasks(const std::vector<binning::VisR
   return tasks;
 }
 
-void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
-                      index_t off0, index_t off1, const Degridder::Workspace& ws,
-                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
-                      const storage::ChunkAssembler::Emit& emit) {
-  vis.clear();
-  d.degrid(begin, end, off0, off1, ws, vis);
-  const index_t times = d.observation().time.steps;
+namespace {
+
+// Runs [begin, end), whose values are `vis` run after run, into whole chunks.
+void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
+                    const std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                    const storage::ChunkAssembler::Emit& emit) {
   const cplx* at = vis.data();
   for (const auto* run = begin; run != end; ++run) {
     chunks.add(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), at, emit);
     at += run->count();
   }
   chunks.flush(emit);
+}
+
+}  // namespace
+
+void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
+                      index_t off0, index_t off1, const Degridder::Workspace& ws,
+                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                      const storage::ChunkAssembler::Emit& emit) {
+  vis.clear();
+  d.degrid(begin, end, off0, off1, ws, vis);
+  runs_to_chunks(d.observation().time.steps, begin, end, vis, chunks, emit);
+}
+
+void synthesize_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
+                          std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                          const storage::ChunkAssembler::Emit& emit) {
+  vis.clear();
+  for (const auto* run = begin; run != end; ++run)
+    for (index_t c = run->chan_begin; c < run->chan_end; ++c)
+      vis.push_back(synthetic_visibility(run->baseline, run->time, c));
+  runs_to_chunks(times, begin, end, vis, chunks, emit);
 }
 
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,

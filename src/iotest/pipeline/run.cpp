@@ -143,8 +143,13 @@ void check_options(const RunOptions& o, int size) {
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.visibility_queue < o.writer_count)
     throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
+  if (o.synthetic_vis && !o.observation)
+    throw UsageError("--synthetic-vis", "needs a --vis-set: the visibilities to write");
   if (!o.output.empty() && !o.observation)
     throw UsageError("OUTPUT", "writing visibilities needs a --vis-set");
+  if (o.synthetic_vis && o.facet_workers.value_or(0) != 0)
+    throw UsageError("--facet-workers",
+                     "expected 0 with --synthetic-vis (storage only: there are no producers)");
   if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > size - (o.assigner ? 1 : 0)))
     throw UsageError("--facet-workers",
                      fmt::format("expected 0 to {} producers for {} rank(s){}",
@@ -159,6 +164,8 @@ Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int 
   const int others = size - (o.assigner ? 1 : 0);
   if (o.facet_workers) {
     r.producers = *o.facet_workers;
+  } else if (o.synthetic_vis) {
+    r.producers = 0;  // nothing to produce: every rank streams
   } else if (size == 1) {
     r.producers = 1;  // a producer-only dry run
   } else {
@@ -209,7 +216,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // 0 sources: an all-zero sky, nothing to check (a pure benchmark).
   if (o.source_count != 0) commands::require_source_count(p, o.source_count);
   ctx.roles = make_roles(o, p, rank, size);
-  ctx.threads = o.threads > 0 ? o.threads : default_threads(comm);
+  // The pattern costs next to nothing: one thread per streamer leaves the
+  // cores to the writers, whose copies into the page cache are the work.
+  ctx.threads = o.threads > 0 ? o.threads : o.synthetic_vis ? 1 : default_threads(comm);
   ctx.producer_threads = o.producer_threads > 0 ? o.producer_threads : ctx.threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
@@ -230,7 +239,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   if (ctx.obs && o.target_err)
     calibration = commands::calibrate_w_layout(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel,
                                                *o.target_err, ctx.w);
-  if (ctx.obs)
+  // The w layout above still shapes the walk (margin, w-stacks) in the
+  // storage-only mode; only the degridder itself is not needed there.
+  if (ctx.obs && !o.synthetic_vis)
     ctx.degridder =
         std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel, ctx.w);
   ctx.sources = sky::random_sources(o.source_count, p.used_size, o.seed);
@@ -276,6 +287,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.producer_threads = ctx.producer_threads;
   pl.writers_per_streamer = ctx.obs ? o.writer_count : 0;
   pl.fork_writer = o.fork_writer;
+  pl.synthetic_vis = o.synthetic_vis;
   pl.send_queue = o.send_queue;
   pl.subgrid_queue = o.subgrid_queue;
   pl.task_queue = o.task_queue;
@@ -291,28 +303,34 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
                             ? (p.facet_count() + roles.producers - 1) / roles.producers
                             : 0;
     const index_t column = p.m * p.yN * c;
-    r.memory.producer_bytes = own * (r.memory.prepared_facet_bytes + column) +
-                              ctx.producer_threads * (column + p.m * p.yB * c + r.memory.facet_bytes) +
-                              o.send_queue * ctx.producer_threads * r.memory.contribution_bytes;
+    r.memory.producer_bytes =
+        roles.producers == 0
+            ? 0
+            : own * (r.memory.prepared_facet_bytes + column) +
+                  ctx.producer_threads * (column + p.m * p.yB * c + r.memory.facet_bytes) +
+                  o.send_queue * ctx.producer_threads * r.memory.contribution_bytes;
     const index_t chunk = ctx.obs ? ctx.obs->time.chunk * ctx.obs->freq.chunk * c : 0;
-    r.memory.streamer_bytes = o.subgrid_queue * p.facet_count() * r.memory.contribution_bytes +
+    const index_t received = roles.producers > 0 ? p.facet_count() : 0;  // else no buffers
+    r.memory.streamer_bytes = o.subgrid_queue * received * r.memory.contribution_bytes +
                               (ctx.threads + 1) * 3 * r.memory.subgrid_bytes +
-                              o.visibility_queue * chunk;
+                              2 * o.visibility_queue * chunk;  // queued, and parts held
   }
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
-  s.source_count = o.source_count;
+  // Synthetic visibilities have no sky and nothing to check.
+  s.source_count = o.synthetic_vis ? 0 : o.source_count;
   s.seed = o.seed;
   s.direction = "predict";
   s.subgrids = pl.subgrid_visits;
-  s.check = o.check_subgrids;
+  s.check = o.synthetic_vis ? 0 : o.check_subgrids;
   s.threads = ctx.threads;
   if (ctx.obs) {
     std::set<index_t> stacks;
     for (const auto& v : ctx.plan.visits) stacks.insert(v.stack);
-    commands::describe_degridding(s, o.kernel, *ctx.degridder, ctx.w,
-                                  static_cast<index_t>(stacks.size()), calibration);
-    s.vis_samples = o.vis_samples;
+    if (ctx.degridder)
+      commands::describe_degridding(s, o.kernel, *ctx.degridder, ctx.w,
+                                    static_cast<index_t>(stacks.size()), calibration);
+    s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
     s.backend = o.output.empty() ? "null" : "hdf5";
     s.output = o.output;
     commands::add_observation(r, *ctx.obs, *ctx.geometry, binning::summarise(per_subgrid));
@@ -321,7 +339,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = pl.subgrid_visits;
   r.pipeline = pl;
-  if (ctx.obs) r.sky = commands::sky_of(ctx.sources, ctx.geometry->pixel_lm);
+  if (ctx.obs && !o.synthetic_vis) r.sky = commands::sky_of(ctx.sources, ctx.geometry->pixel_lm);
   // Outputs: checked once, on rank 0, so a bad path stops every rank
   // cleanly before any work (the files are on a shared file system).
   std::string bad_output;
@@ -408,6 +426,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     r.pipeline->bound = "network";
   else if (write_s > 0.5 * stream_s)
     r.pipeline->bound = "storage";
+  else if (o.synthetic_vis)  // nothing computed: the streamers' walk and chunk assembly
+    r.pipeline->bound = "chunk assembly";
   else if (producer_wait >= streamer_wait && roles.streamers > 0)
     r.pipeline->bound = ctx.obs ? "degridding" : "subgrid assembly";
   else
@@ -436,7 +456,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       throw std::logic_error(fmt::format("wrote {} visibilities of {}", written,
                                          ctx.obs->visibility_count()));
   }
-  r.accuracy = accuracy;
+  if (!o.synthetic_vis) r.accuracy = accuracy;  // synthetic: no sky, no accuracy
   report::Timing timing;
   timing.planning_s = planning_s;
   timing.stream_s = stream_s;

@@ -42,6 +42,10 @@ struct RunOptions {
   int writer_count = 1;            // writers per streamer
   bool fork_writer = false;        // writers as processes
   std::string output;              // OUT%d.h5; empty: dry run (null back-end)
+  // Storage only (DESIGN.md section 9): no producers, no towers, no
+  // degridding; the streamers walk their parts as ever and write a pattern
+  // (degrid::synthetic_visibility) in the same chunks.
+  bool synthetic_vis = false;
   bool progress = true;            // rank 0 shows progress on stderr
 };
 

@@ -152,6 +152,8 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
   const bool with_vis = ctx.obs.has_value();
   const bool dynamic = ctx.roles.assigner_rank >= 0;
   const bool zero_data = ctx.roles.producers == 0;
+  // Storage only: the same walk, parts, tasks and chunks, a pattern for values.
+  const bool synthetic = o.synthetic_vis;
 
   // Writers: --writer-count per streamer, files numbered across streamers.
   std::optional<Writers> writers;
@@ -159,12 +161,13 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
   layout.time_chunk = layout.freq_chunk = 1;
   if (with_vis) {
     layout = storage::layout_of(*ctx.obs);
-    layout.provenance =
-        storage::Provenance{o.rec_set, ctx.geometry->pixel_lm, o.source_count, o.seed};
+    layout.provenance = storage::Provenance{o.rec_set, ctx.geometry->pixel_lm,
+                                            synthetic ? 0 : o.source_count, o.seed, synthetic};
     WriterOptions wo;
     wo.backend = o.output.empty() ? "null" : "hdf5";
     wo.fork = o.fork_writer;
     wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
+    wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
     const index_t in_all = ctx.roles.streamers * o.writer_count;
     for (int w = 0; w < o.writer_count; ++w)
       wo.paths.push_back(o.output.empty() ? std::string()
@@ -222,7 +225,7 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
     const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
     const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
     auto sum = tower->sum.view();
-    std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+    if (!synthetic) std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
     if (!zero_data)
       for (index_t f = 0; f < F; ++f)
         rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
@@ -273,7 +276,7 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
       ts.busy_s += seconds_since(t0);
       return;
     }
-    ts.w_planes += ctx.degridder->build_tower(sum, my_runs, tower->ws);
+    if (!synthetic) ts.w_planes += ctx.degridder->build_tower(sum, my_runs, tower->ws);
     const auto cuts =
         degrid::cut_tasks(my_runs, ctx.obs->time.steps, ctx.obs->time.chunk, o.bls_per_task);
     tower->tasks_left = static_cast<index_t>(cuts.size());
@@ -284,11 +287,15 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
         const auto td = Clock::now();
         const auto* begin = tower->runs->data() + first;
         const auto* end = tower->runs->data() + last;
-        degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
-                                 ds.chunks,
-                                 [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
-                                   writers->write(key, data, n);
-                                 });
+        const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
+          writers->write(key, data, n);
+        };
+        if (synthetic)
+          degrid::synthesize_to_chunks(ctx.obs->time.steps, begin, end, ds.vis, ds.chunks,
+                                       to_writers);
+        else
+          degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
+                                   ds.chunks, to_writers);
         ds.visibilities += static_cast<index_t>(ds.vis.size());
         ds.busy_s += seconds_since(td);
         const auto tc = Clock::now();

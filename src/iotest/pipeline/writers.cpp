@@ -22,7 +22,7 @@ struct ChunkQueue::Shared {
   pthread_mutex_t lock;
   pthread_cond_t not_full, not_empty;
   index_t slots = 0, chunk_values = 0;
-  index_t head = 0, count = 0, high_water = 0;
+  index_t head = 0, count = 0, high_water = 0;  // count: slots taken, filled or being filled
   bool closed = false, failed = false;
   double push_wait_s = 0;
   char failure[512] = {};
@@ -30,6 +30,7 @@ struct ChunkQueue::Shared {
   struct Entry {
     storage::ChunkKey key;
     index_t visibilities = 0;
+    bool filled = false;  // copied in: the writer may take it
   };
   Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
 };
@@ -83,34 +84,61 @@ cplx* ChunkQueue::slot(index_t i) const {
          i * shared_->chunk_values;
 }
 
+namespace {
+// Where a full queue's pushers resume: half empty.
+index_t refill_mark(index_t slots) {
+  return slots / 2;
+}
+}  // namespace
+
 void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
   Hold hold(shared_->lock);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
-    while (shared_->count == shared_->slots && !shared_->failed)
+    while (shared_->count > refill_mark(shared_->slots) && !shared_->failed)
       pthread_cond_wait(&shared_->not_full, &shared_->lock);
     shared_->push_wait_s += seconds_since(start);
   }
   if (shared_->failed) throw std::runtime_error(shared_->failure);
   const index_t i = (shared_->head + shared_->count) % shared_->slots;
-  shared_->entries()[i] = {key, visibilities};
-  std::memcpy(slot(i), data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  shared_->entries()[i] = {key, visibilities, false};
   shared_->high_water = std::max(shared_->high_water, ++shared_->count);
-  pthread_cond_signal(&shared_->not_empty);
+  // The copy goes without the lock: the writer takes and releases chunks
+  // meanwhile (held, it stalled the writer for a copy per chunk).
+  pthread_mutex_unlock(&shared_->lock);
+  std::memcpy(slot(i), data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  pthread_mutex_lock(&shared_->lock);
+  shared_->entries()[i].filled = true;
+  if (i == shared_->head) pthread_cond_signal(&shared_->not_empty);
 }
 
-bool ChunkQueue::pop(storage::ChunkKey& key, cplx* data, index_t& visibilities) {
+bool ChunkQueue::peek(storage::ChunkKey& key, const cplx*& data, index_t& visibilities) {
   Hold hold(shared_->lock);
-  while (shared_->count == 0 && !shared_->closed && !shared_->failed)
-    pthread_cond_wait(&shared_->not_empty, &shared_->lock);
+  const auto waiting = [&] {
+    return (shared_->count == 0 && !shared_->closed) ||
+           (shared_->count > 0 && !shared_->entries()[shared_->head].filled);
+  };
+  while (waiting() && !shared_->failed) pthread_cond_wait(&shared_->not_empty, &shared_->lock);
   if (shared_->count == 0 || shared_->failed) return false;
+  // Pushers fill only slots past head + count: this one stays put.
   const index_t i = shared_->head;
   key = shared_->entries()[i].key;
   visibilities = shared_->entries()[i].visibilities;
-  std::memcpy(data, slot(i), static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
-  shared_->head = (i + 1) % shared_->slots;
-  --shared_->count;
-  pthread_cond_signal(&shared_->not_full);
+  data = slot(i);
+  return true;
+}
+
+void ChunkQueue::release() {
+  Hold hold(shared_->lock);
+  shared_->head = (shared_->head + 1) % shared_->slots;
+  if (--shared_->count == refill_mark(shared_->slots)) pthread_cond_broadcast(&shared_->not_full);
+}
+
+bool ChunkQueue::pop(storage::ChunkKey& key, cplx* data, index_t& visibilities) {
+  const cplx* at = nullptr;
+  if (!peek(key, at, visibilities)) return false;
+  std::memcpy(data, at, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  release();
   return true;
 }
 
@@ -149,21 +177,91 @@ double ChunkQueue::push_wait_s() const {
   return shared_->push_wait_s;
 }
 
+PartialChunks::PartialChunks(const storage::VisibilityLayout& layout, index_t slots)
+    : layout_(layout), slots_(slots) {}
+
+index_t PartialChunks::index(const storage::ChunkKey& key) const {
+  return key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
+}
+
+index_t PartialChunks::whole(const storage::ChunkKey& key) const {
+  const index_t rows =
+      std::min(layout_.time_chunk, layout_.rows() - key.row_chunk * layout_.time_chunk);
+  const index_t channels =
+      std::min(layout_.freq_chunk, layout_.channels - key.freq_chunk * layout_.freq_chunk);
+  return rows * channels;
+}
+
+void PartialChunks::write_out(index_t chunk, const Write& write) {
+  const auto at = held_.find(chunk);
+  const storage::ChunkKey key{chunk / layout_.freq_chunks(), chunk % layout_.freq_chunks()};
+  write(key, at->second.values.data(), at->second.visibilities);
+  spare_.push_back(std::move(at->second.values));
+  held_.erase(at);
+}
+
+void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+                        const Write& write) {
+  const index_t chunk = index(key);
+  auto at = held_.find(chunk);
+  if (at == held_.end()) {
+    if (slots_ < 1 || visibilities >= whole(key) || let_go_.count(chunk)) {
+      write(key, data, visibilities);
+      return;
+    }
+    while (static_cast<index_t>(held_.size()) >= slots_) {  // the oldest goes as it is
+      const index_t oldest = order_.front();
+      order_.pop_front();
+      if (!held_.count(oldest)) continue;  // written whole since
+      let_go_.insert(oldest);
+      write_out(oldest, write);
+    }
+    Part part;
+    if (!spare_.empty()) {
+      part.values = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    part.values.assign(data, data + layout_.chunk_values());
+    part.visibilities = visibilities;
+    held_.emplace(chunk, std::move(part));
+    order_.push_back(chunk);
+    return;
+  }
+  auto& part = at->second;
+  for (index_t i = 0; i < layout_.chunk_values(); ++i)
+    part.values[static_cast<size_t>(i)] += data[i];
+  part.visibilities += visibilities;
+  if (part.visibilities >= whole(key)) write_out(chunk, write);
+}
+
+void PartialChunks::flush(const Write& write) {
+  for (const index_t chunk : order_)
+    if (held_.count(chunk)) write_out(chunk, write);
+  order_.clear();
+}
+
 namespace {
 
 // One writer's whole life: open, write what comes, close. Failures go to
 // the queue (pushers see them and stop) and leave no complete-looking output.
 void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::string& path,
-                const storage::VisibilityLayout& layout) {
+                const storage::VisibilityLayout& layout, index_t partial_slots) {
   std::unique_ptr<storage::Backend> backend;
   try {
     backend = storage::make_backend(backend_name);
     backend->open(path, layout);
-    std::vector<cplx> chunk(static_cast<size_t>(layout.chunk_values()));
+    PartialChunks partial(layout, partial_slots);
+    const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
+      backend->write_chunk(key, data, n);
+    };
     storage::ChunkKey key;
+    const cplx* chunk = nullptr;
     index_t visibilities = 0;
-    while (queue.pop(key, chunk.data(), visibilities))
-      backend->write_chunk(key, chunk.data(), visibilities);
+    while (queue.peek(key, chunk, visibilities)) {  // whole chunks go from their slot: no copy
+      partial.add(key, chunk, visibilities, write);
+      queue.release();
+    }
+    if (queue.failure().empty()) partial.flush(write);
     if (!queue.failure().empty()) {  // stopped from outside: no complete-looking output
       backend->abort();
       return;
@@ -191,8 +289,9 @@ void Writers::start(size_t i) {
   auto& queue = *queues_[i];
   const auto& path = options_.paths[i];
   if (!options_.fork) {
-    threads_.emplace_back(
-        [this, &queue, path] { run_writer(queue, options_.backend, path, layout_); });
+    threads_.emplace_back([this, &queue, path] {
+      run_writer(queue, options_.backend, path, layout_, options_.partial_slots);
+    });
     return;
   }
   std::fflush(nullptr);  // nothing buffered twice
@@ -201,7 +300,7 @@ void Writers::start(size_t i) {
   if (child == 0) {
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
-    run_writer(queue, options_.backend, path, layout_);
+    run_writer(queue, options_.backend, path, layout_, options_.partial_slots);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);

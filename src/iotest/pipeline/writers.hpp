@@ -8,8 +8,12 @@
 
 #include <sys/types.h>
 
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <thread>
 #include <vector>
 
@@ -28,8 +32,15 @@ class ChunkQueue {
   ChunkQueue& operator=(const ChunkQueue&) = delete;
 
   // Copies a chunk in, waiting for a free slot. Throws if the writer failed.
+  // A pusher that finds the queue full sleeps until it is half empty, so a
+  // writer draining a full queue wakes it once per half queue, not once per
+  // chunk (on 2 cores the wake-ups cost the writer a third of its speed).
   void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
-  // Takes the oldest chunk; false once closed and empty.
+  // The oldest chunk, in place (no copy), until release(); false once closed
+  // and empty. One consumer (the writer).
+  bool peek(storage::ChunkKey& key, const cplx*& data, index_t& visibilities);
+  void release();
+  // Takes the oldest chunk (a copy); false once closed and empty.
   bool pop(storage::ChunkKey& key, cplx* data, index_t& visibilities);
   // No more chunks will come.
   void close();
@@ -53,7 +64,43 @@ struct WriterOptions {
   std::string backend = "null";
   std::vector<std::string> paths;  // one output per writer
   index_t queue_slots = 64;        // chunks waiting, per writer
+  index_t partial_slots = 0;       // parts of chunks held until whole, per writer (0: none)
   bool fork = false;               // processes instead of threads
+};
+
+// A chunk whose runs fall in several subgrids (or w-stacks) arrives in
+// parts, zeros elsewhere. Written as they come, every part after the first
+// is a rewrite: read back, add, write again (a tenth of the chunks of
+// vlaa's default observation). The writer holds parts here instead and
+// writes each chunk once, whole. Bounded: when `slots` chunks are held,
+// the oldest goes to storage as it is and its later parts are rewrites, as
+// are, at the end, parts of chunks shared with other streamers.
+class PartialChunks {
+ public:
+  using Write = std::function<void(const storage::ChunkKey&, const cplx*, index_t)>;
+  PartialChunks(const storage::VisibilityLayout& layout, index_t slots);
+  // A chunk or part of one; whole chunks go to `write` (at once, or once
+  // their last part has come).
+  void add(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+           const Write& write);
+  // Writes the parts still held.
+  void flush(const Write& write);
+  index_t held() const { return static_cast<index_t>(held_.size()); }
+
+ private:
+  struct Part {
+    std::vector<cplx> values;
+    index_t visibilities = 0;
+  };
+  index_t whole(const storage::ChunkKey& key) const;  // visibilities of the whole chunk
+  index_t index(const storage::ChunkKey& key) const;
+  void write_out(index_t chunk, const Write& write);
+  storage::VisibilityLayout layout_;
+  index_t slots_;
+  std::unordered_map<index_t, Part> held_;  // by chunk index
+  std::deque<index_t> order_;               // held chunks, oldest first (some since written)
+  std::unordered_set<index_t> let_go_;      // written in part: later parts go straight on
+  std::vector<std::vector<cplx>> spare_;    // buffers of written parts, for reuse
 };
 
 // The writers of one streamer. Chunk (r, f) always goes to the same writer,

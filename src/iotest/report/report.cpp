@@ -79,13 +79,15 @@ json to_json(const Report& r) {
       j["config"]["w_stack_step"] = s.w_stack_step;
       j["config"]["w_stacks"] = s.w_stacks;
       j["config"]["tower_half_height"] = s.tower_half_height;
-      j["config"]["backend"] = s.backend;
-      j["config"]["output"] = s.output;
       if (s.target_err > 0) {
         j["config"]["target_err"] = s.target_err;
         j["config"]["tower_error_at_zero"] = s.tower_error_at_zero;
       }
       j["config"]["vis_samples"] = s.vis_samples;
+    }
+    if (!s.backend.empty()) {  // with visibilities (degridded or synthetic)
+      j["config"]["backend"] = s.backend;
+      j["config"]["output"] = s.output;
     }
   }
   if (recombination)
@@ -134,6 +136,7 @@ json to_json(const Report& r) {
                          {"chunks_expected", v.chunks_expected},
                          {"chunks_present", v.chunks_present},
                          {"tolerance", v.tolerance},
+                         {"synthetic", v.synthetic},
                          {"passed", v.passed},
                          {"reason", v.reason}};
   }
@@ -246,6 +249,7 @@ json to_json(const Report& r) {
                      {"producer_threads", pl.producer_threads},
                      {"writers_per_streamer", pl.writers_per_streamer},
                      {"fork_writer", pl.fork_writer},
+                     {"synthetic_vis", pl.synthetic_vis},
                      {"queues",
                       {{"send", pl.send_queue},
                        {"subgrid", pl.subgrid_queue},
@@ -275,8 +279,10 @@ std::string render_text(const Report& r) {
     s += fmt::format("iotest verify: {} file(s), {} of {} chunks present", v.files.size(),
                      v.chunks_present, v.chunks_expected);
     if (r.accuracy && r.accuracy->vis_samples)
-      s += fmt::format(", visibilities vs direct FT {} ({} samples)",
+      s += fmt::format(", visibilities vs {} {} ({} samples)",
+                       v.synthetic ? "the synthetic pattern" : "direct FT",
                        error_text(r.accuracy->vis_rmse), *r.accuracy->vis_samples);
+    if (v.synthetic) s += ", a synthetic set (--synthetic-vis)";
     s += v.passed ? ": passed\n" : ": FAILED: " + v.reason + "\n";
     return s;
   }
@@ -400,7 +406,8 @@ std::string render_text(const Report& r) {
                        bytes_text(static_cast<double>(k.bytes_sent)),
                        bytes_text(static_cast<double>(k.bytes_received)), k.subgrids,
                        k.visibilities, bytes_text(static_cast<double>(k.bytes_written)));
-    s += fmt::format("  busiest rank {}; bound by {}\n", pl.slowest_rank, pl.bound);
+    s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
+                     pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
   }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",
@@ -439,6 +446,9 @@ std::string render_run_plan(const Report& r) {
   s += fmt::format(
       "  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n", pl.send_queue,
       pl.subgrid_queue, pl.task_queue, pl.bls_per_task, pl.visibility_queue);
+  if (pl.synthetic_vis)
+    s += "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
+         "written as the real run would\n";
   s += fmt::format("  memory estimate: producer {}, streamer {}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)));

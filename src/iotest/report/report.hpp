@@ -125,6 +125,9 @@ struct Pipeline {
   int threads = 0, producer_threads = 0;
   int writers_per_streamer = 0;
   bool fork_writer = false;
+  // --synthetic-vis: storage only. The streamers walk their parts as ever
+  // but write a pattern instead of degridding; no producers, no sky.
+  bool synthetic_vis = false;
   index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0,
           visibility_queue = 0;
   index_t subgrid_visits = 0;  // (w-stack, subgrid) pairs walked, busy ones split in parts
@@ -132,6 +135,7 @@ struct Pipeline {
   std::vector<RankStats> per_rank;
   int slowest_rank = -1;  // the rank busy longest
   std::string bound;      // what bound the run: network, degridding, storage, producers
+                          // (synthetic: storage or chunk assembly)
 };
 
 struct Memory {
@@ -187,6 +191,7 @@ struct Verification {
   std::vector<std::string> files;
   index_t chunks_expected = 0, chunks_present = 0;
   double tolerance = 0;
+  bool synthetic = false;  // a --synthetic-vis set: checked against the pattern, exactly
   bool passed = false;
   std::string reason;  // why not, in one line
 };

@@ -27,6 +27,9 @@ struct Provenance {
   double pixel_lm = 0;  // image pixel in direction cosines
   index_t source_count = 0;
   std::uint64_t seed = 0;
+  // --synthetic-vis: the values are degrid::synthetic_visibility's pattern,
+  // not a sky's (the storage-only mode).
+  bool synthetic = false;
 };
 
 struct VisibilityLayout {

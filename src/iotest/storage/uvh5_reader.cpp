@@ -88,6 +88,9 @@ Uvh5Reader::Uvh5Reader(const std::string& path, bool read_uvw)
             .at(0);
     pv.source_count = scalar("Header/extra_keywords/iotest_source_count");
     pv.seed = static_cast<std::uint64_t>(scalar("Header/extra_keywords/iotest_seed"));
+    // Absent in files from before the storage-only mode: a sky.
+    pv.synthetic = exists(h_->file, "Header/extra_keywords/iotest_synthetic_vis") &&
+                   scalar("Header/extra_keywords/iotest_synthetic_vis") != 0;
     provenance_ = pv;
   }
   h_->visdata = H5Dopen2(h_->file, "Data/visdata", H5P_DEFAULT);
