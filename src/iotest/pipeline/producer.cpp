@@ -76,14 +76,10 @@ RankResult run_producer(Context& ctx) {
   const auto& p = ctx.p;
   const auto& rec = *ctx.rec;
   const int threads = ctx.producer_threads;
-  std::vector<index_t> facets;  // this producer's, round-robin
-  for (index_t f = ctx.roles.rank; f < p.facet_count(); f += ctx.roles.producers)
-    facets.push_back(f);
-  std::vector<Array2D> prepared, columns;
-  for (size_t i = 0; i < facets.size(); ++i) {
-    prepared.push_back(rec.make_prepared_facet());
-    columns.push_back(rec.make_column());
-  }
+  const std::vector<index_t> facets = ctx.facets_of_producer();  // round-robin
+  std::vector<Array2D>& prepared = ctx.prepared_facets;            // allocated in setup
+  std::vector<Array2D> columns;
+  for (size_t i = 0; i < facets.size(); ++i) columns.push_back(rec.make_column());
   std::vector<swiftly::ColumnWorkspace> column_ws;
   std::vector<Array2D> facet_ws;
   for (int t = 0; t < threads; ++t) {

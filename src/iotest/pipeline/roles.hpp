@@ -41,8 +41,8 @@ class Backoff {
   std::chrono::microseconds delay_{20};
 };
 
-// Rank 0's text to every rank of comm (waiting without spinning).
-void broadcast(MPI_Comm comm, std::string& text);
+// Root's text to every rank of comm (waiting without spinning).
+void broadcast(MPI_Comm comm, int root, std::string& text);
 
 // ---- what every rank knows --------------------------------------------------
 struct Roles {
@@ -72,6 +72,17 @@ struct Context {
   WorkPlan plan;
   int threads = 1, producer_threads = 1;
   double start_s = 0;  // MPI_Wtime at the start barrier
+  // A producer's prepared facets (those of facets_of_producer), allocated
+  // and first touched while a streamer plans the FFTs.
+  std::vector<Array2D> prepared_facets;
+
+  // This rank's facets as a producer: every producers-th from its rank.
+  std::vector<index_t> facets_of_producer() const {
+    std::vector<index_t> facets;
+    for (index_t f = roles.rank; roles.is_producer() && f < p.facet_count(); f += roles.producers)
+      facets.push_back(f);
+    return facets;
+  }
 
   const swiftly::Tile& facet_tile0(index_t f) const {
     return facet_tiles[static_cast<size_t>(f / p.facets_per_axis)];

@@ -33,7 +33,7 @@ void Backoff::pause(double& waited) {
   delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
 }
 
-void broadcast(MPI_Comm comm, std::string& text) {
+void broadcast(MPI_Comm comm, int root, std::string& text) {
   // Non-blocking, waited for by test-then-sleep: a blocking broadcast
   // spins, which would take a core from rank 0 while it plans.
   const auto wait = [](MPI_Request& request) {
@@ -43,10 +43,10 @@ void broadcast(MPI_Comm comm, std::string& text) {
   };
   std::int64_t size = static_cast<std::int64_t>(text.size());
   MPI_Request request;
-  MPI_Ibcast(&size, 1, MPI_INT64_T, 0, comm, &request);
+  MPI_Ibcast(&size, 1, MPI_INT64_T, root, comm, &request);
   wait(request);
   text.resize(static_cast<size_t>(size));
-  MPI_Ibcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm, &request);
+  MPI_Ibcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm, &request);
   wait(request);
 }
 
@@ -225,13 +225,19 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
 
   const double t_plan = MPI_Wtime();
   // FFTW_MEASURE planning takes seconds on large sets, and ranks sharing
-  // cores slow each other down: rank 0 measures, the others plan from its
-  // wisdom (as FFTW's own MPI interface does; on a node unlike rank 0's the
-  // plans are still correct, only perhaps not the fastest).
-  if (rank == 0) ctx.rec = std::make_unique<swiftly::Recombination>(p);
-  std::string wisdom = rank == 0 ? swiftly::export_fft_wisdom() : std::string();
-  broadcast(comm, wisdom);
-  if (rank != 0) {
+  // cores slow each other down: one rank measures, the others plan from its
+  // wisdom (as FFTW's own MPI interface does; on a node unlike the root's
+  // the plans are still correct, only perhaps not the fastest). The root is
+  // a streamer, idle until contributions come anyway, while producers first
+  // touch their prepared facets, the run's one large allocation (seconds
+  // of page faults on a VM).
+  const int wisdom_root = ctx.roles.streamers > 0 ? ctx.roles.streamer_rank(0) : 0;
+  if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  const size_t my_facets = ctx.facets_of_producer().size();
+  for (size_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN);
+  std::string wisdom = rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
+  broadcast(comm, wisdom_root, wisdom);
+  if (rank != wisdom_root) {
     swiftly::import_fft_wisdom(wisdom);
     ctx.rec = std::make_unique<swiftly::Recombination>(p);
   }
