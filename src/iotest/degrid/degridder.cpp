@@ -195,14 +195,15 @@ namespace {
 // values as plain doubles) stay in vector registers, and the sum is as many
 // loads as taps.
 template <int S>
-cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw,
-              const Array2D* planes, index_t fu, index_t fv) {
+cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw, const Array2D* planes,
+              index_t fu, index_t fv) {
   std::array<double, 2 * S> acc{};
   for (int jw = 0; jw < Sw; ++jw) {
     const Array2D& plane = planes[jw];
     for (int ju = 0; ju < S; ++ju) {
       const double c = ww[jw] * wu[ju];
-      const double* row = reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);
+      const double* row =
+          reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);
       for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
     }
   }
@@ -284,8 +285,7 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
       // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0),
       // a phase linear in frequency, so stepped across the block.
       cplx phase = std::polar(1.0, kTwoPi * wl[0] * planes_.centre);
-      const cplx step =
-          std::polar(1.0, kTwoPi * b.w * obs_.freq.step() * inv_c * planes_.centre);
+      const cplx step = std::polar(1.0, kTwoPi * b.w * obs_.freq.step() * inv_c * planes_.centre);
       for (int i = 0; i < n; ++i, phase *= step)
         out.push_back(sum_point(tu[i], tv[i], tw[i], fu[i], fv[i], fw[i], pu[i], pv[i], wl[i], ws) *
                       phase);

@@ -118,7 +118,7 @@ class Degridder {
   telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
   static SumTaps pick_sum_taps(int support);
   // The tap sum at the given weights, after checking that the taps lie in
-  // the tower (the planes still carry exp(-2 pi i w c0)).
+  // the tower (the result still lacks the factor exp(2 pi i w c0)).
   cplx sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u, index_t first_v,
                  index_t first_w, double uc, double vc, double w, const Workspace& ws) const;
 

@@ -53,7 +53,8 @@ inline FftPlan plan_many(int n, int howmany, cplx* in, int istride, int idist, c
 // on one node can measure once and share the result. Import returns false
 // for text FFTW does not accept.
 inline std::string export_fft_wisdom() {
-  const std::unique_ptr<char, decltype(&fftw_free)> text(fftw_export_wisdom_to_string(), &fftw_free);
+  const std::unique_ptr<char, decltype(&fftw_free)> text(fftw_export_wisdom_to_string(),
+                                                         &fftw_free);
   return text ? std::string(text.get()) : std::string();
 }
 inline bool import_fft_wisdom(const std::string& text) {
