@@ -52,7 +52,7 @@ raw_before=$(raw)
 # buffered write costs a core (the copy into the page cache), and dd has a
 # core of its own besides. --visibility-queue=4096 holds the parts of
 # chunks split over subgrids until whole (no rewrites); tasks of 16 row
-# chunks (34 MB of visibilities rather than 0.5 GB at the default 256)
+# chunks (34 MB of visibilities rather than the 64 MiB cap of a task)
 # spare the writers' cores the first touch of the task buffers.
 settle
 $mpirun -np 1 build/bin/iotest --synthetic-vis "${obs[@]}" --writer-count=2 --fork-writer \

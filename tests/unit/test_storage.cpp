@@ -116,6 +116,33 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5), cplx(3, 3 * 1048576 + 5));
 }
 
+TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {
+  // Baselines 0..9, 8 dumps in row chunks of 4, 10 channels per run.
+  std::vector<binning::VisRun> runs;
+  for (int b = 0; b < 10; ++b)
+    for (int t = 0; t < 8; ++t) runs.push_back({b, t, 0, 10, 0});
+  const auto row_chunk = [&](size_t i) { return (runs[i].baseline * 8 + runs[i].time) / 4; };
+  const auto check = [&](index_t per_task, index_t max_vis, size_t expected_tasks) {
+    const auto tasks = degrid::cut_tasks(runs, 8, 4, per_task, max_vis);
+    EXPECT_EQ(tasks.size(), expected_tasks) << per_task << " row chunks, " << max_vis << " vis";
+    size_t next = 0;
+    for (const auto& [first, last] : tasks) {
+      EXPECT_EQ(first, next);  // contiguous, covering every run
+      EXPECT_TRUE(first == 0 || row_chunk(first) != row_chunk(first - 1));  // whole row chunks
+      index_t vis = 0;
+      for (size_t i = first; i < last; ++i) vis += runs[i].count();
+      // It stops once it reaches max_vis: at most one row chunk (40) beyond.
+      EXPECT_LT(vis, max_vis + 40);
+      next = last;
+    }
+    EXPECT_EQ(next, runs.size());
+  };
+  check(1, 1 << 20, 20);  // 20 row chunks, one per task
+  check(8, 1 << 20, 3);   // 8 + 8 + 4
+  check(8, 100, 7);       // 40 visibilities per row chunk: 3 row chunks reach 100 (120)
+  check(8, 1, 20);        // a row chunk alone is never split
+}
+
 TEST(Storage, UnknownBackendIsAUsageError) {
   EXPECT_THROW(make_backend("tape"), UsageError);
 }
