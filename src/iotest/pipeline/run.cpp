@@ -127,6 +127,21 @@ int default_threads(MPI_Comm comm) {
   return std::max(1, cores / ranks_here);
 }
 
+// Threads for a producer's first touch of its prepared facets: this host's
+// cores over its producers, since the streamers only wait at that point
+// (for the FFT plans, then for contributions). On the development VM a
+// cold first touch runs at ~0.37 GB/s per thread: 4.5 GiB took 13.0 s on
+// one thread and 7.2 s on two. Collective over comm.
+int first_touch_threads(MPI_Comm comm, bool producer) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int mine = producer ? 1 : 0, producers_here = 0;
+  MPI_Allreduce(&mine, &producers_here, 1, MPI_INT, MPI_SUM, local);
+  MPI_Comm_free(&local);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, producers_here));
+}
+
 void check_options(const RunOptions& o, int size) {
   const auto positive = [](index_t v, const char* option) {
     if (v < 1) throw UsageError(option, fmt::format("expected at least 1, got {}", v));
@@ -230,11 +245,17 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // the plans are still correct, only perhaps not the fastest). The root is
   // a streamer, idle until contributions come anyway, while producers first
   // touch their prepared facets, the run's one large allocation (seconds
-  // of page faults on a VM).
+  // of page faults on a VM), on the host's idle cores.
   const int wisdom_root = ctx.roles.streamers > 0 ? ctx.roles.streamer_rank(0) : 0;
+  const int touch_threads = first_touch_threads(comm, ctx.roles.is_producer());  // collective
   if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p);
-  const size_t my_facets = ctx.facets_of_producer().size();
-  for (size_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN);
+  const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
+  for (index_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN, false);
+#pragma omp parallel for schedule(static) num_threads(touch_threads)
+  for (index_t k = 0; k < my_facets * p.yB; ++k) {
+    cplx* row = ctx.prepared_facets[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * p.yN;
+    std::fill(row, row + p.yN, cplx{});
+  }
   std::string wisdom = rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
   broadcast(comm, wisdom_root, wisdom);
   if (rank != wisdom_root) {
