@@ -101,7 +101,10 @@ report::Report degrid(const DegridRunOptions& o) {
   // least (more where tracks cross tiles): this process keeps all of it.
   const index_t run_bytes = obs.baseline_count() * obs.time.steps * obs.freq.chunks() *
                             static_cast<index_t>(sizeof(binning::VisRun)) * 5 / 4;
-  r.memory.single_process_bytes += run_bytes;
+  // Each thread's degrid task buffer: up to kTaskVisibilities (and a row chunk).
+  const index_t task_bytes =
+      threads * degrid::kTaskVisibilities * static_cast<index_t>(sizeof(cplx));
+  r.memory.single_process_bytes += run_bytes + task_bytes;
   const index_t available = available_memory_bytes();
   if (available > 0 && run_bytes > available / 2)
     throw UsageError("--time", fmt::format("{} visibilities are too many for one process here: "

@@ -248,7 +248,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // of page faults on a VM), on the host's idle cores.
   const int wisdom_root = ctx.roles.streamers > 0 ? ctx.roles.streamer_rank(0) : 0;
   const int touch_threads = first_touch_threads(comm, ctx.roles.is_producer());  // collective
-  if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p);
+  // Storage only needs no transform, only the buffers' shapes: no measuring.
+  const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
+  if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
   for (index_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN, false);
 #pragma omp parallel for schedule(static) num_threads(touch_threads)
@@ -260,7 +262,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   broadcast(comm, wisdom_root, wisdom);
   if (rank != wisdom_root) {
     swiftly::import_fft_wisdom(wisdom);
-    ctx.rec = std::make_unique<swiftly::Recombination>(p);
+    ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   }
   std::optional<degrid::TowerCalibration> calibration;
   if (ctx.obs && o.target_err)
@@ -340,7 +342,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     const index_t received = roles.producers > 0 ? p.facet_count() : 0;  // else no buffers
     r.memory.streamer_bytes = o.subgrid_queue * received * r.memory.contribution_bytes +
                               (ctx.threads + 1) * 3 * r.memory.subgrid_bytes +
-                              2 * o.visibility_queue * chunk;  // queued, and parts held
+                              2 * o.visibility_queue * chunk +  // queued, and parts held
+                              ctx.threads * degrid::kTaskVisibilities * c;  // task buffers
   }
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
