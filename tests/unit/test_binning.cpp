@@ -30,33 +30,90 @@ TEST_P(Binning, EveryVisibilityLandsInExactlyOneSubgridAndChunk) {
   const auto baselines = obs.baselines();
   std::vector<std::vector<telescope::Uvw>> uvw;
   for (index_t t = 0; t < nt; ++t) uvw.push_back(obs.antenna_uvw(t));
+  const Binner binner(p, obs, g, {});
   index_t runs = 0;
-  for_each_run(p, obs, g, 0, nt, [&](index_t subgrid, const VisRun& run) {
-    ++runs;
-    ASSERT_LT(run.chan_begin, run.chan_end);
-    // A run stays inside one frequency chunk.
-    EXPECT_EQ(run.chan_begin / obs.freq.chunk, (run.chan_end - 1) / obs.freq.chunk);
-    const auto [a1, a2] = baselines[static_cast<size_t>(run.baseline)];
-    const auto& p1 = uvw[static_cast<size_t>(run.time)][static_cast<size_t>(a1)];
-    const auto& p2 = uvw[static_cast<size_t>(run.time)][static_cast<size_t>(a2)];
-    for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
-      ++seen[static_cast<size_t>((run.baseline * nt + run.time) * nf + k)];
-      // Recompute the cell directly from the frequency.
-      const double scale = obs.freq.at(k) / telescope::kSpeedOfLight / g.cell_uv;
-      const index_t cu = nearest_cell((p2.u - p1.u) * scale),
-                    cv = nearest_cell((p2.v - p1.v) * scale);
-      EXPECT_EQ(locate.tile_of(cu) * locate.per_axis() + locate.tile_of(cv), subgrid);
-    }
-    per_subgrid[static_cast<size_t>(subgrid)] += run.count();
-  });
+  for (index_t b = 0; b < nb; ++b)
+    binner.runs(b, 0, nt, [&](index_t subgrid, const VisRun& run) {
+      ++runs;
+      ASSERT_LT(run.chan_begin, run.chan_end);
+      // A run stays inside one frequency chunk.
+      EXPECT_EQ(run.chan_begin / obs.freq.chunk, (run.chan_end - 1) / obs.freq.chunk);
+      const auto [a1, a2] = baselines[static_cast<size_t>(run.baseline)];
+      const auto& p1 = uvw[static_cast<size_t>(run.time)][static_cast<size_t>(a1)];
+      const auto& p2 = uvw[static_cast<size_t>(run.time)][static_cast<size_t>(a2)];
+      for (index_t k = run.chan_begin; k < run.chan_end; ++k) {
+        ++seen[static_cast<size_t>((run.baseline * nt + run.time) * nf + k)];
+        // Recompute the cell directly from the frequency.
+        const double scale = obs.freq.at(k) / telescope::kSpeedOfLight / g.cell_uv;
+        const index_t cu = nearest_cell((p2.u - p1.u) * scale),
+                      cv = nearest_cell((p2.v - p1.v) * scale);
+        EXPECT_EQ(locate.tile_of(cu) * locate.per_axis() + locate.tile_of(cv), subgrid);
+      }
+      per_subgrid[static_cast<size_t>(subgrid)] += run.count();
+    });
   for (int n : seen) ASSERT_EQ(n, 1);
   EXPECT_GE(runs, nb * nt * obs.freq.chunks());
-  // The distribution agrees with the runs.
-  const auto d = distribution(p, obs, g);
+  // The counts agree with the runs, on any split of the baselines.
+  auto counts = binner.count_visits(0, nb / 3, 2);
+  const auto rest = binner.count_visits(nb / 3, nb, 1);
+  for (size_t i = 0; i < counts.visibilities.size(); ++i) {
+    counts.visibilities[i] += rest.visibilities[i];
+    counts.pieces[i] += rest.pieces[i];
+  }
+  const auto d = summarise(counts);
   EXPECT_EQ(d.visibilities, obs.visibility_count());
   EXPECT_EQ(d.per_subgrid, per_subgrid);
   EXPECT_GT(d.subgrids_used, 1);
   EXPECT_LE(d.min, d.max);
+}
+
+// The visits' runs, made per visit from the tracks (bounded candidate
+// pieces, then exact runs), hold every visibility exactly once, in storage
+// order, and agree with the counts; parts of a visit split it at row chunks.
+TEST_P(Binning, VisitRunsCoverTheObservationExactlyOnce) {
+  const auto& c = GetParam();
+  const auto p = config::resolve_rec_set(c.rec_set);
+  const auto obs = telescope::make_observation({c.vis_set, c.time, c.freq, c.dec});
+  const auto g = grid_geometry(p, obs);
+  // w-stacking planes a few hundred wavelengths apart: visits on several stacks.
+  const Binner binner(p, obs, g, {true, g.max_uv / 7});
+  const auto counts = binner.count_visits(0, obs.baseline_count(), 2);
+  EXPECT_GT(binner.stacks(), 1);
+  const index_t nt = obs.time.steps, nf = obs.freq.steps;
+  std::vector<int> seen(static_cast<size_t>(obs.visibility_count()), 0);
+  std::vector<VisRun> runs;
+  index_t visits = 0;
+  for (index_t s = binner.first_stack(); s < binner.first_stack() + binner.stacks(); ++s)
+    for (index_t sg = 0; sg < p.subgrid_count(); ++sg) {
+      const index_t expected = counts.visibilities[static_cast<size_t>(counts.at(s, sg))];
+      const index_t parts = expected > 0 ? 1 + ((s + sg) % 3 + 3) % 3 : 1;
+      index_t total = 0, row_chunk_before = -1;
+      for (index_t part = 0; part < parts; ++part) {
+        const VisitRuns visit(binner, s, sg, part, parts);
+        total += visit.visibilities();
+        if (!visit.pieces().empty()) {
+          // Parts follow each other in storage order, never sharing a row chunk.
+          EXPECT_GT(visit.pieces().front().row_chunk, row_chunk_before);
+          row_chunk_before = visit.pieces().back().row_chunk;
+        }
+        for (const auto& [first, last] : visit.tasks(2, 1000)) {
+          visit.runs(first, last, runs);
+          index_t key_before = -1;
+          for (const auto& run : runs) {
+            EXPECT_EQ(run.w_stack, s);
+            const index_t key = (index_t{run.baseline} * nt + run.time) * nf + run.chan_begin;
+            EXPECT_GT(key, key_before);  // storage order
+            key_before = key;
+            for (index_t k = run.chan_begin; k < run.chan_end; ++k)
+              ++seen[static_cast<size_t>((index_t{run.baseline} * nt + run.time) * nf + k)];
+          }
+        }
+      }
+      EXPECT_EQ(total, expected) << "stack " << s << " subgrid " << sg;
+      visits += expected > 0;
+    }
+  for (int n : seen) ASSERT_EQ(n, 1);
+  EXPECT_GT(visits, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(

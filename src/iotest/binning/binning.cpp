@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "iotest/common/errors.hpp"
 
@@ -39,82 +40,178 @@ std::pair<index_t, index_t> SubgridLocator::tile_span(index_t tile, index_t cell
   return {cell - into, cell - into + (t.hi - t.lo)};
 }
 
-void for_each_run(const config::RecombinationParams& p, const telescope::Observation& obs,
-                  const GridGeometry& g, index_t t_begin, index_t t_end,
-                  const std::function<void(index_t, const VisRun&)>& visit, const RunSplit& split) {
-  const SubgridLocator locate(p);
-  const auto baselines = obs.baselines();
-  const index_t steps = obs.freq.steps, chunk = split.chunks ? obs.freq.chunk : steps;
-  const double per_stack =
-      split.w_stack_step > 0 ? 1.0 / (telescope::kSpeedOfLight * split.w_stack_step) : 0.0;
-  // Position in cells along the channel axis: A + B k for channel k.
-  const double per_metre = 1.0 / (telescope::kSpeedOfLight * g.cell_uv);
-  const double f0 = obs.freq.start, df = obs.freq.step();
-  for (index_t t = t_begin; t < t_end; ++t) {
-    const auto uvw = obs.antenna_uvw(t);
-    for (size_t b = 0; b < baselines.size(); ++b) {
-      const auto& a1 = uvw[static_cast<size_t>(baselines[b].first)];
-      const auto& a2 = uvw[static_cast<size_t>(baselines[b].second)];
-      const double um = (a2.u - a1.u) * per_metre, vm = (a2.v - a1.v) * per_metre,
-                   wm = (a2.w - a1.w) * per_stack;
-      const double Au = um * f0, Bu = um * df, Av = vm * f0, Bv = vm * df, Aw = wm * f0,
-                   Bw = wm * df;
-      for (index_t k = 0; k < steps;) {
-        const index_t chunk_end = std::min(steps, (k / chunk + 1) * chunk);
-        const index_t cu = nearest_cell(Au + Bu * static_cast<double>(k)),
-                      cv = nearest_cell(Av + Bv * static_cast<double>(k));
-        const index_t tu = locate.tile_of(cu), tv = locate.tile_of(cv);
-        const auto su = locate.tile_span(tu, cu), sv = locate.tile_span(tv, cv);
-        const index_t stack = nearest_cell(Aw + Bw * static_cast<double>(k));
-        const std::pair<index_t, index_t> sw{stack, stack + 1};
-        const auto inside = [&](index_t kk) {
-          const double x = static_cast<double>(kk);
-          const index_t cu2 = nearest_cell(Au + Bu * x), cv2 = nearest_cell(Av + Bv * x);
-          return cu2 >= su.first && cu2 < su.second && cv2 >= sv.first && cv2 < sv.second &&
-                 nearest_cell(Aw + Bw * x) == stack;
-        };
-        // The channel where the track leaves the tile, from the linear
-        // track, then corrected against the exact rounding rule.
-        double limit = static_cast<double>(chunk_end);
-        for (const auto& [A, B, span] :
-             {std::tuple(Au, Bu, su), std::tuple(Av, Bv, sv), std::tuple(Aw, Bw, sw)}) {
-          if (B > 0) limit = std::min(limit, std::ceil((span.second - 0.5 - A) / B));
-          if (B < 0) limit = std::min(limit, std::floor((span.first - 0.5 - A) / B) + 1);
-        }
-        index_t end = std::clamp(static_cast<index_t>(limit), k + 1, chunk_end);
-        while (end > k + 1 && !inside(end - 1)) --end;
-        while (end < chunk_end && inside(end)) ++end;
-        visit(tu * locate.per_axis() + tv,
-              VisRun{static_cast<std::int32_t>(b), static_cast<std::int32_t>(t),
-                     static_cast<std::int32_t>(k), static_cast<std::int32_t>(end),
-                     static_cast<std::int32_t>(stack)});
-        k = end;
-      }
-    }
-  }
+bool SubgridLocator::tile_meets(index_t tile, index_t lo, index_t hi) const {
+  if (hi - lo + 1 >= N_) return true;
+  const auto& t = tiles_[static_cast<size_t>(tile)];
+  const index_t first = t.offset + t.lo, length = t.hi - t.lo;
+  // The tile starts inside [lo, hi], or [lo, hi] starts inside the tile.
+  return wrap(first - lo) <= hi - lo || wrap(lo - first) < length;
 }
 
-Distribution distribution(const config::RecombinationParams& p, const telescope::Observation& obs,
-                          const GridGeometry& g) {
-  Distribution d;
-  const index_t subgrids = p.subgrid_count();
-  d.per_subgrid.assign(static_cast<size_t>(subgrids), 0);
-#pragma omp parallel
-  {
-    std::vector<index_t> counts(static_cast<size_t>(subgrids), 0);
-    const index_t threads = omp_get_num_threads(), me = omp_get_thread_num();
-    const index_t t_begin = obs.time.steps * me / threads,
-                  t_end = obs.time.steps * (me + 1) / threads;
-    for_each_run(
-        p, obs, g, t_begin, t_end,
-        [&](index_t subgrid, const VisRun& run) {
-          counts[static_cast<size_t>(subgrid)] += run.count();
-        },
-        RunSplit{false, 0});
-#pragma omp critical
-    for (size_t i = 0; i < counts.size(); ++i) d.per_subgrid[i] += counts[i];
+Binner::Binner(const config::RecombinationParams& p, const telescope::Observation& obs,
+               const GridGeometry& g, const RunSplit& split)
+    : obs_(obs),
+      locate_(p),
+      split_(split),
+      times_(obs.time.steps),
+      time_chunk_(obs.time.chunk),
+      channels_(obs.freq.steps),
+      chunk_(obs.freq.chunk),
+      antennas_(obs.antenna_count()),
+      per_metre_(1.0 / (telescope::kSpeedOfLight * g.cell_uv)),
+      per_stack_(split.w_stack_step > 0 ? 1.0 / (telescope::kSpeedOfLight * split.w_stack_step)
+                                        : 0.0),
+      f0_(obs.freq.start),
+      df_(obs.freq.step()),
+      baselines_(obs.baselines()) {
+  uvw_.reserve(static_cast<size_t>(times_ * antennas_));
+  for (index_t t = 0; t < times_; ++t)
+    for (const auto& a : obs.antenna_uvw(t)) uvw_.push_back(a);
+  // Each baseline's bounds over the whole observation, and the stacks.
+  track_boxes_.resize(baselines_.size());
+  index_t s_lo = 0, s_hi = 0;
+  for (size_t b = 0; b < baselines_.size(); ++b) {
+    Box all{0, -1, 0, -1, 0, -1};
+    for (const auto& piece : pieces_of(static_cast<index_t>(b))) {
+      const Box box = piece_box(static_cast<index_t>(b), piece.t_begin, piece.t_end);
+      if (all.u_hi < all.u_lo) {
+        all = box;
+        continue;
+      }
+      all = {std::min(all.u_lo, box.u_lo), std::max(all.u_hi, box.u_hi),
+             std::min(all.v_lo, box.v_lo), std::max(all.v_hi, box.v_hi),
+             std::min(all.s_lo, box.s_lo), std::max(all.s_hi, box.s_hi)};
+    }
+    track_boxes_[b] = all;
+    s_lo = std::min(s_lo, all.s_lo);
+    s_hi = std::max(s_hi, all.s_hi);
   }
-  return summarise(std::move(d.per_subgrid));
+  first_stack_ = s_lo;
+  stacks_ = s_hi - s_lo + 1;
+}
+
+index_t Binner::bytes() const {
+  return static_cast<index_t>(uvw_.size() * sizeof(telescope::Uvw) +
+                              track_boxes_.size() * sizeof(Box) +
+                              baselines_.size() * sizeof(baselines_[0])) +
+         static_cast<index_t>(sizeof(std::int32_t)) * locate_.size();
+}
+
+std::vector<TrackPiece> Binner::pieces_of(index_t b) const {
+  std::vector<TrackPiece> out;
+  for (index_t t = 0; t < times_;) {
+    const index_t row = b * times_ + t;
+    const index_t end = std::min(times_, (row / time_chunk_ + 1) * time_chunk_ - b * times_);
+    out.push_back({static_cast<std::int32_t>(b), static_cast<std::int32_t>(t),
+                   static_cast<std::int32_t>(end)});
+    t = end;
+  }
+  return out;
+}
+
+Binner::Box Binner::piece_box(index_t b, index_t t_begin, index_t t_end) const {
+  const auto [a1, a2] = baselines_[static_cast<size_t>(b)];
+  const auto at = [&](index_t t) {
+    const auto& p1 = antenna(t, a1);
+    const auto& p2 = antenna(t, a2);
+    return telescope::Uvw{p2.u - p1.u, p2.v - p1.v, p2.w - p1.w};
+  };
+  const auto first = at(t_begin), last = at(t_end - 1);
+  const double length = std::sqrt(first.u * first.u + first.v * first.v + first.w * first.w);
+  const double turn = telescope::kRadiansPerHourAngleSecond * std::abs(obs_.time.step()) *
+                      static_cast<double>(t_end - 1 - t_begin);
+  const double stray = length * turn * turn / 8 * (1 + 1e-9) + 1e-9 * length;
+  const double f_lo = std::min(obs_.freq.start, obs_.freq.at(channels_ - 1)),
+               f_hi = std::max(obs_.freq.start, obs_.freq.at(channels_ - 1));
+  // Cells (or stacks) reached by x * f for x in [a - stray, b + stray] and
+  // f in [f_lo, f_hi], one cell of slack for rounding.
+  const auto range = [&](double a, double c, double scale, index_t& lo, index_t& hi) {
+    const double x_lo = (std::min(a, c) - stray) * scale, x_hi = (std::max(a, c) + stray) * scale;
+    lo = nearest_cell(std::min(x_lo * f_lo, x_lo * f_hi)) - 1;
+    hi = nearest_cell(std::max(x_hi * f_lo, x_hi * f_hi)) + 1;
+  };
+  Box box{};
+  range(first.u, last.u, per_metre_, box.u_lo, box.u_hi);
+  range(first.v, last.v, per_metre_, box.v_lo, box.v_hi);
+  if (per_stack_ > 0) {
+    range(first.w, last.w, per_stack_, box.s_lo, box.s_hi);
+  } else {
+    box.s_lo = box.s_hi = 0;
+  }
+  return box;
+}
+
+bool Binner::box_meets(const Box& box, index_t stack, index_t tile0, index_t tile1) const {
+  return stack >= box.s_lo && stack <= box.s_hi && locate_.tile_meets(tile0, box.u_lo, box.u_hi) &&
+         locate_.tile_meets(tile1, box.v_lo, box.v_hi);
+}
+
+VisitCounts Binner::empty_counts() const {
+  VisitCounts c;
+  c.first_stack = first_stack_;
+  c.stacks = stacks_;
+  c.subgrids = locate_.per_axis() * locate_.per_axis();
+  c.visibilities.assign(static_cast<size_t>(c.stacks * c.subgrids), 0);
+  c.pieces = c.visibilities;
+  c.w_lo.assign(c.visibilities.size(), HUGE_VAL);
+  c.w_hi.assign(c.visibilities.size(), -HUGE_VAL);
+  return c;
+}
+
+VisitCounts Binner::count_visits(index_t b_begin, index_t b_end, int threads) const {
+  VisitCounts total = empty_counts();
+  const size_t n = total.visibilities.size();
+  const index_t nb = static_cast<index_t>(baselines_.size());
+  b_begin = std::clamp<index_t>(b_begin, 0, nb);
+  b_end = std::clamp<index_t>(b_end, b_begin, nb);
+#pragma omp parallel num_threads(std::max(1, threads))
+  {
+    std::vector<index_t> vis(n, 0), pieces(n, 0), last(n, -1);
+    std::vector<double> w_lo(n, HUGE_VAL), w_hi(n, -HUGE_VAL);
+    const double inv_c = 1.0 / telescope::kSpeedOfLight;
+#pragma omp for schedule(dynamic, 16)
+    for (index_t b = b_begin; b < b_end; ++b)
+      for (const auto& piece : pieces_of(b)) {
+        const index_t id = b * (times_ + 1) + piece.t_begin;
+        // Counting needs no cut at frequency chunks: fewer, longer runs.
+        runs_cut(b, piece.t_begin, piece.t_end, channels_, [&](index_t subgrid, const VisRun& run) {
+          const size_t i = static_cast<size_t>(total.at(run.w_stack, subgrid));
+          vis[i] += run.count();
+          const double w_m = baseline_w(b, run.time) * inv_c;
+          const double w_stack = static_cast<double>(run.w_stack) * split_.w_stack_step;
+          for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
+            const double w = w_m * obs_.freq.at(k) - w_stack;
+            w_lo[i] = std::min(w_lo[i], w);
+            w_hi[i] = std::max(w_hi[i], w);
+          }
+          if (last[i] != id) {
+            last[i] = id;
+            ++pieces[i];
+          }
+        });
+      }
+#pragma omp critical
+    for (size_t i = 0; i < n; ++i) {
+      total.visibilities[i] += vis[i];
+      total.pieces[i] += pieces[i];
+      total.w_lo[i] = std::min(total.w_lo[i], w_lo[i]);
+      total.w_hi[i] = std::max(total.w_hi[i], w_hi[i]);
+    }
+  }
+  return total;
+}
+
+std::vector<TrackPiece> Binner::candidate_pieces(index_t stack, index_t subgrid) const {
+  const index_t tile0 = subgrid / locate_.per_axis(), tile1 = subgrid % locate_.per_axis();
+  std::vector<TrackPiece> out;
+  for (size_t b = 0; b < baselines_.size(); ++b) {
+    if (!box_meets(track_boxes_[b], stack, tile0, tile1)) continue;
+    for (const auto& piece : pieces_of(static_cast<index_t>(b)))
+      if (box_meets(piece_box(static_cast<index_t>(b), piece.t_begin, piece.t_end), stack, tile0,
+                    tile1))
+        out.push_back(piece);
+  }
+  return out;
 }
 
 Distribution summarise(std::vector<index_t> per_subgrid) {
@@ -133,6 +230,104 @@ Distribution summarise(std::vector<index_t> per_subgrid) {
                ? static_cast<double>(d.visibilities) / static_cast<double>(d.subgrids_used)
                : 0;
   return d;
+}
+
+Distribution summarise(const VisitCounts& counts) {
+  std::vector<index_t> per_subgrid(static_cast<size_t>(counts.subgrids), 0);
+  for (index_t s = 0; s < counts.stacks; ++s)
+    for (index_t g = 0; g < counts.subgrids; ++g)
+      per_subgrid[static_cast<size_t>(g)] +=
+          counts.visibilities[static_cast<size_t>(s * counts.subgrids + g)];
+  return summarise(std::move(per_subgrid));
+}
+
+VisitRuns::VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index_t part,
+                     index_t parts)
+    : binner_(binner), stack_(stack), subgrid_(subgrid) {
+  const auto& obs = binner.observation();
+  const double inv_c = 1.0 / telescope::kSpeedOfLight;
+  std::vector<Piece> all;
+  for (const auto& piece : binner.candidate_pieces(stack, subgrid)) {
+    Piece p{piece, binner.row_chunk(piece), 0, HUGE_VAL, -HUGE_VAL};
+    binner.runs(piece.baseline, piece.t_begin, piece.t_end,
+                [&](index_t sg, const VisRun& run) {
+                  if (sg != subgrid || run.w_stack != stack) return;
+                  p.visibilities += run.count();
+                  const double w_m = binner.baseline_w(run.baseline, run.time);
+                  const double w_stack = static_cast<double>(stack) * binner.stack_step();
+                  for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
+                    const double w = w_m * obs.freq.at(k) * inv_c - w_stack;
+                    p.wc_min = std::min(p.wc_min, w);
+                    p.wc_max = std::max(p.wc_max, w);
+                  }
+                });
+    if (p.visibilities > 0) all.push_back(p);
+  }
+  index_t total = 0;
+  for (const auto& p : all) total += p.visibilities;
+  // Part i starts at the first row chunk border at or after i / parts of
+  // the visibilities.
+  const auto start = [&](index_t i) -> size_t {
+    if (i <= 0) return 0;
+    if (i >= parts) return all.size();
+    const index_t target = total * i / parts;
+    index_t seen = 0;
+    size_t at = 0;
+    while (at < all.size() && seen < target) seen += all[at++].visibilities;
+    while (at > 0 && at < all.size() && all[at].row_chunk == all[at - 1].row_chunk) ++at;
+    return at;
+  };
+  const size_t first = start(part), last = start(part + 1);
+  pieces_.assign(all.begin() + static_cast<std::ptrdiff_t>(first),
+                 all.begin() + static_cast<std::ptrdiff_t>(last));
+  for (const auto& p : pieces_) visibilities_ += p.visibilities;
+}
+
+bool VisitRuns::w_range(double& lo, double& hi) const {
+  lo = HUGE_VAL;
+  hi = -HUGE_VAL;
+  for (const auto& p : pieces_) {
+    lo = std::min(lo, p.wc_min);
+    hi = std::max(hi, p.wc_max);
+  }
+  return !pieces_.empty();
+}
+
+std::vector<std::pair<size_t, size_t>> VisitRuns::tasks(index_t row_chunks_per_task,
+                                                        index_t max_visibilities) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t first = 0; first < pieces_.size();) {
+    size_t last = first + 1;
+    index_t visibilities = pieces_[first].visibilities;
+    for (index_t chunks = 1; last < pieces_.size(); ++last) {
+      if (pieces_[last].row_chunk != pieces_[last - 1].row_chunk &&
+          (++chunks > row_chunks_per_task || visibilities >= max_visibilities))
+        break;
+      visibilities += pieces_[last].visibilities;
+    }
+    out.emplace_back(first, last);
+    first = last;
+  }
+  return out;
+}
+
+void VisitRuns::runs(size_t first, size_t last, std::vector<VisRun>& out) const {
+  out.clear();
+  for (size_t i = first; i < last; ++i) {
+    const auto& piece = pieces_[i].piece;
+    binner_.runs(piece.baseline, piece.t_begin, piece.t_end,
+                 [&](index_t sg, const VisRun& run) {
+                   if (sg == subgrid_ && run.w_stack == stack_) out.push_back(run);
+                 });
+  }
+}
+
+std::pair<index_t, index_t> VisitRuns::rows(size_t first, size_t last) const {
+  if (first >= last) return {0, 0};
+  const index_t times = binner_.observation().time.steps;
+  const auto& a = pieces_[first].piece;
+  const auto& b = pieces_[last - 1].piece;
+  return {index_t{a.baseline} * times + a.t_begin, index_t{b.baseline} * times + b.t_end};
 }
 
 }  // namespace iotest::binning

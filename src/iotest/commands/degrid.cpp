@@ -8,8 +8,8 @@
 #include <map>
 #include <mutex>
 
-#include "iotest/commands/layout.hpp"
-#include "iotest/commands/plan.hpp"
+#include "iotest/job/job.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/parallel.hpp"
@@ -19,129 +19,66 @@
 
 namespace iotest::commands {
 
-degrid::WLayout check_degrid_options(const config::RecombinationParams& p0,
-                                     const telescope::Observation& obs,
-                                     const binning::GridGeometry& g,
-                                     const degrid::DegridOptions& kernel,
-                                     std::optional<index_t> margin,
-                                     std::optional<double> target_err) {
-  if (kernel.support < 2 || kernel.support > degrid::kMaxSupport || kernel.support % 2)
-    throw UsageError("--support", fmt::format("expected an even kernel width from 2 to {}, got {}",
-                                              degrid::kMaxSupport, kernel.support));
-  if (kernel.w_support < 2 || kernel.w_support > degrid::kMaxSupport || kernel.w_support % 2)
-    throw UsageError("--w-support",
-                     fmt::format("expected an even w kernel width from 2 to {}, got {}",
-                                 degrid::kMaxSupport, kernel.w_support));
-  auto w = degrid::w_layout(g, obs, p0.xA, kernel, margin);
-  if (target_err && kernel.w_step)
-    throw UsageError("--target-err", "give either --target-err or --wstep, not both");
-  if (w.margin >= p0.xA - p0.subgrid_granularity)
-    throw UsageError(margin          ? "--margin"
-                     : kernel.w_step ? "--wstep"
-                                     : "--rec-set",
-                     fmt::format("{} with {}: the subgrids ({} cells) cannot hold the kernel and "
-                                 "the w-tower spread (margin {} cells); use larger subgrids",
-                                 p0.canonical, obs.vis_set, p0.xA, w.margin));
-  return w;
-}
-
-degrid::TowerCalibration calibrate_w_layout(const swiftly::Recombination& rec,
-                                            const binning::GridGeometry& g,
-                                            const telescope::Observation& obs,
-                                            const degrid::DegridOptions& kernel, double target,
-                                            degrid::WLayout& w) {
-  // Measure the tower height this margin allows instead of bounding it.
-  auto single = w;
-  single.stack_step = 0;
-  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
-  const auto calibration =
-      degrid::calibrate_tower_height(degrid::Degridder(rec, g, obs, kernel, single), w_max, target);
-  w.tower_half_height = calibration.height;
-  w.stack_step = calibration.height >= w_max ? 0 : 2 * calibration.height;
-  return calibration;
-}
-
-void describe_degridding(report::RunSettings& s, const degrid::DegridOptions& kernel,
-                         const degrid::Degridder& d, const degrid::WLayout& w, index_t w_stacks,
-                         const std::optional<degrid::TowerCalibration>& calibration) {
-  s.support = kernel.support;
-  s.w_support = kernel.w_support;
-  s.w_step = d.planes().dw;
-  s.w_stack_step = w.stack_step;
-  s.w_stacks = w_stacks;
-  s.tower_half_height = w.tower_half_height;
-  if (calibration) {
-    s.target_err = calibration->target;
-    s.tower_error_at_zero = calibration->error_at_zero;
-  }
-}
-
-std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm) {
-  if (sources.size() > 10000) return std::nullopt;
-  report::Sky sky{pixel_lm, {}};
-  for (const auto& src : sources) sky.sources.push_back({src.y0, src.y1});
-  return sky;
-}
-
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
-  const auto obs = telescope::make_observation(o.observation);
-  const auto p0 = config::resolve_rec_set(o.rec_set);
-  const auto g = binning::grid_geometry(p0, obs);
-  auto w = check_degrid_options(p0, obs, g, o.kernel, o.margin, o.target_err);
-  require_source_count(p0, o.source_count);
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
+  job::JobOptions jo;
+  jo.rec_set = o.rec_set;
+  jo.observation = o.observation;
+  jo.kernel = o.kernel;
+  jo.margin = o.margin;
+  jo.target_err = o.target_err;
+  jo.source_count = o.source_count;
+  jo.seed = o.seed;
+  auto job = job::resolve(jo);
+  const auto& obs = *job.obs;
+  const auto& g = *job.geometry;
   report::Report r;
   r.mode = "degrid";
-  r.rec = config::resolve_rec_set(o.rec_set, {std::nullopt, w.margin});
+  r.rec = job.p;
   const auto& p = r.rec;
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  r.memory = estimate_memory(p, threads);
-  // The work list holds a run per baseline, time and frequency chunk at
-  // least (more where tracks cross tiles): this process keeps all of it.
-  const index_t run_bytes = obs.baseline_count() * obs.time.steps * obs.freq.chunks() *
-                            static_cast<index_t>(sizeof(binning::VisRun)) * 5 / 4;
-  // Each thread's degrid task buffer: up to kTaskVisibilities (and a row chunk).
-  const index_t task_bytes =
-      threads * degrid::kTaskVisibilities * static_cast<index_t>(sizeof(cplx));
-  r.memory.single_process_bytes += run_bytes + task_bytes;
-  const index_t available = available_memory_bytes();
-  if (available > 0 && run_bytes > available / 2)
-    throw UsageError("--time", fmt::format("{} visibilities are too many for one process here: "
-                                           "their work list alone needs about {:.1f} GiB; "
-                                           "use fewer time steps or channels",
-                                           obs.visibility_count(), run_bytes / 1073741824.0));
-  require_memory(p, r.memory.single_process_bytes);
 
   report::Timing timing;
   auto t0 = Clock::now();
+  // Which visibilities each visit degrids: counted here, made per visit.
+  const auto count = [&] {
+    const binning::Binner binner(p, obs, g, job.split());
+    return binner.count_visits(0, obs.baseline_count(), threads);
+  };
+  std::optional<binning::VisitCounts> counts;
+  if (!o.target_err) {
+    counts = count();
+    job::RunShape shape;
+    shape.threads = threads;
+    r.memory = job::estimate_memory(job, shape, &*counts);
+    r.memory.single_process_bytes =
+        job::estimate_single_process(job, threads, &*counts, !o.output.empty());
+    job::require_memory(p, r.memory.single_process_bytes);
+  }
   const swiftly::Recombination rec(p);
   std::optional<degrid::TowerCalibration> calibration;
-  if (o.target_err) calibration = calibrate_w_layout(rec, g, obs, o.kernel, *o.target_err, w);
-  const degrid::Degridder degridder(rec, g, obs, o.kernel, w);
+  if (o.target_err) {
+    calibration = job::calibrate_w_layout(job, rec);
+    counts = count();
+    job::RunShape shape;
+    shape.threads = threads;
+    r.memory = job::estimate_memory(job, shape, &*counts);
+    r.memory.single_process_bytes =
+        job::estimate_single_process(job, threads, &*counts, !o.output.empty());
+    job::require_memory(p, r.memory.single_process_bytes);
+  }
+  const binning::Binner binner(p, obs, g, job.split());
+  const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
   auto layout = storage::layout_of(obs);
   layout.provenance = storage::Provenance{o.rec_set, g.pixel_lm, o.source_count, o.seed};
   backend->open(o.output, layout);
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
-  const auto sources = sky::random_sources(o.source_count, p.used_size, o.seed);
+  const auto& sources = job.sources;
   const auto samples = degrid::pick_samples(obs, o.vis_samples, o.seed);
-  // Which visibilities each subgrid degrids, per w-stacking plane.
-  // The same pass gives the distribution of visibilities over subgrids.
-  std::map<index_t, std::vector<std::vector<binning::VisRun>>> stacks;
-  std::vector<index_t> per_subgrid(static_cast<size_t>(p.subgrid_count()), 0);
-  binning::for_each_run(p, obs, g, 0, obs.time.steps,
-                        [&](index_t subgrid, const binning::VisRun& run) {
-                          auto& runs = stacks[run.w_stack];
-                          if (runs.empty()) runs.resize(static_cast<size_t>(p.subgrid_count()));
-                          runs[static_cast<size_t>(subgrid)].push_back(run);
-                          per_subgrid[static_cast<size_t>(subgrid)] += run.count();
-                        },
-                        {true, w.stack_step});
-  for (auto& [stack, runs] : stacks)
-    for (auto& subgrid_runs : runs) degrid::sort_for_storage(subgrid_runs);
-  const auto distribution = binning::summarise(std::move(per_subgrid));
+  const auto distribution = binning::summarise(*counts);
   timing.planning_s = seconds_since(t0);
 
   const auto tiles = swiftly::subgrid_tiles(p);
@@ -163,6 +100,7 @@ report::Report degrid(const DegridRunOptions& o) {
     swiftly::ColumnWorkspace column;
     Array2D contribution, sum, facet;
     degrid::Degridder::Workspace degrid;
+    std::vector<binning::VisRun> runs;
     std::vector<cplx> vis;
     storage::ChunkAssembler chunks;
     std::map<index_t, RelativeError> errors;  // per subgrid
@@ -181,7 +119,16 @@ report::Report degrid(const DegridRunOptions& o) {
   const index_t nt = obs.time.steps;
   index_t columns_walked = 0;
 
-  for (const auto& [stack, runs] : stacks) {
+  index_t stacks_walked = 0;
+  for (index_t si = 0; si < counts->stacks; ++si) {
+    const index_t stack = counts->first_stack + si;
+    // The subgrids of this stack that hold visibilities, column by column.
+    std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
+    for (index_t s = 0; s < p.subgrid_count(); ++s)
+      if (counts->visibilities[static_cast<size_t>(counts->at(stack, s))] > 0)
+        columns[s / ns].push_back(s);
+    if (columns.empty()) continue;
+    ++stacks_walked;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
     for (index_t f = 0; f < F; ++f) {
       auto facet = state[static_cast<size_t>(omp_get_thread_num())].facet.view();
@@ -189,10 +136,6 @@ report::Report degrid(const DegridRunOptions& o) {
       degridder.correct_facet(ftile0(f), ftile1(f), stack, facet);
       rec.prepare_facet(facet, prepared[static_cast<size_t>(f)].view());
     }
-    // The subgrids of this stack that hold visibilities, column by column.
-    std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
-    for (index_t s = 0; s < p.subgrid_count(); ++s)
-      if (!runs[static_cast<size_t>(s)].empty()) columns[s / ns].push_back(s);
     columns_walked += static_cast<index_t>(columns.size());
     for (const auto& [i0, subgrids] : columns) {
       const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
@@ -213,20 +156,26 @@ report::Report degrid(const DegridRunOptions& o) {
             rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
                                  st.sum.view());
           }
-          const auto& subgrid_runs = runs[static_cast<size_t>(s)];
-          st.planes += degridder.build_tower(st.sum.view(), subgrid_runs, st.degrid);
+          // The visit's track pieces, made now and dropped with it.
+          const binning::VisitRuns visit(binner, stack, s);
+          double w_lo = 0, w_hi = 0;
+          visit.w_range(w_lo, w_hi);
+          st.planes += degridder.build_tower(st.sum.view(), w_lo / degridder.planes().dw,
+                                             w_hi / degridder.planes().dw, st.degrid);
           std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
           // Tasks of up to --bls-per-task baselines' time chunks: idle
           // threads take them, so a subgrid holding most of the
           // visibilities (the centre) does not leave the others waiting.
           const auto* tower = &st.degrid;
+          const auto* pieces = &visit;
           for (const auto& [first, last] :
-               degrid::cut_tasks(subgrid_runs, nt, obs.time.chunk, o.bls_per_task)) {
-#pragma omp task default(shared) firstprivate(first, last, s, off0, off1, tower)
+               visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+#pragma omp task default(shared) firstprivate(first, last, s, off0, off1, tower, pieces)
             failures.capture([&] {
               auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
-              const auto* begin = subgrid_runs.data() + first;
-              const auto* end = subgrid_runs.data() + last;
+              pieces->runs(first, last, ts.runs);
+              const auto* begin = ts.runs.data();
+              const auto* end = begin + ts.runs.size();
               degrid::degrid_to_chunks(
                   degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
                   [&](const storage::ChunkKey& key, const cplx* data, index_t count) {
@@ -241,8 +190,8 @@ report::Report degrid(const DegridRunOptions& o) {
               ts.check_s += seconds_since(tc);
             });
           }
-          // The tower lives in this thread's workspace: keep it until its
-          // tasks are done (this thread works on tasks meanwhile).
+          // The tower and the pieces live here: keep them until the tasks
+          // are done (this thread works on tasks meanwhile).
 #pragma omp taskwait
         });
       }
@@ -275,14 +224,13 @@ report::Report degrid(const DegridRunOptions& o) {
   r.settings->direction = "predict";
   r.settings->subgrids = used;
   r.settings->threads = threads;
-  describe_degridding(*r.settings, o.kernel, degridder, w, static_cast<index_t>(stacks.size()),
-                      calibration);
+  job::describe_degridding(*r.settings, job, degridder, stacks_walked, calibration);
   r.settings->vis_samples = static_cast<index_t>(samples.size());
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = used;
   r.counts.subgrid_columns = columns_walked;
-  add_observation(r, obs, g, distribution);
+  job::add_observation(r, obs, g, distribution);
   report::Accuracy accuracy;
   accuracy.vis_rmse = tally.pooled.value();
   accuracy.vis_rmse_max = tally.worst;
@@ -304,7 +252,7 @@ report::Report degrid(const DegridRunOptions& o) {
   rates.write_bytes_per_s =
       timing.write_s > 0 ? static_cast<double>(backend->stats().bytes) / timing.write_s : 0;
   r.rates = rates;
-  r.sky = sky_of(sources, g.pixel_lm);
+  r.sky = job::sky_of(sources, g.pixel_lm);
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

@@ -32,28 +32,4 @@ struct DegridRunOptions {
 
 report::Report degrid(const DegridRunOptions& options);
 
-// Shared with the distributed run: checks the kernel and w options against
-// the set and returns the w layout (UsageError naming the option).
-degrid::WLayout check_degrid_options(const config::RecombinationParams& p0,
-                                     const telescope::Observation& obs,
-                                     const binning::GridGeometry& g,
-                                     const degrid::DegridOptions& kernel,
-                                     std::optional<index_t> margin,
-                                     std::optional<double> target_err);
-// --target-err: measures the tower height and sets it (and the stacking
-// step) in `w`.
-// The degridding settings of a report: kernels, w layout, calibration.
-void describe_degridding(report::RunSettings& s, const degrid::DegridOptions& kernel,
-                         const degrid::Degridder& d, const degrid::WLayout& w, index_t w_stacks,
-                         const std::optional<degrid::TowerCalibration>& calibration);
-// The sky, so other tools can predict the same visibilities (nothing above
-// 10,000 sources).
-std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm);
-
-degrid::TowerCalibration calibrate_w_layout(const swiftly::Recombination& rec,
-                                            const binning::GridGeometry& g,
-                                            const telescope::Observation& obs,
-                                            const degrid::DegridOptions& kernel, double target,
-                                            degrid::WLayout& w);
-
 }  // namespace iotest::commands

@@ -1,23 +1,9 @@
 #include "iotest/commands/layout.hpp"
 
 #include "iotest/common/errors.hpp"
+#include "iotest/job/job.hpp"
 
 namespace iotest::commands {
-
-report::Observation summarise(const telescope::Observation& obs) {
-  report::Observation o;
-  o.vis_set = obs.vis_set;
-  o.description = obs.description;
-  o.antennas = obs.antenna_count();
-  o.autocorrelations = obs.autocorrelations;
-  o.time = obs.time.text();
-  o.freq = obs.freq.text();
-  o.time_chunks = obs.time.chunks();
-  o.freq_chunks = obs.freq.chunks();
-  o.dec_deg = obs.dec_deg;
-  o.visibility_bytes = obs.visibility_bytes();
-  return o;
-}
 
 report::Report layout(const LayoutOptions& options) {
   const auto obs = telescope::make_observation(options.observation);
@@ -28,7 +14,7 @@ report::Report layout(const LayoutOptions& options) {
   r.mode = "layout";
   r.counts.baselines = obs.baseline_count();
   r.counts.visibilities = obs.visibility_count();
-  r.observation = summarise(obs);
+  r.observation = job::observation_section(obs);
 
   report::LayoutDump d;
   d.vis_set = obs.vis_set;

@@ -15,7 +15,4 @@ struct LayoutOptions {
 
 report::Report layout(const LayoutOptions& options);
 
-// The observation part of a report (no grid: that needs a recombination).
-report::Observation summarise(const telescope::Observation& obs);
-
 }  // namespace iotest::commands

@@ -8,7 +8,8 @@
 #include <cmath>
 #include <map>
 
-#include "iotest/commands/plan.hpp"
+#include "iotest/job/job.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/parallel.hpp"
@@ -280,7 +281,7 @@ report::Report run(const Options& o) {
   if (count < 1 || count > total)
     throw UsageError("--subgrids", fmt::format("expected 1..{} or 'all' for {}, got {}", total,
                                                p.canonical, count));
-  require_source_count(p, o.source_count);
+  job::require_source_count(p, o.source_count);
   const index_t check =
       o.check_all ? count : o.check.value_or(std::min(count, kDefaultCheckedSubgrids));
   if (check < 0 || check > count)
@@ -288,8 +289,12 @@ report::Report run(const Options& o) {
                      fmt::format("expected 0..{} (the subgrids processed), got {}", count, check));
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
-  r.memory = estimate_memory(p, threads);
-  require_memory(p, r.memory.single_process_bytes);
+  job::Job job;
+  job.p = p;
+  job::RunShape shape;
+  shape.threads = threads;
+  r.memory = job::estimate_memory(job, shape, nullptr);
+  job::require_memory(p, r.memory.single_process_bytes);
 
   Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, count), {}, count};
   index_t seen = 0;

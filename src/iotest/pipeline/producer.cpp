@@ -73,7 +73,7 @@ class Assignments {
 RankResult run_producer(Context& ctx) {
   RankResult out;
   auto& st = out.stats;
-  const auto& p = ctx.p;
+  const auto& p = ctx.job.p;
   const auto& rec = *ctx.rec;
   const int threads = ctx.producer_threads;
   const std::vector<index_t> facets = ctx.facets_of_producer();  // round-robin
@@ -108,7 +108,7 @@ RankResult run_producer(Context& ctx) {
         failures.capture([&] {
           auto facet = facet_ws[static_cast<size_t>(omp_get_thread_num())].view();
           const index_t f = facets[i];
-          sky::fill_facet(ctx.sources, ctx.facet_tile0(f), ctx.facet_tile1(f), facet);
+          sky::fill_facet(ctx.job.sources, ctx.facet_tile0(f), ctx.facet_tile1(f), facet);
           if (ctx.degridder)
             ctx.degridder->correct_facet(ctx.facet_tile0(f), ctx.facet_tile1(f), stack, facet);
           rec.prepare_facet(facet, prepared[i].view());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "iotest/common/accuracy.hpp"
+#include "iotest/job/job.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/pipeline/work.hpp"
 #include "iotest/sky/sky_model.hpp"
@@ -41,8 +42,15 @@ class Backoff {
   std::chrono::microseconds delay_{20};
 };
 
+// Waits for a non-blocking operation by test-then-sleep: a blocking
+// collective spins, which would take a core from a rank at work.
+void wait_for(MPI_Request& request);
 // Root's text to every rank of comm (waiting without spinning).
 void broadcast(MPI_Comm comm, int root, std::string& text);
+// A check made on some ranks only, agreed on by all (collective): the
+// first rank's non-empty message, or empty when every rank passed. Every
+// rank then ends the same way, so none waits for a peer that left.
+std::string agree_on_error(MPI_Comm comm, const std::string& mine);
 
 // ---- what every rank knows --------------------------------------------------
 struct Roles {
@@ -61,13 +69,10 @@ struct Context {
   RunOptions options;
   Roles roles;
   MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
-  config::RecombinationParams p;
-  std::optional<telescope::Observation> obs;
-  std::optional<binning::GridGeometry> geometry;
+  job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
   std::unique_ptr<swiftly::Recombination> rec;
+  std::unique_ptr<binning::Binner> binner;       // with a vis-set
   std::unique_ptr<degrid::Degridder> degridder;  // with a vis-set
-  degrid::WLayout w;
-  std::vector<sky::PointSource> sources;
   std::vector<swiftly::Tile> facet_tiles, subgrid_tiles;
   WorkPlan plan;
   int threads = 1, producer_threads = 1;
@@ -79,22 +84,23 @@ struct Context {
   // This rank's facets as a producer: every producers-th from its rank.
   std::vector<index_t> facets_of_producer() const {
     std::vector<index_t> facets;
-    for (index_t f = roles.rank; roles.is_producer() && f < p.facet_count(); f += roles.producers)
+    for (index_t f = roles.rank; roles.is_producer() && f < job.p.facet_count();
+         f += roles.producers)
       facets.push_back(f);
     return facets;
   }
 
   const swiftly::Tile& facet_tile0(index_t f) const {
-    return facet_tiles[static_cast<size_t>(f / p.facets_per_axis)];
+    return facet_tiles[static_cast<size_t>(f / job.p.facets_per_axis)];
   }
   const swiftly::Tile& facet_tile1(index_t f) const {
-    return facet_tiles[static_cast<size_t>(f % p.facets_per_axis)];
+    return facet_tiles[static_cast<size_t>(f % job.p.facets_per_axis)];
   }
   const swiftly::Tile& subgrid_tile0(index_t s) const {
-    return subgrid_tiles[static_cast<size_t>(s / p.subgrids_per_axis)];
+    return subgrid_tiles[static_cast<size_t>(s / job.p.subgrids_per_axis)];
   }
   const swiftly::Tile& subgrid_tile1(index_t s) const {
-    return subgrid_tiles[static_cast<size_t>(s % p.subgrids_per_axis)];
+    return subgrid_tiles[static_cast<size_t>(s % job.p.subgrids_per_axis)];
   }
 };
 
@@ -123,8 +129,7 @@ class Progress {
 };
 
 RankResult run_producer(Context& ctx);
-// `runs`: per visit, its runs in storage order (streamers only).
-RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>& runs);
+RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
 
 }  // namespace iotest::pipeline

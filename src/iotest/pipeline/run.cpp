@@ -14,8 +14,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "iotest/commands/degrid.hpp"
-#include "iotest/commands/plan.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
@@ -33,21 +32,34 @@ void Backoff::pause(double& waited) {
   delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
 }
 
+void wait_for(MPI_Request& request) {
+  Backoff backoff;
+  double waited = 0;
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) backoff.pause(waited);
+}
+
 void broadcast(MPI_Comm comm, int root, std::string& text) {
-  // Non-blocking, waited for by test-then-sleep: a blocking broadcast
-  // spins, which would take a core from rank 0 while it plans.
-  const auto wait = [](MPI_Request& request) {
-    Backoff backoff;
-    double waited = 0;
-    for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) backoff.pause(waited);
-  };
   std::int64_t size = static_cast<std::int64_t>(text.size());
   MPI_Request request;
   MPI_Ibcast(&size, 1, MPI_INT64_T, root, comm, &request);
-  wait(request);
+  wait_for(request);
   text.resize(static_cast<size_t>(size));
   MPI_Ibcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm, &request);
-  wait(request);
+  wait_for(request);
+}
+
+std::string agree_on_error(MPI_Comm comm, const std::string& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int first = mine.empty() ? size : rank, agreed = size;
+  MPI_Request request;
+  MPI_Iallreduce(&first, &agreed, 1, MPI_INT, MPI_MIN, comm, &request);
+  wait_for(request);
+  if (agreed == size) return {};
+  std::string text = rank == agreed ? mine : std::string();
+  broadcast(comm, agreed, text);
+  return text;
 }
 
 Progress::Progress(bool enabled, index_t total, const char* what)
@@ -206,6 +218,63 @@ Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int 
 
 }  // namespace
 
+namespace {
+
+// Visibilities per visit over the whole observation: each rank bins its
+// share of the baselines on its threads, then the shares are summed.
+binning::VisitCounts count_visits(const binning::Binner& binner, MPI_Comm comm, int threads) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const index_t nb = binner.observation().baseline_count();
+  auto counts = binner.count_visits(nb * rank / size, nb * (rank + 1) / size, threads);
+  const int n = static_cast<int>(counts.visibilities.size());
+  MPI_Request requests[4];
+  MPI_Iallreduce(MPI_IN_PLACE, counts.visibilities.data(), n, MPI_INT64_T, MPI_SUM, comm,
+                 &requests[0]);
+  MPI_Iallreduce(MPI_IN_PLACE, counts.pieces.data(), n, MPI_INT64_T, MPI_SUM, comm, &requests[1]);
+  MPI_Iallreduce(MPI_IN_PLACE, counts.w_lo.data(), n, MPI_DOUBLE, MPI_MIN, comm, &requests[2]);
+  MPI_Iallreduce(MPI_IN_PLACE, counts.w_hi.data(), n, MPI_DOUBLE, MPI_MAX, comm, &requests[3]);
+  for (auto& r : requests) wait_for(r);
+  return counts;
+}
+
+// The estimate of this host's ranks against its available memory
+// (collective): a job that cannot fit stops every rank with a usage error
+// naming the role, before the large allocations.
+void require_node_memory(const report::Memory& m, const Roles& roles, MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  const index_t mine = roles.is_producer()   ? m.producer_bytes
+                       : roles.is_assigner() ? m.assigner_bytes
+                                             : m.streamer_bytes;
+  const char* role = roles.is_producer() ? "producer" : roles.is_assigner() ? "assigner" : "streamer";
+  index_t total = 0;
+  MPI_Request request;
+  MPI_Iallreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, local, &request);
+  wait_for(request);
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  const index_t available = available_memory_bytes();
+  std::string error;
+  const auto gib = [](index_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
+  if (available > 0 && total > available) {
+    char host[64] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    error = fmt::format(
+        "the memory model gives this {} {:.2f} GiB and the {} rank(s) on {} {:.2f} GiB in all, "
+        "but {:.2f} GiB are available; use more nodes, fewer ranks per node or shorter queues "
+        "(iotest plan --nodes=N sizes a job)",
+        role, gib(mine), local_size, host, gib(total), gib(available));
+  }
+  error = agree_on_error(comm, error);
+  if (!error.empty()) throw UsageError("--rec-set", error);
+}
+
+}  // namespace
+
 report::Report run(const RunOptions& o, MPI_Comm comm) {
   const double t_wall = MPI_Wtime();
   Context ctx;
@@ -214,22 +283,19 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   check_options(o, size);
-  if (o.rec_set.empty()) throw UsageError("--rec-set", "expected a recombination set");
 
-  // The recombination, and with visibilities the degridding that shapes it.
-  auto p0 = config::resolve_rec_set(o.rec_set);
-  if (o.observation) {
-    ctx.obs = telescope::make_observation(*o.observation);
-    ctx.geometry = binning::grid_geometry(p0, *ctx.obs);
-    ctx.w = commands::check_degrid_options(p0, *ctx.obs, *ctx.geometry, o.kernel, o.margin,
-                                           o.target_err);
-    ctx.p = config::resolve_rec_set(o.rec_set, {std::nullopt, ctx.w.margin});
-  } else {
-    ctx.p = p0;
-  }
-  const auto& p = ctx.p;
-  // 0 sources: an all-zero sky, nothing to check (a pure benchmark).
-  if (o.source_count != 0) commands::require_source_count(p, o.source_count);
+  // The job: the recombination, and with visibilities the degridding that
+  // shapes it (UsageErrors here are the same on every rank).
+  job::JobOptions jo;
+  jo.rec_set = o.rec_set;
+  jo.observation = o.observation;
+  jo.kernel = o.kernel;
+  jo.margin = o.margin;
+  jo.target_err = o.target_err;
+  jo.source_count = o.source_count;
+  jo.seed = o.seed;
+  ctx.job = job::resolve(jo);
+  const auto& p = ctx.job.p;
   ctx.roles = make_roles(o, p, rank, size);
   // The pattern costs next to nothing: one thread per streamer leaves the
   // cores to the writers, whose copies into the page cache are the work.
@@ -237,8 +303,40 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   ctx.producer_threads = o.producer_threads > 0 ? o.producer_threads : ctx.threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
+  const auto& roles = ctx.roles;
+  job::RunShape shape;
+  shape.producers = roles.producers;
+  shape.streamers = roles.streamers;
+  shape.assigner = roles.assigner_rank >= 0;
+  shape.threads = ctx.threads;
+  shape.producer_threads = ctx.producer_threads;
+  shape.send_queue = o.send_queue;
+  shape.subgrid_queue = o.subgrid_queue;
+  shape.task_queue = o.task_queue;
+  shape.bls_per_task = o.bls_per_task;
+  shape.visibility_queue = o.visibility_queue;
+  shape.writer_count = o.writer_count;
+  shape.writes = !o.output.empty();
+  shape.fork_writer = o.fork_writer;
+  shape.synthetic = o.synthetic_vis;
 
   const double t_plan = MPI_Wtime();
+  // The visits and their figures: counted in parallel over the ranks, the
+  // memory model checked against every node before the large allocations.
+  binning::VisitCounts counts;
+  report::Memory memory;
+  const auto count_and_check = [&] {
+    if (ctx.job.obs) {
+      ctx.binner = std::make_unique<binning::Binner>(p, *ctx.job.obs, *ctx.job.geometry,
+                                                     ctx.job.split());
+      counts = count_visits(*ctx.binner, comm,
+                            roles.is_producer() ? ctx.producer_threads : ctx.threads);
+    }
+    memory = job::estimate_memory(ctx.job, shape, ctx.job.obs ? &counts : nullptr);
+    require_node_memory(memory, roles, comm);
+  };
+  if (!o.target_err) count_and_check();  // else once the tower height is measured
+
   // FFTW_MEASURE planning takes seconds on large sets, and ranks sharing
   // cores slow each other down: one rank measures, the others plan from its
   // wisdom (as FFTW's own MPI interface does; on a node unlike the root's
@@ -246,8 +344,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // a streamer, idle until contributions come anyway, while producers first
   // touch their prepared facets, the run's one large allocation (seconds
   // of page faults on a VM), on the host's idle cores.
-  const int wisdom_root = ctx.roles.streamers > 0 ? ctx.roles.streamer_rank(0) : 0;
-  const int touch_threads = first_touch_threads(comm, ctx.roles.is_producer());  // collective
+  const int wisdom_root = roles.streamers > 0 ? roles.streamer_rank(0) : 0;
+  const int touch_threads = first_touch_threads(comm, roles.is_producer());  // collective
   // Storage only needs no transform, only the buffers' shapes: no measuring.
   const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
   if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
@@ -265,48 +363,32 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   }
   std::optional<degrid::TowerCalibration> calibration;
-  if (ctx.obs && o.target_err)
-    calibration = commands::calibrate_w_layout(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel,
-                                               *o.target_err, ctx.w);
+  if (ctx.job.obs && o.target_err) {
+    calibration = job::calibrate_w_layout(ctx.job, *ctx.rec);
+    count_and_check();
+  }
   // The w layout above still shapes the walk (margin, w-stacks) in the
   // storage-only mode; only the degridder itself is not needed there.
-  if (ctx.obs && !o.synthetic_vis)
-    ctx.degridder =
-        std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.geometry, *ctx.obs, o.kernel, ctx.w);
-  ctx.sources = sky::random_sources(o.source_count, p.used_size, o.seed);
+  if (ctx.job.obs && !o.synthetic_vis)
+    ctx.degridder = std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.job.geometry, *ctx.job.obs,
+                                                        ctx.job.kernel, ctx.job.w);
   ctx.facet_tiles = swiftly::facet_tiles(p);
   ctx.subgrid_tiles = swiftly::subgrid_tiles(p);
 
-  // The work: every rank bins the observation the same way; streamers keep
-  // the runs, the others only the counts.
+  // The work plan needs only the visibilities per visit.
   std::map<std::pair<index_t, index_t>, index_t> per_visit;
-  std::map<std::pair<index_t, index_t>, std::vector<binning::VisRun>> runs_by_visit;
-  std::vector<index_t> per_subgrid(static_cast<size_t>(p.subgrid_count()), 0);
-  const bool keep_runs = ctx.roles.is_streamer();
-  if (ctx.obs)
-    binning::for_each_run(
-        p, *ctx.obs, *ctx.geometry, 0, ctx.obs->time.steps,
-        [&](index_t subgrid, const binning::VisRun& run) {
-          per_visit[{run.w_stack, subgrid}] += run.count();
-          per_subgrid[static_cast<size_t>(subgrid)] += run.count();
-          if (keep_runs) runs_by_visit[{run.w_stack, subgrid}].push_back(run);
-        },
-        {true, ctx.w.stack_step});
-  ctx.plan = plan_work(p, per_visit, ctx.roles.streamers, ctx.roles.assigner_rank < 0);
-  std::vector<std::vector<binning::VisRun>> runs;
-  if (keep_runs)
-    for (auto& [key, list] : runs_by_visit) {
-      degrid::sort_for_storage(list);
-      runs.push_back(std::move(list));
-    }
-  runs_by_visit.clear();
+  if (ctx.job.obs)
+    for (index_t s = 0; s < counts.stacks; ++s)
+      for (index_t g = 0; g < counts.subgrids; ++g)
+        if (const index_t n = counts.visibilities[static_cast<size_t>(s * counts.subgrids + g)])
+          per_visit[{counts.first_stack + s, g}] = n;
+  ctx.plan = plan_work(p, per_visit, roles.streamers, roles.assigner_rank < 0);
   const double planning_s = MPI_Wtime() - t_plan;
 
   // The report skeleton: rank 0 prints the plan from it before starting.
   report::Report r;
   r.mode = "run";
   r.rec = p;
-  const auto& roles = ctx.roles;
   report::Pipeline pl;
   pl.ranks = size;
   pl.producers = roles.producers;
@@ -314,7 +396,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.assigner = roles.assigner_rank >= 0;
   pl.threads = ctx.threads;
   pl.producer_threads = ctx.producer_threads;
-  pl.writers_per_streamer = ctx.obs ? o.writer_count : 0;
+  pl.writers_per_streamer = ctx.job.obs ? o.writer_count : 0;
   pl.fork_writer = o.fork_writer;
   pl.synthetic_vis = o.synthetic_vis;
   pl.send_queue = o.send_queue;
@@ -324,27 +406,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.visibility_queue = o.visibility_queue;
   pl.subgrid_visits = static_cast<index_t>(ctx.plan.visits.size());
   pl.subgrid_parts = static_cast<index_t>(ctx.plan.parts.size());
-  r.memory = commands::estimate_memory(p, ctx.threads);
-  {
-    // Per role with this run's queues: a producer holds its share of the facets.
-    constexpr index_t c = sizeof(cplx);
-    const index_t own = roles.producers > 0
-                            ? (p.facet_count() + roles.producers - 1) / roles.producers
-                            : 0;
-    const index_t column = p.m * p.yN * c;
-    r.memory.producer_bytes =
-        roles.producers == 0
-            ? 0
-            : own * (r.memory.prepared_facet_bytes + column) +
-                  ctx.producer_threads * (column + p.m * p.yB * c + r.memory.facet_bytes) +
-                  o.send_queue * ctx.producer_threads * r.memory.contribution_bytes;
-    const index_t chunk = ctx.obs ? ctx.obs->time.chunk * ctx.obs->freq.chunk * c : 0;
-    const index_t received = roles.producers > 0 ? p.facet_count() : 0;  // else no buffers
-    r.memory.streamer_bytes = o.subgrid_queue * received * r.memory.contribution_bytes +
-                              (ctx.threads + 1) * 3 * r.memory.subgrid_bytes +
-                              2 * o.visibility_queue * chunk +  // queued, and parts held
-                              ctx.threads * degrid::kTaskVisibilities * c;  // task buffers
-  }
+  r.memory = memory;
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
   // Synthetic visibilities have no sky and nothing to check.
@@ -354,22 +416,23 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   s.subgrids = pl.subgrid_visits;
   s.check = o.synthetic_vis ? 0 : o.check_subgrids;
   s.threads = ctx.threads;
-  if (ctx.obs) {
+  if (ctx.job.obs) {
     std::set<index_t> stacks;
     for (const auto& v : ctx.plan.visits) stacks.insert(v.stack);
     if (ctx.degridder)
-      commands::describe_degridding(s, o.kernel, *ctx.degridder, ctx.w,
-                                    static_cast<index_t>(stacks.size()), calibration);
+      job::describe_degridding(s, ctx.job, *ctx.degridder, static_cast<index_t>(stacks.size()),
+                               calibration);
     s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
     s.backend = o.output.empty() ? "null" : "hdf5";
     s.output = o.output;
-    commands::add_observation(r, *ctx.obs, *ctx.geometry, binning::summarise(per_subgrid));
+    job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));
   }
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = pl.subgrid_visits;
   r.pipeline = pl;
-  if (ctx.obs && !o.synthetic_vis) r.sky = commands::sky_of(ctx.sources, ctx.geometry->pixel_lm);
+  if (ctx.job.obs && !o.synthetic_vis)
+    r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
   // Outputs: checked once, on rank 0, so a bad path stops every rank
   // cleanly before any work (the files are on a shared file system).
   std::string bad_output;
@@ -381,10 +444,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       bad_output = e.what();
     }
   }
-  int length = static_cast<int>(bad_output.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
-  bad_output.resize(static_cast<size_t>(length));
-  MPI_Bcast(bad_output.data(), length, MPI_CHAR, 0, comm);
+  bad_output = agree_on_error(comm, bad_output);
   if (!bad_output.empty()) throw UsageError("OUTPUT", bad_output);
   if (rank == 0) {
     std::fputs(report::render_run_plan(r).c_str(), stdout);
@@ -404,7 +464,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     mine = run_assigner(ctx);
   } else {
     role = 1;
-    mine = run_streamer(ctx, runs);
+    mine = run_streamer(ctx);
   }
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
   MPI_Barrier(comm);
@@ -459,7 +519,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   else if (o.synthetic_vis)  // nothing computed: the streamers' walk and chunk assembly
     r.pipeline->bound = "chunk assembly";
   else if (producer_wait >= streamer_wait && roles.streamers > 0)
-    r.pipeline->bound = ctx.obs ? "degridding" : "subgrid assembly";
+    r.pipeline->bound = ctx.job.obs ? "degridding" : "subgrid assembly";
   else
     r.pipeline->bound = "producers";
 
@@ -474,7 +534,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   report::Accuracy accuracy;
   accuracy.subgrid_rmse = subgrid_error.value();
   accuracy.subgrid_rmse_max = subgrid_worst >= 0 ? subgrid_worst : std::nan("");
-  if (ctx.obs) {
+  if (ctx.job.obs) {
     accuracy.vis_rmse = vis_error.value();
     accuracy.vis_rmse_max = accuracy.vis_rmse;
     accuracy.vis_samples = vis_checked;
@@ -482,9 +542,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     r.counts.bytes_written = bytes_written;
     r.counts.chunks_written = chunks_written;
     r.counts.chunks_rewritten = chunks_rewritten;
-    if (written != ctx.obs->visibility_count())
+    if (written != ctx.job.obs->visibility_count())
       throw std::logic_error(fmt::format("wrote {} visibilities of {}", written,
-                                         ctx.obs->visibility_count()));
+                                         ctx.job.obs->visibility_count()));
   }
   if (!o.synthetic_vis) r.accuracy = accuracy;  // synthetic: no sky, no accuracy
   report::Timing timing;

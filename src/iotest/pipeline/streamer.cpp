@@ -114,17 +114,18 @@ struct Slot {
   index_t part = -1;
 };
 
-// A subgrid being degridded: its sum and w-tower, kept until its last task.
+// A subgrid being degridded: its sum and w-tower, and its part's track
+// pieces (made when it starts, dropped with it), kept until its last task.
 struct Tower {
   Array2D sum;
   degrid::Degridder::Workspace ws;
-  std::vector<binning::VisRun> part_runs;  // a split visit's share (else unused)
-  const std::vector<binning::VisRun>* runs = nullptr;
+  std::optional<binning::VisitRuns> visit;
   std::atomic<index_t> tasks_left{0};
   Tower(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()), ws(rec.params()) {}
 };
 
 struct ThreadState {
+  std::vector<binning::VisRun> runs;  // the current task's
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   Array2D scratch, subgrid, reference;
@@ -141,15 +142,15 @@ struct ThreadState {
 
 }  // namespace
 
-RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>& runs) {
+RankResult run_streamer(Context& ctx) {
   RankResult out;
   auto& st = out.stats;
-  const auto& p = ctx.p;
+  const auto& p = ctx.job.p;
   const auto& rec = *ctx.rec;
   const auto& o = ctx.options;
   const int threads = ctx.threads, me = ctx.roles.streamer_index();
   const index_t F = p.facet_count(), values = p.m * p.m;
-  const bool with_vis = ctx.obs.has_value();
+  const bool with_vis = ctx.job.obs.has_value();
   const bool dynamic = ctx.roles.assigner_rank >= 0;
   const bool zero_data = ctx.roles.producers == 0;
   // Storage only: the same walk, parts, tasks and chunks, a pattern for values.
@@ -160,8 +161,8 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
   storage::VisibilityLayout layout;  // empty without visibilities
   layout.time_chunk = layout.freq_chunk = 1;
   if (with_vis) {
-    layout = storage::layout_of(*ctx.obs);
-    layout.provenance = storage::Provenance{o.rec_set, ctx.geometry->pixel_lm,
+    layout = storage::layout_of(*ctx.job.obs);
+    layout.provenance = storage::Provenance{o.rec_set, ctx.job.geometry->pixel_lm,
                                             synthetic ? 0 : o.source_count, o.seed, synthetic};
     WriterOptions wo;
     wo.backend = o.output.empty() ? "null" : "hdf5";
@@ -177,12 +178,12 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
 
   // Which visits to check against the direct transform: spread over the walk.
   const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
-  const index_t check = zero_data || ctx.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
+  const index_t check = zero_data || ctx.job.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
   const auto checked = [&](index_t k) {
     return check > 0 && (k * check) % visits < check;  // about `check` visits, evenly spaced
   };
   const sky::UnitRoots roots(check > 0 ? p.N : 1);
-  const auto samples = with_vis ? degrid::pick_samples(*ctx.obs, o.vis_samples, o.seed)
+  const auto samples = with_vis ? degrid::pick_samples(*ctx.job.obs, o.vis_samples, o.seed)
                                 : std::vector<index_t>{};
 
   std::vector<ThreadState> state;
@@ -242,10 +243,10 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
       rec.finish_subgrid_copy(sum, ts.scratch.view(), ts.subgrid.view());
       std::vector<cplx> amplitudes;
       if (ctx.degridder)
-        for (const auto& s : ctx.sources)
+        for (const auto& s : ctx.job.sources)
           amplitudes.push_back(ctx.degridder->facet_correction(
               static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
-      sky::dft_subgrid(ctx.sources, roots, off0, off1, ts.reference.view(), amplitudes);
+      sky::dft_subgrid(ctx.job.sources, roots, off0, off1, ts.reference.view(), amplitudes);
       RelativeError e;
       e.add(ts.subgrid.view(), ts.reference.view());
       ts.subgrid_errors.add(e);
@@ -260,38 +261,35 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
       ts.busy_s += seconds_since(t0);
       return;
     }
-    auto& visit_runs = runs[static_cast<size_t>(part.visit)];
-    if (visit.parts > 1) {
-      const auto [first, last] = part_range(visit_runs, ctx.obs->time.steps, ctx.obs->time.chunk,
-                                            part.part, visit.parts);
-      tower->part_runs.assign(visit_runs.begin() + static_cast<std::ptrdiff_t>(first),
-                              visit_runs.begin() + static_cast<std::ptrdiff_t>(last));
-      tower->runs = &tower->part_runs;
-    } else {
-      tower->runs = &visit_runs;
-    }
-    const auto& my_runs = *tower->runs;
-    if (my_runs.empty()) {
+    // The part's pieces of track, from the tracks: nothing per visibility
+    // is kept beyond a task.
+    tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
+    const auto& pieces = *tower->visit;
+    double w_lo = 0, w_hi = 0;
+    if (!pieces.w_range(w_lo, w_hi)) {
+      tower->visit.reset();
       release_tower(tower);
       ts.busy_s += seconds_since(t0);
       return;
     }
-    if (!synthetic) ts.w_planes += ctx.degridder->build_tower(sum, my_runs, tower->ws);
-    const auto cuts =
-        degrid::cut_tasks(my_runs, ctx.obs->time.steps, ctx.obs->time.chunk, o.bls_per_task);
+    if (!synthetic)
+      ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
+                                                w_hi / ctx.degridder->planes().dw, tower->ws);
+    const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
     tower->tasks_left = static_cast<index_t>(cuts.size());
     ts.busy_s += seconds_since(t0);
     for (const auto& [first, last] : cuts)
       tasks.push([&, tower, first, last, off0, off1, release_tower](int t) {
         auto& ds = state[static_cast<size_t>(t)];
         const auto td = Clock::now();
-        const auto* begin = tower->runs->data() + first;
-        const auto* end = tower->runs->data() + last;
+        tower->visit->runs(first, last, ds.runs);
+        const auto* begin = ds.runs.data();
+        const auto* end = begin + ds.runs.size();
         const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
           writers->write(key, data, n);
         };
         if (synthetic)
-          degrid::synthesize_to_chunks(ctx.obs->time.steps, begin, end, ds.vis, ds.chunks,
+          degrid::synthesize_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis, ds.chunks,
                                        to_writers);
         else
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
@@ -299,11 +297,14 @@ RankResult run_streamer(Context& ctx, std::vector<std::vector<binning::VisRun>>&
         ds.visibilities += static_cast<index_t>(ds.vis.size());
         ds.busy_s += seconds_since(td);
         const auto tc = Clock::now();
-        if (!zero_data && !ctx.sources.empty())
-          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.sources, samples, begin, end,
+        if (!zero_data && !ctx.job.sources.empty())
+          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin, end,
                                                   ds.vis, ds.vis_error);
         ds.check_s += seconds_since(tc);
-        if (--tower->tasks_left == 0) release_tower(tower);
+        if (--tower->tasks_left == 0) {
+          tower->visit.reset();
+          release_tower(tower);
+        }
       });
   };
 

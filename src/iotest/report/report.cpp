@@ -201,6 +201,13 @@ json to_json(const Report& r) {
                    {"producer_bytes", m.producer_bytes},
                    {"streamer_bytes", m.streamer_bytes},
                    {"single_process_bytes", m.single_process_bytes}};
+  if (recombination && m.assigner_bytes > 0) j["memory"]["assigner_bytes"] = m.assigner_bytes;
+  if (recombination && !m.items.empty()) {
+    json items = json::array();
+    for (const auto& i : m.items)
+      items.push_back({{"role", i.role}, {"name", i.name}, {"bytes", i.bytes}});
+    j["memory"]["items"] = items;
+  }
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
   if (r.pipeline) {
     const auto& pl = *r.pipeline;

@@ -146,8 +146,15 @@ struct Memory {
   index_t subgrid_bytes = 0;              // one padded subgrid, xM^2
   index_t producer_bytes = 0;             // estimate per facet worker holding one facet
   index_t streamer_bytes = 0;             // estimate per subgrid worker
-  index_t single_process_bytes = 0;       // estimate for `iotest recombine`
-  std::optional<index_t> peak_rss_bytes;  // measured (recombine only)
+  index_t single_process_bytes = 0;       // estimate for one process doing it all
+  index_t assigner_bytes = 0;             // estimate for the assigner (run)
+  std::optional<index_t> peak_rss_bytes;  // measured: the largest of any rank
+  // The model behind the estimates: every buffer each role holds.
+  struct Item {
+    std::string role, name;
+    index_t bytes = 0;
+  };
+  std::vector<Item> items;
 };
 
 // The visibility side of a job (with --vis-set).

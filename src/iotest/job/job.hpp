@@ -1,0 +1,69 @@
+// A job: what `plan`, `degrid` and `run` compute, resolved once from the
+// options: the recombination set, the observation and its grid geometry,
+// the w layout and kernels that shape the subgrids, and the sky. Below both
+// the commands and the pipeline (no MPI here), so every command sizes and
+// runs the same job the same way.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "iotest/binning/binning.hpp"
+#include "iotest/degrid/degridder.hpp"
+#include "iotest/report/report.hpp"
+#include "iotest/sky/sky_model.hpp"
+#include "iotest/telescope/observation.hpp"
+
+namespace iotest::job {
+
+struct JobOptions {
+  std::string rec_set;
+  std::optional<double> window_width;                        // override the set's W
+  std::optional<telescope::ObservationOptions> observation;  // with --vis-set
+  degrid::DegridOptions kernel;
+  std::optional<index_t> margin;
+  std::optional<double> target_err;
+  index_t source_count = 10;  // 0: an all-zero sky (nothing to check)
+  std::uint64_t seed = 1;
+};
+
+struct Job {
+  config::RecombinationParams p;  // with the margin degridding needs
+  std::optional<telescope::Observation> obs;
+  std::optional<binning::GridGeometry> geometry;  // with obs
+  degrid::WLayout w;                              // with obs
+  degrid::DegridOptions kernel;
+  std::optional<double> target_err;
+  std::vector<sky::PointSource> sources;
+  // The split the binning uses: at frequency chunks and w-stacking planes.
+  binning::RunSplit split() const { return {true, w.stack_step}; }
+};
+
+// Throws UsageError naming the option at fault.
+Job resolve(const JobOptions& options);
+
+// --target-err: measures the tower height this margin allows (needs the
+// recombination's plans) and sets it, and the stacking step, in job.w.
+degrid::TowerCalibration calibrate_w_layout(Job& job, const swiftly::Recombination& rec);
+
+// Usage errors shared by the commands: the source count must fit the used
+// image, and an estimate this machine's memory.
+void require_source_count(const config::RecombinationParams& p, index_t source_count);
+void require_memory(const config::RecombinationParams& p, index_t bytes);
+
+// Report sections from a job. The observation alone (no grid: that needs
+// a recombination):
+report::Observation observation_section(const telescope::Observation& obs);
+// With the grid and the distribution of visibilities over subgrids:
+void add_observation(report::Report& r, const telescope::Observation& obs,
+                     const binning::GridGeometry& g, const binning::Distribution& d);
+void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,
+                         index_t w_stacks,
+                         const std::optional<degrid::TowerCalibration>& calibration);
+// The sky, so other tools can predict the same visibilities (nothing above
+// 10,000 sources).
+std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm);
+
+}  // namespace iotest::job

@@ -1,0 +1,155 @@
+#include "iotest/job/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "iotest/degrid/tasks.hpp"
+
+namespace iotest::job {
+namespace {
+
+constexpr index_t kCplx = sizeof(cplx);
+constexpr index_t kHdf5FileBytes = index_t{4} << 20;  // chunk cache and metadata blocks
+
+// What every rank with a vis-set holds: the binner's tracks and bounds, and
+// the degridder's antenna table and phase screen.
+index_t tracks_bytes(const Job& job) {
+  if (!job.obs) return 0;
+  const auto& obs = *job.obs;
+  const index_t uvw = obs.time.steps * obs.antenna_count() * 24;
+  const index_t baselines = obs.baseline_count();
+  return 2 * uvw + baselines * (48 + 2 * 8) + job.p.N * 4 + job.p.xM * job.p.xM * kCplx;
+}
+
+index_t max_of(const std::vector<index_t>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+}  // namespace
+
+index_t max_tower_planes(const Job& job, const binning::VisitCounts& counts) {
+  if (!job.obs) return 0;
+  const double dw = degrid::w_planes(*job.geometry, degrid::kWKernelX0).dw;
+  double widest = 0;
+  for (size_t i = 0; i < counts.visibilities.size(); ++i)
+    if (counts.visibilities[i] > 0) widest = std::max(widest, counts.w_hi[i] - counts.w_lo[i]);
+  return static_cast<index_t>(std::ceil(widest / dw)) + job.kernel.w_support + 1;
+}
+
+index_t task_visibilities(const Job& job, const binning::VisitCounts& counts,
+                          index_t bls_per_task) {
+  const auto& obs = *job.obs;
+  const index_t row_chunk = obs.time.chunk * obs.freq.steps;
+  return std::min({degrid::kTaskVisibilities + row_chunk, bls_per_task * row_chunk,
+                   max_of(counts.visibilities)});
+}
+
+report::Memory estimate_memory(const Job& job, const RunShape& s,
+                               const binning::VisitCounts* counts) {
+  const auto& p = job.p;
+  report::Memory m;
+  m.image_bytes = p.image_bytes();
+  m.facet_bytes = p.yB * p.yB * kCplx;
+  m.prepared_facet_bytes = p.yN * p.yB * kCplx;
+  m.contribution_bytes = p.m * p.m * kCplx;
+  m.subgrid_bytes = p.xM * p.xM * kCplx;
+  const index_t column = p.m * p.yN * kCplx, xA2 = p.xA * p.xA * kCplx;
+  const index_t tracks = tracks_bytes(job);
+  const auto add = [&](const char* role, const char* name, index_t bytes) {
+    if (bytes > 0) m.items.push_back({role, name, bytes});
+    return bytes;
+  };
+
+  // A producer: its share of the facets, prepared, with a column buffer
+  // each; per thread a facet and a column workspace; its send slots.
+  if (s.producers > 0) {
+    const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
+    const index_t t = s.producer_threads;
+    m.producer_bytes = add("producer", "process", kProcessBytes) +
+                       add("producer", "prepared facets", own * m.prepared_facet_bytes) +
+                       add("producer", "column buffers", own * column) +
+                       add("producer", "facet and column workspaces",
+                           t * (m.facet_bytes + p.yB * p.m * kCplx + column)) +
+                       add("producer", "send slots", s.send_queue * t * m.contribution_bytes) +
+                       add("producer", "tracks", tracks);
+  }
+
+  // A streamer: receive slots (one contribution per facet each), towers
+  // (sum, screen, scratch and planes; one per thread and one assembling),
+  // per thread its subgrid buffers, task buffers and open chunks, the
+  // pieces of the visits in flight, and its writers' queues.
+  if (s.streamers > 0) {
+    const int t = s.threads;
+    m.streamer_bytes =
+        add("streamer", "process", kProcessBytes) +
+        add("streamer", "receive slots",
+            s.subgrid_queue * (s.producers > 0 ? p.facet_count() * m.contribution_bytes : 0)) +
+        add("streamer", "tracks", tracks);
+    if (job.obs && counts) {
+      const auto& obs = *job.obs;
+      const index_t planes = s.synthetic ? 0 : max_tower_planes(job, *counts);
+      const index_t task_vis = task_visibilities(job, *counts, s.bls_per_task);
+      const index_t chunk = obs.time.chunk * obs.freq.chunk * kCplx;
+      const index_t queue_slots = std::max<index_t>(1, s.visibility_queue / s.writer_count);
+      const index_t chunks = obs.baseline_count() * obs.time.chunks() * obs.freq.chunks();
+      m.streamer_bytes +=
+          add("streamer", "towers",
+              (t + 1) * (3 * m.subgrid_bytes + planes * xA2)) +
+          add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2)) +
+          add("streamer", "task buffers",
+              t * (task_vis * kCplx +
+                   task_vis / std::max<index_t>(1, std::min(obs.freq.chunk, obs.freq.steps)) * 2 *
+                       static_cast<index_t>(sizeof(binning::VisRun)))) +
+          add("streamer", "open chunks", t * obs.freq.chunks() * chunk) +
+          add("streamer", "visit pieces",
+              (t + 1) * max_of(counts->pieces) *
+                  static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
+                                       sizeof(binning::TrackPiece))) +
+          add("streamer", "visibility queue", s.writer_count * queue_slots * chunk);
+      // Held parts of chunks, the writers' chunk maps and HDF5's caches
+      // live with the writers: in the streamer unless they are forked.
+      const index_t writer = queue_slots * chunk + chunks / 8 + (s.writes ? kHdf5FileBytes : 0);
+      if (s.fork_writer)
+        add("writer", "held chunk parts, chunk map, HDF5 caches", writer);
+      else
+        m.streamer_bytes += add("streamer", "held chunk parts, chunk maps, HDF5 caches",
+                                s.writer_count * writer);
+    } else {
+      m.streamer_bytes += add("streamer", "towers", (t + 1) * 3 * m.subgrid_bytes) +
+                          add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2));
+    }
+  }
+  if (s.assigner)
+    m.assigner_bytes = add("assigner", "process", kProcessBytes) + add("assigner", "tracks", tracks);
+  m.single_process_bytes = estimate_single_process(job, s.threads, counts, s.writes);
+  return m;
+}
+
+index_t estimate_single_process(const Job& job, int threads, const binning::VisitCounts* counts,
+                                bool writes) {
+  const auto& p = job.p;
+  const index_t nf2 = p.facet_count(), t = threads;
+  const index_t prepared = p.yN * p.yB * kCplx, column = p.m * p.yN * kCplx;
+  const index_t column_workspace = p.m * p.yB * kCplx + column;
+  const index_t contribution = p.m * p.m * kCplx, subgrid = p.xM * p.xM * kCplx;
+  const index_t facet = p.yB * p.yB * kCplx;
+  // Every facet prepared with its column buffer, per thread the workspaces;
+  // without visibilities (`recombine`) the finished subgrids of a column
+  // and a line of the image.
+  index_t bytes = kProcessBytes + nf2 * (prepared + column) +
+                  t * (column_workspace + contribution + subgrid + facet);
+  if (!job.obs || !counts)
+    return bytes + p.subgrids_per_axis * (p.xA * p.xA * kCplx + subgrid) + p.N * kCplx;
+  const auto& obs = *job.obs;
+  const index_t xA2 = p.xA * p.xA * kCplx;
+  const index_t task_vis = task_visibilities(job, *counts, 256);
+  const index_t chunk = obs.time.chunk * obs.freq.chunk * kCplx;
+  return bytes + tracks_bytes(job) +
+         t * (2 * subgrid + max_tower_planes(job, *counts) * xA2 + task_vis * kCplx +
+              obs.freq.chunks() * chunk) +
+         t * max_of(counts->pieces) * static_cast<index_t>(sizeof(binning::VisitRuns::Piece)) +
+         (writes ? kHdf5FileBytes : 0) +
+         obs.baseline_count() * obs.time.chunks() * obs.freq.chunks() / 8;
+}
+
+}  // namespace iotest::job
