@@ -283,6 +283,9 @@ int main(int argc, char** argv) {
                   "measure the w-tower height at which the error reaches this");
   run->add_option("--wstep", run_opts.kernel.w_step, "w-tower planes between w-stacking planes");
   run->add_flag("--no-progress", no_progress, "no progress line on stderr");
+  run->add_option("--duration", run_opts.duration,
+                  "stonewall: start no new work after this many seconds, drain, report the "
+                  "fraction done and the projected time of the whole observation");
   run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
   run->add_option("output", run_opts.output,
                   "OUT%d.h5: one UVH5 file per writer, %d its number (omit: a dry run)");

@@ -146,6 +146,33 @@ bool Binner::box_meets(const Box& box, index_t stack, index_t tile0, index_t til
          locate_.tile_meets(tile1, box.v_lo, box.v_hi);
 }
 
+void Binner::narrow(double A, double B, index_t tile, index_t& first, index_t& last) const {
+  if (first >= last) return;
+  const double N = static_cast<double>(locate_.size());
+  const auto span = locate_.tile_span(tile, 0);  // one occurrence; the others N apart
+  const double lo = static_cast<double>(span.first) - 1.5,
+               hi = static_cast<double>(span.second) + 0.5;  // cells [first, second), slack
+  if (B == 0) {
+    const double into = A - N * std::floor((A - lo) / N);  // A shifted to [lo, lo + N)
+    if (into > hi) last = first;
+    return;
+  }
+  const double p0 = A + B * static_cast<double>(first), p1 = A + B * static_cast<double>(last - 1);
+  const double p_lo = std::min(p0, p1), p_hi = std::max(p0, p1);
+  index_t k_lo = last, k_hi = first;  // the hull of the channels in any occurrence
+  for (double j = std::floor((p_lo - hi) / N); j <= std::ceil((p_hi - lo) / N); j += 1) {
+    const double x0 = (lo + j * N - A) / B, x1 = (hi + j * N - A) / B;
+    const index_t a = std::max(first, static_cast<index_t>(std::floor(std::min(x0, x1))));
+    const index_t b = std::min(last, static_cast<index_t>(std::ceil(std::max(x0, x1))) + 1);
+    if (a < b) {
+      k_lo = std::min(k_lo, a);
+      k_hi = std::max(k_hi, b);
+    }
+  }
+  first = k_lo;
+  last = std::max(k_lo, k_hi);
+}
+
 VisitCounts Binner::empty_counts() const {
   VisitCounts c;
   c.first_stack = first_stack_;
@@ -249,7 +276,7 @@ VisitRuns::VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index
   std::vector<Piece> all;
   for (const auto& piece : binner.candidate_pieces(stack, subgrid)) {
     Piece p{piece, binner.row_chunk(piece), 0, HUGE_VAL, -HUGE_VAL};
-    binner.runs(piece.baseline, piece.t_begin, piece.t_end,
+    binner.runs_near(piece.baseline, piece.t_begin, piece.t_end, stack, subgrid, false,
                 [&](index_t sg, const VisRun& run) {
                   if (sg != subgrid || run.w_stack != stack) return;
                   p.visibilities += run.count();
@@ -315,10 +342,10 @@ void VisitRuns::runs(size_t first, size_t last, std::vector<VisRun>& out) const 
   out.clear();
   for (size_t i = first; i < last; ++i) {
     const auto& piece = pieces_[i].piece;
-    binner_.runs(piece.baseline, piece.t_begin, piece.t_end,
-                 [&](index_t sg, const VisRun& run) {
-                   if (sg == subgrid_ && run.w_stack == stack_) out.push_back(run);
-                 });
+    binner_.runs_near(piece.baseline, piece.t_begin, piece.t_end, stack_, subgrid_, true,
+                      [&](index_t sg, const VisRun& run) {
+                        if (sg == subgrid_ && run.w_stack == stack_) out.push_back(run);
+                      });
   }
 }
 

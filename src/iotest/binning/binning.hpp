@@ -108,6 +108,14 @@ class Binner {
   void runs(index_t b, index_t t_begin, index_t t_end, Visit&& visit) const {
     runs_cut(b, t_begin, t_end, split_.chunks ? chunk_ : channels_, visit);
   }
+  // The same, only the runs of visit (stack, subgrid) (and perhaps a few
+  // others near it): channels that cannot reach it are not looked at.
+  template <class Visit>
+  void runs_near(index_t b, index_t t_begin, index_t t_end, index_t stack, index_t subgrid,
+                 bool chunks, Visit&& visit) const {
+    runs_cut(b, t_begin, t_end, chunks ? chunk_ : channels_, visit,
+             Only{true, stack, subgrid / locate_.per_axis(), subgrid % locate_.per_axis()});
+  }
 
   // Visibilities (and non-empty track pieces) per visit of baselines
   // [b_begin, b_end), on `threads` threads: one rank's share of the
@@ -144,9 +152,18 @@ class Binner {
   struct Box {  // grid cells (u, v) and w-stacks a piece or track may reach, inclusive
     index_t u_lo, u_hi, v_lo, v_hi, s_lo, s_hi;
   };
-  // Runs cut at multiples of `chunk` channels.
+  // Runs cut at multiples of `chunk` channels; with `only` set, only over
+  // the channels that can reach that visit's tiles and stack.
+  struct Only {
+    bool set = false;
+    index_t stack = 0, tile0 = 0, tile1 = 0;
+  };
   template <class Visit>
-  void runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk, Visit&& visit) const;
+  void runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk, Visit&& visit,
+                const Only& only = {}) const;
+  // Channels [first, last) whose positions A + B k can reach cells of
+  // `tile` (periodic; k in [0, last)), narrowed from [first, last).
+  void narrow(double A, double B, index_t tile, index_t& first, index_t& last) const;
   Box piece_box(index_t b, index_t t_begin, index_t t_end) const;
   bool box_meets(const Box& box, index_t stack, index_t tile0, index_t tile1) const;
   const telescope::Uvw& antenna(index_t t, index_t a) const {
@@ -217,8 +234,8 @@ class VisitRuns {
 // ---- implementation of the template -----------------------------------------
 
 template <class Visit>
-void Binner::runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk,
-                      Visit&& visit) const {
+void Binner::runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk, Visit&& visit,
+                      const Only& only) const {
   const index_t steps = channels_;
   const auto [a1, a2] = baselines_[static_cast<size_t>(b)];
   for (index_t t = t_begin; t < t_end; ++t) {
@@ -228,7 +245,22 @@ void Binner::runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk,
                  wm = (p2.w - p1.w) * per_stack_;
     const double Au = um * f0_, Bu = um * df_, Av = vm * f0_, Bv = vm * df_, Aw = wm * f0_,
                  Bw = wm * df_;
-    for (index_t k = 0; k < steps;) {
+    index_t k_first = 0, k_last = steps;
+    if (only.set) {
+      narrow(Au, Bu, only.tile0, k_first, k_last);
+      narrow(Av, Bv, only.tile1, k_first, k_last);
+      // w-stacks: positions within a stack and a half of it.
+      if (Bw != 0) {
+        const double x0 = (static_cast<double>(only.stack) - 1.5 - Aw) / Bw,
+                     x1 = (static_cast<double>(only.stack) + 1.5 - Aw) / Bw;
+        k_first = std::max(k_first, static_cast<index_t>(std::floor(std::min(x0, x1))));
+        k_last = std::min(k_last, static_cast<index_t>(std::ceil(std::max(x0, x1))) + 1);
+      } else if (std::abs(Aw - static_cast<double>(only.stack)) > 1.5) {
+        k_last = k_first;
+      }
+      if (k_first >= k_last) continue;
+    }
+    for (index_t k = k_first; k < k_last;) {
       const index_t chunk_end = std::min(steps, (k / chunk + 1) * chunk);
       const double x = static_cast<double>(k);
       const index_t cu = nearest_cell(Au + Bu * x), cv = nearest_cell(Av + Bv * x);

@@ -28,7 +28,7 @@ struct RunShape {
 
 // Libraries, MPI and FFTW state of one process before any buffer: measured
 // on the development machine (Open MPI 4.1, HDF5 1.10; see docs/pipeline.md).
-inline constexpr index_t kProcessBytes = index_t{48} << 20;
+inline constexpr index_t kProcessBytes = index_t{28} << 20;
 
 // The largest w-tower any visit needs, in planes (from the counts' w ranges).
 index_t max_tower_planes(const Job& job, const binning::VisitCounts& counts);

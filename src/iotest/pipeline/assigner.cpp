@@ -18,6 +18,9 @@ RankResult run_assigner(Context& ctx) {
   std::vector<bool> told_done(static_cast<size_t>(streamers), false), gone(told_done);
   int goodbyes = 0;
   index_t next = 0;
+  // --duration: past the deadline the walk ends at the next visit border.
+  index_t end = parts;
+  bool ended = false;
   // Messages in flight keep their buffers alive here.
   std::list<std::pair<std::vector<std::int64_t>, MPI_Request>> sends;
   const auto send = [&](std::vector<std::int64_t> data, int rank, int tag) {
@@ -52,7 +55,16 @@ RankResult run_assigner(Context& ctx) {
     // Grant parts one by one to the streamer with the most free slots.
     std::vector<std::vector<std::int64_t>> grants(static_cast<size_t>(streamers));
     std::vector<std::int64_t> assigned;  // (part, streamer) pairs for the producers
-    while (next < parts) {
+    if (!ended && ctx.past_deadline()) {
+      ended = true;
+      end = next;  // the parts of a visit under way are all granted
+      while (end < parts && ctx.plan.parts[static_cast<size_t>(end)].part > 0) ++end;
+      const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
+      const index_t end_visit = end < parts ? ctx.plan.parts[static_cast<size_t>(end)].visit : visits;
+      out.walk_end = end_visit < visits ? end_visit : -1;
+      assigned.insert(assigned.end(), {-1, static_cast<std::int64_t>(end_visit)});
+    }
+    while (next < end) {
       const auto most = std::max_element(credit.begin(), credit.end());
       if (*most <= 0) break;
       const auto s = static_cast<size_t>(most - credit.begin());
@@ -68,7 +80,7 @@ RankResult run_assigner(Context& ctx) {
       for (int p = 0; p < ctx.roles.producers; ++p) send(assigned, p, kTagAssign);
       progressed = true;
     }
-    if (next == parts)  // no more work: an empty grant says so, once
+    if (next == end)  // no more work: an empty grant says so, once
       for (int s = 0; s < streamers; ++s)
         if (!told_done[static_cast<size_t>(s)]) {
           send({}, ctx.roles.streamer_rank(s), kTagGrant);

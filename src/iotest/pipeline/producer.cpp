@@ -32,22 +32,25 @@ class Assignments {
   Assignments(const Context& ctx) : ctx_(ctx), streamer_(ctx.plan.parts.size(), -1) {
     for (size_t i = 0; i < streamer_.size(); ++i) streamer_[i] = ctx.plan.parts[i].streamer;
   }
-  // The streamer of every part of visit k, waiting for the assigner if needed.
-  std::vector<int> streamers_of(const Visit& v, double& waited) {
-    if (ctx_.roles.streamers == 0) return {};  // a producer-only dry run
+  // The streamer of every part of visit k, waiting for the assigner if
+  // needed; false when the assigner ended the walk before visit k.
+  bool streamers_of(index_t k, const Visit& v, std::vector<int>& out, double& waited) {
+    out.clear();
+    if (ctx_.roles.streamers == 0) return true;  // a producer-only dry run
     Backoff backoff;
     while (true) {
+      if (end_ >= 0 && k >= end_) return false;
       bool known = true;
       for (index_t i = 0; i < v.parts && known; ++i)
         known = streamer_[static_cast<size_t>(v.first_part + i)] >= 0;
       if (known) break;
       if (!receive()) backoff.pause(waited);
     }
-    std::vector<int> out;
     for (index_t i = 0; i < v.parts; ++i)
       out.push_back(streamer_[static_cast<size_t>(v.first_part + i)]);
-    return out;
+    return true;
   }
+  index_t end() const { return end_; }
 
  private:
   bool receive() {
@@ -61,14 +64,58 @@ class Assignments {
     MPI_Recv(pairs.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagAssign, ctx_.control,
              MPI_STATUS_IGNORE);
     for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-      streamer_[static_cast<size_t>(pairs[i])] = static_cast<int>(pairs[i + 1]);
+      if (pairs[i] < 0)
+        end_ = pairs[i + 1];
+      else
+        streamer_[static_cast<size_t>(pairs[i])] = static_cast<int>(pairs[i + 1]);
     return true;
   }
   const Context& ctx_;
   std::vector<int> streamer_;
+  index_t end_ = -1;  // the assigner's end of the walk (--duration)
 };
 
 }  // namespace
+
+StopAgreement::StopAgreement(const Context& ctx) : ctx_(ctx) {}
+
+void StopAgreement::join(index_t next) {
+  joined_ = true;
+  offer_ = next;
+  MPI_Iallreduce(&offer_, &cut_, 1, MPI_INT64_T, MPI_MAX, ctx_.producers, &request_);
+}
+
+void StopAgreement::test() {
+  int done = 0;
+  MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+  known_ = done != 0;
+}
+
+index_t StopAgreement::poll(index_t next) {
+  if (!ctx_.deadline || ctx_.producers == MPI_COMM_NULL) return -1;
+  if (!joined_ && ctx_.past_deadline()) join(next);
+  if (joined_ && !known_) test();
+  return known_ ? cut_ : -1;
+}
+
+bool StopAgreement::may_start(index_t next, double& waited) {
+  poll(next);
+  if (!joined_) return true;
+  Backoff backoff;
+  while (!known_ && next >= offer_) {
+    backoff.pause(waited);
+    test();
+  }
+  return !known_ || next < cut_;
+}
+
+index_t StopAgreement::finish(index_t visits, double& waited) {
+  if (!ctx_.deadline || ctx_.producers == MPI_COMM_NULL) return -1;
+  if (!joined_) join(visits);
+  Backoff backoff;
+  for (test(); !known_; test()) backoff.pause(waited);
+  return cut_;
+}
 
 RankResult run_producer(Context& ctx) {
   RankResult out;
@@ -96,10 +143,16 @@ RankResult run_producer(Context& ctx) {
   Backoff backoff;
   double waited = 0;
   const auto t_start = Clock::now();
+  const bool dynamic = ctx.roles.assigner_rank >= 0;
+  StopAgreement stop(ctx);  // --duration, static assignment
+  std::vector<int> streamers;
 
   index_t stack = -1, column = -1;
-  for (size_t k = 0; k < ctx.plan.visits.size(); ++k) {
+  size_t k = 0;
+  for (; k < ctx.plan.visits.size(); ++k) {
     const auto& v = ctx.plan.visits[k];
+    if (!dynamic && !stop.may_start(static_cast<index_t>(k), waited)) break;
+    if (!assignments.streamers_of(static_cast<index_t>(k), v, streamers, waited)) break;
     if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
       stack = v.stack;
       column = -1;
@@ -124,7 +177,6 @@ RankResult run_producer(Context& ctx) {
                            ctx.subgrid_tile0(v.subgrid).offset,
                            column_ws[static_cast<size_t>(omp_get_thread_num())], columns[i].view());
     }
-    const auto streamers = assignments.streamers_of(v, waited);
     // This visit's contributions, in batches as send slots come free.
     for (size_t next = 0; next < facets.size();) {
       std::vector<SendSlot*> free;
@@ -132,6 +184,7 @@ RankResult run_producer(Context& ctx) {
         for (auto& s : slots)
           if (free.size() < facets.size() - next && !s.busy()) free.push_back(&s);
         if (!free.empty()) break;
+        if (!dynamic) stop.poll(static_cast<index_t>(k) + 1);  // this visit is under way
         backoff.pause(waited);
       }
       backoff.reset();
@@ -159,6 +212,18 @@ RankResult run_producer(Context& ctx) {
       next += batch;
     }
     progress.update(static_cast<index_t>(k + 1));
+  }
+  // --duration: the streamers learn where the walk ended (static
+  // assignment; the assigner tells them itself).
+  if (!dynamic && ctx.deadline) {
+    const std::int64_t cut = stop.finish(static_cast<index_t>(ctx.plan.visits.size()), waited);
+    out.walk_end = cut < static_cast<std::int64_t>(ctx.plan.visits.size()) ? cut : -1;
+    if (ctx.roles.rank == 0)
+      for (int s = 0; s < ctx.roles.streamers; ++s)
+        MPI_Send(&cut, 1, MPI_INT64_T, ctx.roles.streamer_rank(s), kTagEnd, ctx.control);
+  } else if (dynamic && assignments.end() >= 0 &&
+             assignments.end() < static_cast<index_t>(ctx.plan.visits.size())) {
+    out.walk_end = assignments.end();
   }
   // The last sends.
   for (auto& s : slots)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "iotest/common/accuracy.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/pipeline/work.hpp"
@@ -28,7 +29,10 @@ namespace iotest::pipeline {
 // Control messages use their own communicator:
 inline constexpr int kTagRequest = 1;  // streamer -> assigner: int64 free subgrid slots
 inline constexpr int kTagGrant = 2;    // assigner -> streamer: int64 part indices; none: finished
-inline constexpr int kTagAssign = 3;   // assigner -> producers: int64 pairs (part, streamer)
+inline constexpr int kTagAssign = 3;   // assigner -> producers: int64 pairs (part, streamer);
+                                       // the pair (-1, K): the walk ends before visit K
+inline constexpr int kTagEnd = 4;      // producer 0 -> streamers (--duration, static
+                                       // assignment): int64 K, the walk ends before visit K
 
 // Waiting without spinning (2 cores starve quickly): after each fruitless
 // test, sleep a little longer, from 20 us up to 1 ms.
@@ -62,6 +66,7 @@ struct Roles {
   bool is_streamer() const { return !is_producer() && !is_assigner(); }
   int streamer_index() const { return rank - producers; }
   int streamer_rank(int index) const { return producers + index; }
+  int producer_rank0() const { return 0; }
   int facet_owner(index_t facet) const { return static_cast<int>(facet % producers); }
 };
 
@@ -69,6 +74,7 @@ struct Context {
   RunOptions options;
   Roles roles;
   MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
+  MPI_Comm producers = MPI_COMM_NULL;  // the producers among themselves (others: null)
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set
@@ -76,7 +82,13 @@ struct Context {
   std::vector<swiftly::Tile> facet_tiles, subgrid_tiles;
   WorkPlan plan;
   int threads = 1, producer_threads = 1;
+  // Pools a streamer allocates (and touches) up front, from the memory
+  // model: planes per w-tower and visibilities per degrid task.
+  index_t tower_planes = 0, task_visibilities = 0;
   double start_s = 0;  // MPI_Wtime at the start barrier
+  // --duration: no new work after this (stonewalling); nothing: never.
+  std::optional<Clock::time_point> deadline;
+  bool past_deadline() const { return deadline && Clock::now() >= *deadline; }
   // A producer's prepared facets (those of facets_of_producer), allocated
   // and first touched while a streamer plans the FFTs.
   std::vector<Array2D> prepared_facets;
@@ -104,6 +116,34 @@ struct Context {
   }
 };
 
+// --duration with static assignment: the producers agree on the visit the
+// walk ends before. Each joins one non-blocking MAX-allreduce once past the
+// deadline (offering the first visit it has not started) or at the end of
+// its walk (offering them all), and starts no visit at or past its offer
+// until the cut is known, so every producer reaches the cut and no
+// streamer waits for a contribution that will not come.
+class StopAgreement {
+ public:
+  StopAgreement(const Context& ctx);
+  // Polled wherever the producer waits, and before each visit; `next` is
+  // the first visit it has not started. Returns the cut once known (-1:
+  // not yet, or no --duration).
+  index_t poll(index_t next);
+  // Before starting visit `next`: waits for the cut if this producer has
+  // offered to stop there; false when the walk ends before `next`.
+  bool may_start(index_t next, double& waited);
+  // At the end of the walk: joins if it has not, and waits for the cut.
+  index_t finish(index_t visits, double& waited);
+
+ private:
+  const Context& ctx_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::int64_t offer_ = -1, cut_ = -1;
+  bool joined_ = false, known_ = false;
+  void join(index_t next);
+  void test();
+};
+
 // What a rank measured, gathered on rank 0.
 struct RankResult {
   report::RankStats stats;
@@ -111,6 +151,8 @@ struct RankResult {
   double subgrid_error_worst = -1, vis_error_worst = -1;  // worst subgrid's figure (-1: none)
   index_t subgrids_checked = 0, vis_checked = 0;
   index_t visibilities_written = 0;
+  index_t parts_done = 0, tasks_skipped = 0;  // --duration: parts whose every task ran
+  index_t walk_end = -1;                      // the visit the walk ended before (-1: all)
 };
 
 // Shows progress on rank 0: on a terminal a line redrawn in place, in a

@@ -99,6 +99,7 @@ struct Wire {
   RelativeError subgrid_error, vis_error;
   double subgrid_worst = -1;
   index_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
+  index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
@@ -116,6 +117,9 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.subgrids_checked = r.subgrids_checked;
   w.vis_checked = r.vis_checked;
   w.visibilities_written = r.visibilities_written;
+  w.parts_done = r.parts_done;
+  w.tasks_skipped = r.tasks_skipped;
+  w.walk_end = r.walk_end;
   return w;
 }
 
@@ -170,6 +174,8 @@ void check_options(const RunOptions& o, int size) {
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.visibility_queue < o.writer_count)
     throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
+  if (o.duration && !(*o.duration > 0))
+    throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
   if (o.synthetic_vis && !o.observation)
     throw UsageError("--synthetic-vis", "needs a --vis-set: the visibilities to write");
   if (!o.output.empty() && !o.observation)
@@ -304,6 +310,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
   const auto& roles = ctx.roles;
+  MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
   job::RunShape shape;
   shape.producers = roles.producers;
   shape.streamers = roles.streamers;
@@ -333,6 +340,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
                             roles.is_producer() ? ctx.producer_threads : ctx.threads);
     }
     memory = job::estimate_memory(ctx.job, shape, ctx.job.obs ? &counts : nullptr);
+    if (ctx.job.obs) {
+      ctx.tower_planes = o.synthetic_vis ? 0 : job::max_tower_planes(ctx.job, counts);
+      ctx.task_visibilities = job::task_visibilities(ctx.job, counts, o.bls_per_task);
+    }
     require_node_memory(memory, roles, comm);
   };
   if (!o.target_err) count_and_check();  // else once the tower height is measured
@@ -454,6 +465,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // The run.
   MPI_Barrier(comm);
   ctx.start_s = MPI_Wtime();
+  if (o.duration)
+    ctx.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(*o.duration));
   RankResult mine;
   int role = 0;
   const double cpu0 = process_cpu_seconds();
@@ -476,6 +490,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
   MPI_Comm_free(&ctx.data);
   MPI_Comm_free(&ctx.control);
+  if (ctx.producers != MPI_COMM_NULL) MPI_Comm_free(&ctx.producers);
   if (rank != 0) return r;
 
   RelativeError subgrid_error, vis_error;
@@ -484,6 +499,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0, subgrids = 0,
           visibilities = 0, planes = 0;
   double write_s = 0, producer_wait = 0, streamer_wait = 0;
+  index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
   auto& ranks = r.pipeline->per_rank;
   for (const auto& w : all) {
     const auto& f = w.figures;
@@ -494,6 +510,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     checked += w.subgrids_checked;
     vis_checked += w.vis_checked;
     written += w.visibilities_written;
+    parts_done += w.parts_done;
+    tasks_skipped += w.tasks_skipped;
+    walk_end = std::max(walk_end, w.walk_end);
     sent += w.role == 0 ? f.bytes_sent : 0;
     received += w.role == 1 ? f.bytes_received : 0;
     bytes_written += f.bytes_written;
@@ -542,7 +561,21 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     r.counts.bytes_written = bytes_written;
     r.counts.chunks_written = chunks_written;
     r.counts.chunks_rewritten = chunks_rewritten;
-    if (written != ctx.job.obs->visibility_count())
+    if (o.duration) {
+      report::Stonewall sw;
+      sw.duration_s = *o.duration;
+      sw.ended_early = walk_end >= 0 || tasks_skipped > 0;
+      sw.visits_total = static_cast<index_t>(ctx.plan.visits.size());
+      sw.visits_walked = walk_end >= 0 ? walk_end : sw.visits_total;
+      sw.parts_total = static_cast<index_t>(ctx.plan.parts.size());
+      sw.parts_done = parts_done;
+      sw.visibilities_total = ctx.job.obs->visibility_count();
+      sw.visibilities_done = visibilities;
+      sw.fraction = static_cast<double>(visibilities) / static_cast<double>(sw.visibilities_total);
+      sw.projected_s = sw.fraction > 0 ? stream_s / sw.fraction : 0;
+      r.stonewall = sw;
+    }
+    if (!o.duration && written != ctx.job.obs->visibility_count())
       throw std::logic_error(fmt::format("wrote {} visibilities of {}", written,
                                          ctx.job.obs->visibility_count()));
   }

@@ -47,6 +47,10 @@ struct RunOptions {
   // (degrid::synthetic_visibility) in the same chunks.
   bool synthetic_vis = false;
   bool progress = true;            // rank 0 shows progress on stderr
+  // Stonewalling (as IOR calls it): after this many seconds no new work is
+  // started, what is in flight drains and the run ends normally, reporting
+  // the fraction done and a projection for the whole observation.
+  std::optional<double> duration;
 };
 
 // Runs the job on `comm`; the report is complete on rank 0 only.

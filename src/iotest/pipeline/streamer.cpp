@@ -121,6 +121,7 @@ struct Tower {
   degrid::Degridder::Workspace ws;
   std::optional<binning::VisitRuns> visit;
   std::atomic<index_t> tasks_left{0};
+  std::atomic<bool> skipped{false};  // --duration: a task of it did not run
   Tower(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()), ws(rec.params()) {}
 };
 
@@ -194,11 +195,24 @@ RankResult run_streamer(Context& ctx) {
   std::vector<Tower*> free_towers;
   for (int t = 0; t < threads + 1; ++t) {
     towers.push_back(std::make_unique<Tower>(rec));
+    // The largest tower any visit needs, and a whole task's buffer, now:
+    // the memory model holds from the first visit on.
+    while (static_cast<index_t>(towers.back()->ws.planes.size()) < ctx.tower_planes)
+      towers.back()->ws.planes.emplace_back(p.xA, p.xA);
+    if (t < threads) {
+      state[static_cast<size_t>(t)].vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
+      state[static_cast<size_t>(t)].vis.clear();
+    }
     free_towers.push_back(towers.back().get());
   }
   std::mutex lock;  // guards free_towers and released
   std::vector<size_t> released;
   TaskQueue tasks;
+  std::atomic<index_t> parts_done{0}, tasks_skipped{0};
+  // --duration, static assignment with producers: producer 0 says where
+  // the walk ended; until then the streamer may not leave.
+  const bool await_end = ctx.deadline && !dynamic && !zero_data;
+  bool end_known = false;
 
   std::deque<index_t> todo;  // my parts, not yet received
   bool more_coming = dynamic;
@@ -226,6 +240,9 @@ RankResult run_streamer(Context& ctx) {
     const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
     const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
     auto sum = tower->sum.view();
+    // --duration: past the deadline parts are still received (so producers
+    // reach the agreed end of the walk) but not degridded.
+    const bool stopped = ctx.past_deadline();
     if (!synthetic) std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
     if (!zero_data)
       for (index_t f = 0; f < F; ++f)
@@ -263,11 +280,17 @@ RankResult run_streamer(Context& ctx) {
     }
     // The part's pieces of track, from the tracks: nothing per visibility
     // is kept beyond a task.
+    if (stopped) {
+      release_tower(tower);
+      ts.busy_s += seconds_since(t0);
+      return;
+    }
     tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
     const auto& pieces = *tower->visit;
     double w_lo = 0, w_hi = 0;
     if (!pieces.w_range(w_lo, w_hi)) {
       tower->visit.reset();
+      ++parts_done;
       release_tower(tower);
       ts.busy_s += seconds_since(t0);
       return;
@@ -277,10 +300,23 @@ RankResult run_streamer(Context& ctx) {
                                                 w_hi / ctx.degridder->planes().dw, tower->ws);
     const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
     tower->tasks_left = static_cast<index_t>(cuts.size());
+    tower->skipped = false;
     ts.busy_s += seconds_since(t0);
     for (const auto& [first, last] : cuts)
       tasks.push([&, tower, first, last, off0, off1, release_tower](int t) {
         auto& ds = state[static_cast<size_t>(t)];
+        const auto finish_task = [&] {
+          if (--tower->tasks_left > 0) return;
+          if (!tower->skipped) ++parts_done;
+          tower->visit.reset();
+          release_tower(tower);
+        };
+        if (ctx.past_deadline()) {  // --duration: no new work
+          ++tasks_skipped;
+          tower->skipped = true;
+          finish_task();
+          return;
+        }
         const auto td = Clock::now();
         tower->visit->runs(first, last, ds.runs);
         const auto* begin = ds.runs.data();
@@ -301,10 +337,7 @@ RankResult run_streamer(Context& ctx) {
           ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin, end,
                                                   ds.vis, ds.vis_error);
         ds.check_s += seconds_since(tc);
-        if (--tower->tasks_left == 0) {
-          tower->visit.reset();
-          release_tower(tower);
-        }
+        finish_task();
       });
   };
 
@@ -343,6 +376,33 @@ RankResult run_streamer(Context& ctx) {
               progressed = true;
             }
           }
+          // --duration: the end of the walk.
+          if (await_end && !end_known) {
+            int flag = 0;
+            MPI_Iprobe(ctx.roles.producer_rank0(), kTagEnd, ctx.control, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+              std::int64_t cut = 0;
+              MPI_Recv(&cut, 1, MPI_INT64_T, ctx.roles.producer_rank0(), kTagEnd, ctx.control,
+                       MPI_STATUS_IGNORE);
+              ++st.messages_received;
+              end_known = true;
+              out.walk_end = cut < visits ? cut : -1;
+              const auto past = [&](index_t part) {
+                return ctx.plan.parts[static_cast<size_t>(part)].visit >= cut;
+              };
+              std::erase_if(todo, past);
+              // Receives posted for visits past the end: no producer sends them.
+              for (auto& slot : slots)
+                if (slot.state == Slot::State::kReceiving && past(slot.part)) {
+                  for (auto& r : slot.requests) MPI_Cancel(&r);
+                  MPI_Waitall(static_cast<int>(slot.requests.size()), slot.requests.data(),
+                              MPI_STATUSES_IGNORE);
+                  slot.state = Slot::State::kFree;
+                }
+              progressed = true;
+            }
+          }
+          if (ctx.deadline && zero_data && ctx.past_deadline()) todo.clear();
           // Receives for the next parts, into free slots.
           for (size_t i = 0; i < slots.size() && !todo.empty(); ++i) {
             Slot& s = slots[i];
@@ -410,7 +470,7 @@ RankResult run_streamer(Context& ctx) {
             return s.state != Slot::State::kFree;
           });
           if (!more_coming && todo.empty() && ready.empty() && !receiving &&
-              tasks.outstanding() == 0)
+              tasks.outstanding() == 0 && (!await_end || end_known))
             break;
           if (progressed) {
             backoff.reset();
@@ -428,6 +488,8 @@ RankResult run_streamer(Context& ctx) {
   tasks.failures.rethrow();
   progress.finish();
   st.task_queue_max = tasks.high_water();
+  out.parts_done = parts_done;
+  out.tasks_skipped = tasks_skipped;
   if (writers) {
     const double write_wait = writers->wait_s();
     const auto all = writers->finish();

@@ -54,6 +54,8 @@ ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values) {
   bytes_ = header + static_cast<size_t>(slots * chunk_values) * sizeof(cplx);
   void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (at == MAP_FAILED) throw std::runtime_error("cannot map the visibility queue");
+  // Touched now: the queue is part of the memory model from the start.
+  std::memset(static_cast<char*>(at) + header, 0, bytes_ - header);
   shared_ = new (at) Shared;
   shared_->slots = slots;
   shared_->chunk_values = chunk_values;
@@ -178,7 +180,11 @@ double ChunkQueue::push_wait_s() const {
 }
 
 PartialChunks::PartialChunks(const storage::VisibilityLayout& layout, index_t slots)
-    : layout_(layout), slots_(slots) {}
+    : layout_(layout), slots_(slots) {
+  // Every slot's buffer now: held parts are part of the memory model from the start.
+  for (index_t i = 0; i < slots; ++i)
+    spare_.emplace_back(static_cast<size_t>(layout.chunk_values()), cplx{});
+}
 
 index_t PartialChunks::index(const storage::ChunkKey& key) const {
   return key.row_chunk * layout_.freq_chunks() + key.freq_chunk;

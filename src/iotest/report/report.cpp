@@ -209,6 +209,19 @@ json to_json(const Report& r) {
     j["memory"]["items"] = items;
   }
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
+  if (r.stonewall) {
+    const auto& w = *r.stonewall;
+    j["stonewall"] = {{"duration_s", w.duration_s},
+                      {"ended_early", w.ended_early},
+                      {"visits_total", w.visits_total},
+                      {"visits_walked", w.visits_walked},
+                      {"parts_total", w.parts_total},
+                      {"parts_done", w.parts_done},
+                      {"visibilities_total", w.visibilities_total},
+                      {"visibilities_done", w.visibilities_done},
+                      {"fraction", w.fraction},
+                      {"projected_s", w.projected_s}};
+  }
   if (r.pipeline) {
     const auto& pl = *r.pipeline;
     json ranks = json::array();
@@ -415,6 +428,15 @@ std::string render_text(const Report& r) {
                        k.visibilities, bytes_text(static_cast<double>(k.bytes_written)));
     s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
                      pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
+  }
+  if (r.stonewall) {
+    const auto& w = *r.stonewall;
+    s += fmt::format(
+        "  stonewall {:g} s{}: {} of {} visibilities ({:.3g} %), {} of {} visits walked, {} of "
+        "{} parts degridded whole; the whole observation would take {:.3g} s on these ranks\n",
+        w.duration_s, w.ended_early ? "" : " (the walk ended first)", w.visibilities_done,
+        w.visibilities_total, 100 * w.fraction, w.visits_walked, w.visits_total, w.parts_done,
+        w.parts_total, w.projected_s);
   }
   const auto& m = r.memory;
   s += fmt::format("  memory: image {}, facet {} (prepared {}), contribution {}, subgrid {}\n",

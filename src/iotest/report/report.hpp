@@ -203,6 +203,18 @@ struct Verification {
   std::string reason;  // why not, in one line
 };
 
+// `iotest run --duration`: stonewalling. After duration_s no new work
+// started; the fraction done projects the whole observation's time.
+struct Stonewall {
+  double duration_s = 0;
+  bool ended_early = false;  // the deadline came before the walk's end
+  index_t visits_total = 0, visits_walked = 0;  // visits whose contributions were sent
+  index_t parts_total = 0, parts_done = 0;      // parts whose every degrid task ran
+  index_t visibilities_total = 0, visibilities_done = 0;
+  double fraction = 0;     // of the visibilities
+  double projected_s = 0;  // the whole observation on these ranks at this run's rate
+};
+
 struct Advice {  // plan only
   index_t nodes = 1;
   index_t streamers = 0;
@@ -225,6 +237,7 @@ struct Report {
   std::optional<Verification> verification;
   std::optional<Advice> advice;
   std::optional<Pipeline> pipeline;
+  std::optional<Stonewall> stonewall;
 };
 
 nlohmann::json to_json(const Report& report);

@@ -1,0 +1,93 @@
+"""SKA scale (issue 9): memory is bounded by the queues, not by the
+observation; the memory model the plan prints is what every role holds;
+--duration stonewalls a run and projects the whole observation."""
+import pytest
+
+from conftest import MPI_TIMEOUT_S, load
+
+SMALL_LOW = ["--rec-set=small", "--vis-set=lowbd2", "--freq=260e6:300e6/1024/64", "--dec=-30",
+             "--threads=1", "--no-progress"]
+
+
+def per_role(r):
+    """(role, measured peak RSS, estimate) for every rank."""
+    m = r["memory"]
+    estimate = {"producer": m["producer_bytes"], "streamer": m["streamer_bytes"],
+                "assigner": m.get("assigner_bytes", 0)}
+    return [(k["role"], k["peak_rss_bytes"], estimate[k["role"]])
+            for k in r["pipeline"]["per_rank"]]
+
+
+def check_estimate(r):
+    for role, measured, estimate in per_role(r):
+        # Within 25 % of the measured peak, never below 80 % of it.
+        assert 0.8 * measured <= estimate <= 1.25 * measured, (role, measured, estimate)
+
+
+@pytest.mark.parametrize("ranks,args", [
+    (3, ["--rec-set=T05_", "--vis-set=vlaa", "--no-progress"]),
+    (3, ["--rec-set=small", "--vis-set=vlaa", "--time=-230:230/128/64",
+         "--freq=260e6:300e6/2048/64", "--dec=34", "--threads=1", "--duration=8",
+         "--no-progress"]),
+    (2, [*SMALL_LOW, "--time=-460:460/64/64", "--duration=8"]),
+])
+def test_memory_estimate_holds_for_every_role(mpirun, tmp_path, ranks, args):
+    report = tmp_path / "r.json"
+    mpirun(ranks, *args, f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    check_estimate(r)
+    # The model lists what it counts, and its items add up per role.
+    items = r["memory"]["items"]
+    assert sum(i["bytes"] for i in items if i["role"] == "streamer") == \
+        r["memory"]["streamer_bytes"]
+
+
+def test_memory_is_flat_in_the_observation_length(mpirun, tmp_path):
+    """16 times the time steps: every role's peak RSS within 15 %."""
+    peaks = []
+    for steps in (64, 1024):
+        report = tmp_path / f"r{steps}.json"
+        mpirun(2, *SMALL_LOW, f"--time=-460:460/{steps}/64", "--duration=6",
+               f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+        r = load(report)
+        assert r["counts"]["visibilities"] == 131328 * steps * 1024
+        peaks.append({role: measured for role, measured, _ in per_role(r)})
+    for role in peaks[0]:
+        assert abs(peaks[1][role] - peaks[0][role]) < 0.15 * peaks[0][role], (role, peaks)
+
+
+@pytest.mark.parametrize("extra", [[], ["--assigner"]])
+def test_duration_stonewalls_and_projects(mpirun, tmp_path, extra):
+    report = tmp_path / "r.json"
+    proc = mpirun(3 + len(extra), *SMALL_LOW, "--time=-460:460/64/64", "--duration=5", *extra,
+                  f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    w = r["stonewall"]
+    assert w["ended_early"]
+    assert w["duration_s"] == 5
+    assert 0 < w["visibilities_done"] < w["visibilities_total"] == r["counts"]["visibilities"]
+    assert w["fraction"] == pytest.approx(w["visibilities_done"] / w["visibilities_total"])
+    assert 0 < w["visits_walked"] < w["visits_total"]
+    assert w["projected_s"] == pytest.approx(r["timing"]["stream_s"] / w["fraction"])
+    assert r["accuracy"]["vis_rmse"] < 1e-7
+    assert "stonewall 5 s" in proc.stdout
+
+
+def test_duration_longer_than_the_run_changes_nothing(mpirun, tmp_path):
+    report = tmp_path / "r.json"
+    mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+           "--freq=260e6:300e6/32/16", "--no-progress", "--duration=600",
+           f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    w = r["stonewall"]
+    assert not w["ended_early"]
+    assert w["fraction"] == 1.0
+    assert w["visits_walked"] == w["visits_total"]
+    assert r["counts"]["visibilities_written"] == r["counts"]["visibilities"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
+def test_bad_duration_is_a_usage_error(mpirun, value):
+    proc = mpirun(2, "--rec-set=T05_", "--vis-set=vlaa", f"--duration={value}")
+    assert proc.returncode == 2
+    assert "--duration" in proc.stderr
