@@ -46,20 +46,6 @@ TEST(WorkPlan, WithoutVisibilitiesEverySubgridOnce) {
   for (const auto& part : plan.parts) EXPECT_EQ(part.streamer, -1);  // the assigner decides
 }
 
-TEST(WorkPlan, PartsCoverTheRunsAtRowChunkBorders) {
-  std::vector<binning::VisRun> runs;
-  for (int b = 0; b < 5; ++b)
-    for (int t = 0; t < 8; ++t) runs.push_back({b, t, 0, 4, 0});
-  size_t next = 0;
-  for (index_t part = 0; part < 3; ++part) {
-    const auto [first, last] = part_range(runs, 8, 4, part, 3);
-    EXPECT_EQ(first, next);
-    EXPECT_EQ(first % 4, 0u);  // a row chunk is 4 runs here
-    next = last;
-  }
-  EXPECT_EQ(next, runs.size());
-}
-
 TEST(Writers, OutputPathsNumberTheWriters) {
   EXPECT_EQ(output_path("/tmp/out%d.h5", 3, 4), "/tmp/out3.h5");
   EXPECT_EQ(output_path("/tmp/out.h5", 0, 1), "/tmp/out.h5");

@@ -41,32 +41,25 @@ report::Report degrid(const DegridRunOptions& o) {
 
   report::Timing timing;
   auto t0 = Clock::now();
-  // Which visibilities each visit degrids: counted here, made per visit.
-  const auto count = [&] {
-    const binning::Binner binner(p, obs, g, job.split());
-    return binner.count_visits(0, obs.baseline_count(), threads);
-  };
+  // Counted and checked against this machine's memory before the large
+  // allocations; with --target-err once the tower height is measured.
   std::optional<binning::VisitCounts> counts;
-  if (!o.target_err) {
-    counts = count();
+  const auto count_and_check = [&] {
+    const binning::Binner binner(p, obs, g, job.split());
+    counts = binner.count_visits(0, obs.baseline_count(), threads);
     job::RunShape shape;
     shape.threads = threads;
     r.memory = job::estimate_memory(job, shape, &*counts);
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &*counts, !o.output.empty());
     job::require_memory(p, r.memory.single_process_bytes);
-  }
+  };
+  if (!o.target_err) count_and_check();
   const swiftly::Recombination rec(p);
   std::optional<degrid::TowerCalibration> calibration;
   if (o.target_err) {
     calibration = job::calibrate_w_layout(job, rec);
-    counts = count();
-    job::RunShape shape;
-    shape.threads = threads;
-    r.memory = job::estimate_memory(job, shape, &*counts);
-    r.memory.single_process_bytes =
-        job::estimate_single_process(job, threads, &*counts, !o.output.empty());
-    job::require_memory(p, r.memory.single_process_bytes);
+    count_and_check();
   }
   const binning::Binner binner(p, obs, g, job.split());
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);

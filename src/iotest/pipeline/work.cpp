@@ -51,27 +51,4 @@ WorkPlan plan_work(const config::RecombinationParams& p,
   return plan;
 }
 
-std::pair<size_t, size_t> part_range(const std::vector<binning::VisRun>& runs, index_t times,
-                                     index_t time_chunk, index_t part, index_t parts) {
-  if (parts <= 1) return {0, runs.size()};
-  index_t total = 0;
-  for (const auto& r : runs) total += r.count();
-  const auto row_chunk = [&](size_t i) {
-    return (index_t{runs[i].baseline} * times + runs[i].time) / time_chunk;
-  };
-  // Part i starts at the first row chunk boundary at or after i / parts of
-  // the visibilities.
-  const auto start = [&](index_t i) -> size_t {
-    if (i <= 0) return 0;
-    if (i >= parts) return runs.size();
-    const index_t target = total * i / parts;
-    index_t seen = 0;
-    size_t at = 0;
-    while (at < runs.size() && seen < target) seen += runs[at++].count();
-    while (at > 0 && at < runs.size() && row_chunk(at) == row_chunk(at - 1)) ++at;
-    return at;
-  };
-  return {start(part), start(part + 1)};
-}
-
 }  // namespace iotest::pipeline

@@ -47,9 +47,4 @@ WorkPlan plan_work(const config::RecombinationParams& p,
 // part's visibilities plus the work of assembling its subgrid and tower.
 index_t part_cost(const config::RecombinationParams& p, index_t visibilities);
 
-// Runs [first, last) of a visit's sorted runs that make up `part` of
-// `parts`: cut at row chunks, about equal visibility counts.
-std::pair<size_t, size_t> part_range(const std::vector<binning::VisRun>& runs, index_t times,
-                                     index_t time_chunk, index_t part, index_t parts);
-
 }  // namespace iotest::pipeline
