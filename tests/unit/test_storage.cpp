@@ -96,7 +96,10 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   };
   ChunkAssembler assembler(layout);
   std::vector<cplx> vis;
-  for (const auto& [first, last] : degrid::cut_tasks(runs, 8, 4, 1))
+  const auto run_row_chunk = [&](size_t i) { return (runs[i].baseline * 8 + runs[i].time) / 4; };
+  const auto run_count = [&](size_t i) { return runs[i].count(); };
+  for (const auto& [first, last] : binning::cut_at_row_chunks(runs.size(), run_row_chunk,
+                                                              run_count, 1, 1 << 22))
     degrid::synthesize_to_chunks(8, runs.data() + first, runs.data() + last, vis, assembler, emit);
   index_t expected = 0;
   for (const auto& r : runs) expected += r.count();
@@ -123,7 +126,8 @@ TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {
     for (int t = 0; t < 8; ++t) runs.push_back({b, t, 0, 10, 0});
   const auto row_chunk = [&](size_t i) { return (runs[i].baseline * 8 + runs[i].time) / 4; };
   const auto check = [&](index_t per_task, index_t max_vis, size_t expected_tasks) {
-    const auto tasks = degrid::cut_tasks(runs, 8, 4, per_task, max_vis);
+    const auto tasks = binning::cut_at_row_chunks(
+        runs.size(), row_chunk, [&](size_t i) { return runs[i].count(); }, per_task, max_vis);
     EXPECT_EQ(tasks.size(), expected_tasks) << per_task << " row chunks, " << max_vis << " vis";
     size_t next = 0;
     for (const auto& [first, last] : tasks) {

@@ -90,11 +90,15 @@ Binner::Binner(const config::RecombinationParams& p, const telescope::Observatio
   stacks_ = s_hi - s_lo + 1;
 }
 
-index_t Binner::bytes() const {
-  return static_cast<index_t>(uvw_.size() * sizeof(telescope::Uvw) +
-                              track_boxes_.size() * sizeof(Box) +
-                              baselines_.size() * sizeof(baselines_[0])) +
-         static_cast<index_t>(sizeof(std::int32_t)) * locate_.size();
+void Binner::widen_w_range(const VisRun& run, double& lo, double& hi) const {
+  // As the degridder computes it, so the tower holds every visibility.
+  const double w_m = baseline_w(run.baseline, run.time), inv_c = 1.0 / telescope::kSpeedOfLight;
+  const double w_stack = static_cast<double>(run.w_stack) * split_.w_stack_step;
+  for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
+    const double w = w_m * obs_.freq.at(k) * inv_c - w_stack;
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
+  }
 }
 
 std::vector<TrackPiece> Binner::pieces_of(index_t b) const {
@@ -195,7 +199,6 @@ VisitCounts Binner::count_visits(index_t b_begin, index_t b_end, int threads) co
   {
     std::vector<index_t> vis(n, 0), pieces(n, 0), last(n, -1);
     std::vector<double> w_lo(n, HUGE_VAL), w_hi(n, -HUGE_VAL);
-    const double inv_c = 1.0 / telescope::kSpeedOfLight;
 #pragma omp for schedule(dynamic, 16)
     for (index_t b = b_begin; b < b_end; ++b)
       for (const auto& piece : pieces_of(b)) {
@@ -204,13 +207,7 @@ VisitCounts Binner::count_visits(index_t b_begin, index_t b_end, int threads) co
         runs_cut(b, piece.t_begin, piece.t_end, channels_, [&](index_t subgrid, const VisRun& run) {
           const size_t i = static_cast<size_t>(total.at(run.w_stack, subgrid));
           vis[i] += run.count();
-          const double w_m = baseline_w(b, run.time) * inv_c;
-          const double w_stack = static_cast<double>(run.w_stack) * split_.w_stack_step;
-          for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
-            const double w = w_m * obs_.freq.at(k) - w_stack;
-            w_lo[i] = std::min(w_lo[i], w);
-            w_hi[i] = std::max(w_hi[i], w);
-          }
+          widen_w_range(run, w_lo[i], w_hi[i]);
           if (last[i] != id) {
             last[i] = id;
             ++pieces[i];
@@ -271,8 +268,6 @@ Distribution summarise(const VisitCounts& counts) {
 VisitRuns::VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index_t part,
                      index_t parts)
     : binner_(binner), stack_(stack), subgrid_(subgrid) {
-  const auto& obs = binner.observation();
-  const double inv_c = 1.0 / telescope::kSpeedOfLight;
   std::vector<Piece> all;
   for (const auto& piece : binner.candidate_pieces(stack, subgrid)) {
     Piece p{piece, binner.row_chunk(piece), 0, HUGE_VAL, -HUGE_VAL};
@@ -280,13 +275,7 @@ VisitRuns::VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index
                 [&](index_t sg, const VisRun& run) {
                   if (sg != subgrid || run.w_stack != stack) return;
                   p.visibilities += run.count();
-                  const double w_m = binner.baseline_w(run.baseline, run.time);
-                  const double w_stack = static_cast<double>(stack) * binner.stack_step();
-                  for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
-                    const double w = w_m * obs.freq.at(k) * inv_c - w_stack;
-                    p.wc_min = std::min(p.wc_min, w);
-                    p.wc_max = std::max(p.wc_max, w);
-                  }
+                  binner.widen_w_range(run, p.wc_min, p.wc_max);
                 });
     if (p.visibilities > 0) all.push_back(p);
   }
@@ -322,20 +311,9 @@ bool VisitRuns::w_range(double& lo, double& hi) const {
 
 std::vector<std::pair<size_t, size_t>> VisitRuns::tasks(index_t row_chunks_per_task,
                                                         index_t max_visibilities) const {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (size_t first = 0; first < pieces_.size();) {
-    size_t last = first + 1;
-    index_t visibilities = pieces_[first].visibilities;
-    for (index_t chunks = 1; last < pieces_.size(); ++last) {
-      if (pieces_[last].row_chunk != pieces_[last - 1].row_chunk &&
-          (++chunks > row_chunks_per_task || visibilities >= max_visibilities))
-        break;
-      visibilities += pieces_[last].visibilities;
-    }
-    out.emplace_back(first, last);
-    first = last;
-  }
-  return out;
+  return cut_at_row_chunks(
+      pieces_.size(), [&](size_t i) { return pieces_[i].row_chunk; },
+      [&](size_t i) { return pieces_[i].visibilities; }, row_chunks_per_task, max_visibilities);
 }
 
 void VisitRuns::runs(size_t first, size_t last, std::vector<VisRun>& out) const {

@@ -141,12 +141,13 @@ class Binner {
     return antenna(t, a2).w - antenna(t, a1).w;
   }
   double stack_step() const { return split_.w_stack_step; }
+  // Widens [lo, hi] by the run's w (wavelengths from its stack) at its
+  // first and last channel: the w-tower it needs.
+  void widen_w_range(const VisRun& run, double& lo, double& hi) const;
   const telescope::Observation& observation() const { return obs_; }
   const SubgridLocator& locator() const { return locate_; }
   index_t first_stack() const { return first_stack_; }
   index_t stacks() const { return stacks_; }
-  // Bytes this object holds (tracks, bounds, locator).
-  index_t bytes() const;
 
  private:
   struct Box {  // grid cells (u, v) and w-stacks a piece or track may reach, inclusive
@@ -230,6 +231,31 @@ class VisitRuns {
   std::vector<Piece> pieces_;
   index_t visibilities_ = 0;
 };
+
+// Cuts items [0, n) in storage order into tasks [first, last) of up to
+// `row_chunks_per_task` row chunks and about `max_visibilities` (a task
+// stops once it holds that many), never splitting a row chunk, so no two
+// tasks of one visit share a storage chunk.
+template <class RowChunk, class Count>
+std::vector<std::pair<size_t, size_t>> cut_at_row_chunks(size_t n, RowChunk&& row_chunk,
+                                                         Count&& count,
+                                                         index_t row_chunks_per_task,
+                                                         index_t max_visibilities) {
+  std::vector<std::pair<size_t, size_t>> tasks;
+  for (size_t first = 0; first < n;) {
+    size_t last = first + 1;
+    index_t visibilities = count(first);
+    for (index_t chunks = 1; last < n; ++last) {
+      if (row_chunk(last) != row_chunk(last - 1) &&
+          (++chunks > row_chunks_per_task || visibilities >= max_visibilities))
+        break;
+      visibilities += count(last);
+    }
+    tasks.emplace_back(first, last);
+    first = last;
+  }
+  return tasks;
+}
 
 // ---- implementation of the template -----------------------------------------
 

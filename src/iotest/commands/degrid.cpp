@@ -22,15 +22,7 @@ namespace iotest::commands {
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
-  job::JobOptions jo;
-  jo.rec_set = o.rec_set;
-  jo.observation = o.observation;
-  jo.kernel = o.kernel;
-  jo.margin = o.margin;
-  jo.target_err = o.target_err;
-  jo.source_count = o.source_count;
-  jo.seed = o.seed;
-  auto job = job::resolve(jo);
+  auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;
   report::Report r;

@@ -144,23 +144,6 @@ telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
   return {p2.u - p1.u, p2.v - p1.v, p2.w - p1.w};
 }
 
-index_t Degridder::build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
-                               Workspace& ws) const {
-  const double inv_c = 1.0 / telescope::kSpeedOfLight;
-  // The planes this subgrid's visibilities need.
-  double wc_min = HUGE_VAL, wc_max = -HUGE_VAL;
-  for (const auto& run : runs) {
-    const auto b = baseline_uvw(run.baseline, run.time);
-    const double w_stack = run.w_stack * layout_.stack_step;
-    for (const index_t k : {index_t{run.chan_begin}, index_t{run.chan_end - 1}}) {
-      const double wc = (b.w * obs_.freq.at(k) * inv_c - w_stack) / planes_.dw;
-      wc_min = std::min(wc_min, wc);
-      wc_max = std::max(wc_max, wc);
-    }
-  }
-  return build_tower(subgrid_sum, wc_min, wc_max, ws);
-}
-
 index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
                                Workspace& ws) const {
   const index_t xA = p_.xA, xM = p_.xM;

@@ -87,12 +87,10 @@ class Degridder {
     index_t first_plane = 0, plane_count = 0;
     explicit Workspace(const config::RecombinationParams& p);
   };
-  // Builds the tower of planes that `runs` need (all owned by one subgrid
-  // and one w-stacking plane, whose facets made `subgrid_sum`, the
-  // subgrid's image-space sum). Returns the number of planes made.
-  index_t build_tower(CView2D subgrid_sum, const std::vector<binning::VisRun>& runs,
-                      Workspace& ws) const;
-  // The same for w / dw (relative to the stack) in [wc_min, wc_max].
+  // Builds the tower of planes a visit's visibilities need, w / dw
+  // (relative to its stack) in [wc_min, wc_max] (binning::VisitRuns::w_range
+  // over dw), from `subgrid_sum`, the subgrid's image-space sum. Returns the
+  // number of planes made.
   index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws) const;
   // One visibility at (uc, vc) cells from the subgrid's centre, w_rel
   // wavelengths from its stacking plane (w in all).

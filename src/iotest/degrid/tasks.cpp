@@ -12,29 +12,6 @@ void sort_for_storage(std::vector<binning::VisRun>& runs) {
   });
 }
 
-std::vector<std::pair<size_t, size_t>> cut_tasks(const std::vector<binning::VisRun>& runs,
-                                                 index_t times, index_t time_chunk,
-                                                 index_t row_chunks_per_task,
-                                                 index_t max_visibilities) {
-  std::vector<std::pair<size_t, size_t>> tasks;
-  const auto row_chunk = [&](const binning::VisRun& r) {
-    return (index_t{r.baseline} * times + r.time) / time_chunk;
-  };
-  for (size_t first = 0; first < runs.size();) {
-    size_t last = first + 1;
-    index_t visibilities = runs[first].count();
-    for (index_t chunks = 1; last < runs.size(); ++last) {
-      if (row_chunk(runs[last]) != row_chunk(runs[last - 1]) &&
-          (++chunks > row_chunks_per_task || visibilities >= max_visibilities))
-        break;
-      visibilities += runs[last].count();
-    }
-    tasks.emplace_back(first, last);
-    first = last;
-  }
-  return tasks;
-}
-
 namespace {
 
 // Runs [begin, end), whose values are `vis` run after run, into whole chunks.

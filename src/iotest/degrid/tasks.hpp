@@ -17,19 +17,11 @@ namespace iotest::degrid {
 // Sorts runs by (baseline, time, channel): the order of the visibility files.
 void sort_for_storage(std::vector<binning::VisRun>& runs);
 
-// A task stops taking row chunks once it holds this many visibilities
+// A task (binning::cut_at_row_chunks) stops taking row chunks once it
+// holds this many visibilities
 // (64 MiB): its buffer then stays small whatever the channel count (256
 // row chunks of 64 dumps x 65,536 channels would be 16 GiB).
 inline constexpr index_t kTaskVisibilities = index_t{1} << 22;
-
-// Cuts sorted runs into tasks [first, last) of up to `row_chunks_per_task`
-// row chunks (--bls-per-task) and about `max_visibilities`, never splitting
-// a row chunk, so no task shares a storage chunk with another task of the
-// same subgrid.
-std::vector<std::pair<size_t, size_t>> cut_tasks(const std::vector<binning::VisRun>& runs,
-                                                 index_t times, index_t time_chunk,
-                                                 index_t row_chunks_per_task,
-                                                 index_t max_visibilities = kTaskVisibilities);
 
 // Degrids runs [begin, end) from the tower in `ws` into `vis` (cleared
 // first) and hands whole chunks to `emit`.

@@ -43,6 +43,19 @@ struct Job {
 
 // Throws UsageError naming the option at fault.
 Job resolve(const JobOptions& options);
+// The job part of a command's options (`degrid`, `run`: the same fields).
+template <class Options>
+JobOptions job_options(const Options& o) {
+  JobOptions j;
+  j.rec_set = o.rec_set;
+  j.observation = o.observation;
+  j.kernel = o.kernel;
+  j.margin = o.margin;
+  j.target_err = o.target_err;
+  j.source_count = o.source_count;
+  j.seed = o.seed;
+  return j;
+}
 
 // --target-err: measures the tower height this margin allows (needs the
 // recombination's plans) and sets it, and the stacking step, in job.w.

@@ -66,7 +66,6 @@ struct Roles {
   bool is_streamer() const { return !is_producer() && !is_assigner(); }
   int streamer_index() const { return rank - producers; }
   int streamer_rank(int index) const { return producers + index; }
-  int producer_rank0() const { return 0; }
   int facet_owner(index_t facet) const { return static_cast<int>(facet % producers); }
 };
 

@@ -292,15 +292,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
 
   // The job: the recombination, and with visibilities the degridding that
   // shapes it (UsageErrors here are the same on every rank).
-  job::JobOptions jo;
-  jo.rec_set = o.rec_set;
-  jo.observation = o.observation;
-  jo.kernel = o.kernel;
-  jo.margin = o.margin;
-  jo.target_err = o.target_err;
-  jo.source_count = o.source_count;
-  jo.seed = o.seed;
-  ctx.job = job::resolve(jo);
+  ctx.job = job::resolve(job::job_options(o));
   const auto& p = ctx.job.p;
   ctx.roles = make_roles(o, p, rank, size);
   // The pattern costs next to nothing: one thread per streamer leaves the

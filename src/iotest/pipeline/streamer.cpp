@@ -379,10 +379,10 @@ RankResult run_streamer(Context& ctx) {
           // --duration: the end of the walk.
           if (await_end && !end_known) {
             int flag = 0;
-            MPI_Iprobe(ctx.roles.producer_rank0(), kTagEnd, ctx.control, &flag, MPI_STATUS_IGNORE);
+            MPI_Iprobe(0 /* producer 0 */, kTagEnd, ctx.control, &flag, MPI_STATUS_IGNORE);
             if (flag) {
               std::int64_t cut = 0;
-              MPI_Recv(&cut, 1, MPI_INT64_T, ctx.roles.producer_rank0(), kTagEnd, ctx.control,
+              MPI_Recv(&cut, 1, MPI_INT64_T, 0 /* producer 0 */, kTagEnd, ctx.control,
                        MPI_STATUS_IGNORE);
               ++st.messages_received;
               end_known = true;
