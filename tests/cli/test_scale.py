@@ -56,21 +56,46 @@ def test_memory_is_flat_in_the_observation_length(mpirun, tmp_path):
         assert abs(peaks[1][role] - peaks[0][role]) < 0.15 * peaks[0][role], (role, peaks)
 
 
-@pytest.mark.parametrize("extra", [[], ["--assigner"]])
-def test_duration_stonewalls_and_projects(mpirun, tmp_path, extra):
+@pytest.mark.parametrize("extra,duration,output", [
+    ([], 5, False),
+    # Files (each UVH5 header alone is 0.4 GB here): a longer run.
+    (["--assigner", "--fork-writer", "--writer-count=2"], 12, True),
+])
+def test_duration_stonewalls_and_projects(mpirun, iotest, tmp_path, extra, duration, output):
     report = tmp_path / "r.json"
-    proc = mpirun(3 + len(extra), *SMALL_LOW, "--time=-460:460/64/64", "--duration=5", *extra,
+    proc = mpirun(3 + ("--assigner" in extra), *SMALL_LOW, "--time=-460:460/64/64",
+                  f"--duration={duration}", *extra,
+                  *([str(tmp_path / "vis%d.h5")] if output else []),
                   f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     r = load(report)
     w = r["stonewall"]
     assert w["ended_early"]
-    assert w["duration_s"] == 5
+    assert w["duration_s"] == duration
     assert 0 < w["visibilities_done"] < w["visibilities_total"] == r["counts"]["visibilities"]
     assert w["fraction"] == pytest.approx(w["visibilities_done"] / w["visibilities_total"])
     assert 0 < w["visits_walked"] < w["visits_total"]
     assert w["projected_s"] == pytest.approx(r["timing"]["stream_s"] / w["fraction"])
     assert r["accuracy"]["vis_rmse"] < 1e-7
-    assert "stonewall 5 s" in proc.stdout
+    assert f"stonewall {duration} s" in proc.stdout
+    if not output:
+        return
+
+    # The files list what they hold: verify checks exactly that, every
+    # visibility the run says it did, ...
+    files = sorted(str(f) for f in tmp_path.glob("vis*.h5"))
+    assert len(files) >= 2 and len(files) % 2 == 0  # two per streamer
+    checked = tmp_path / "v.json"
+    iotest("verify", *files, f"--report={checked}", check=0)
+    v = load(checked)["verification"]
+    assert v["stonewalled"] and v["passed"]
+    assert v["visibilities_written"] == w["visibilities_done"]
+    assert v["written_parts"] > 0
+    assert 0 < v["chunks_present"] == v["chunks_expected"] < r["observation"]["time_chunks"] * \
+        r["observation"]["freq_chunks"] * r["counts"]["baselines"]
+    # ... and fails when a chunk inside the written parts is missing: each
+    # streamer's two files hold different chunks and the same list.
+    proc = iotest("verify", *files[1:], check=1)
+    assert "chunks of the written parts missing" in proc.stdout
 
 
 def test_duration_longer_than_the_run_changes_nothing(mpirun, tmp_path):

@@ -69,7 +69,12 @@ TEST(Report, SyntheticRunAndVerificationSaySo) {
 
   Report v;
   v.mode = "verify";
-  v.verification = Verification{{"a.h5"}, 4, 4, 1e-6, true, true, ""};
+  v.verification = Verification{};
+  v.verification->files = {"a.h5"};
+  v.verification->chunks_expected = v.verification->chunks_present = 4;
+  v.verification->tolerance = 1e-6;
+  v.verification->synthetic = true;
+  v.verification->passed = true;
   v.accuracy = Accuracy{};
   v.accuracy->vis_rmse = 0;
   v.accuracy->vis_samples = 4;

@@ -20,6 +20,16 @@
 namespace iotest::storage {
 namespace {
 
+Provenance sky_provenance(const std::string& rec_set, double pixel_lm, index_t sources,
+                          std::uint64_t seed) {
+  Provenance pv;
+  pv.rec_set = rec_set;
+  pv.pixel_lm = pixel_lm;
+  pv.source_count = sources;
+  pv.seed = seed;
+  return pv;
+}
+
 telescope::Observation small_observation() {
   return telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
 }
@@ -175,7 +185,7 @@ TEST(Storage, VerifyFindsMissingChunks) {
   {
     auto backend = make_backend("hdf5");
     auto layout = layout_of(obs);
-    layout.provenance = Provenance{"T05_", 1e-5, 3, 1};
+    layout.provenance = sky_provenance("T05_", 1e-5, 3, 1);
     backend->open(path, layout);
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);  // one chunk of 351 x 2 x 2
@@ -213,7 +223,7 @@ TEST(Storage, VerifyJoinsTheChunksOfSeveralFiles) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_set";
   std::filesystem::create_directories(dir);
   const auto a = (dir / "out0.h5").string(), b = (dir / "out1.h5").string();
-  const Provenance pv{"T05_", 1e-5, 3, 1};
+  const auto pv = sky_provenance("T05_", 1e-5, 3, 1);
   const auto ones = [](const ChunkKey&) { return std::vector<cplx>(32, cplx(1, 2)); };
   write_file(a, obs, pv, {{0, 0}, {1, 0}}, ones);
   write_file(b, obs, pv, {{1, 0}, {2, 1}}, ones);
@@ -235,7 +245,7 @@ TEST(Storage, VerifyJoinsTheChunksOfSeveralFiles) {
   write_file(other_time,
              telescope::make_observation({"vlaa", "-60:60/4/4", "1e9:1.1e9/16/8", -40.0}), pv,
              {{2, 1}}, ones);
-  write_file(other_seed, obs, Provenance{"T05_", 1e-5, 3, 2}, {{2, 1}}, ones);
+  write_file(other_seed, obs, sky_provenance("T05_", 1e-5, 3, 2), {{2, 1}}, ones);
   for (const auto& bad : {other_time, other_seed, a}) {
     o.files = {a, bad};
     try {
@@ -257,7 +267,7 @@ TEST(Storage, VerifyJoinsTheChunksOfSeveralFiles) {
 TEST(Storage, VerifyComparesTheSumOverFiles) {
   const auto obs = small_observation();
   const auto p = config::resolve_rec_set("T05_");
-  const Provenance pv{"T05_", binning::grid_geometry(p, obs).pixel_lm, 3, 1};
+  const auto pv = sky_provenance("T05_", binning::grid_geometry(p, obs).pixel_lm, 3, 1);
   const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_sum";
   std::filesystem::create_directories(dir);
   const auto axes = (dir / "axes.h5").string();
@@ -272,7 +282,7 @@ TEST(Storage, VerifyComparesTheSumOverFiles) {
       const index_t row = key.row_chunk * 4 + i / 8, chan = key.freq_chunk * 8 + i % 8;
       const double scale =
           reader.frequencies()[static_cast<size_t>(chan)] / telescope::kSpeedOfLight;
-      const double* b = reader.uvw().data() + 3 * row;
+      const auto b = reader.uvw(row);
       out[static_cast<size_t>(i)] = sky::direct_visibility(sources, pv.pixel_lm, p.N, scale * b[0],
                                                            scale * b[1], scale * b[2]);
     }
@@ -336,7 +346,8 @@ TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
   std::vector<ChunkKey> all;
   for (index_t rc = 0; rc < 702; ++rc)
     for (index_t fc = 0; fc < 2; ++fc) all.push_back({rc, fc});
-  Provenance pv{"T05_", 1e-5, 0, 1, true};
+  auto pv = sky_provenance("T05_", 1e-5, 0, 1);
+  pv.synthetic = true;
   const auto good = (dir / "good.h5").string(), bad = (dir / "bad.h5").string(),
              sky = (dir / "sky.h5").string();
   write_file(good, obs, pv, all, pattern);
@@ -360,7 +371,7 @@ TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
             std::string::npos)
       << r.verification->reason;
 
-  write_file(sky, obs, Provenance{"T05_", 1e-5, 0, 1}, {{0, 0}}, pattern);
+  write_file(sky, obs, sky_provenance("T05_", 1e-5, 0, 1), {{0, 0}}, pattern);
   o.files = {good, sky};
   try {
     commands::verify(o);

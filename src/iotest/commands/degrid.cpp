@@ -57,7 +57,7 @@ report::Report degrid(const DegridRunOptions& o) {
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
   auto layout = storage::layout_of(obs);
-  layout.provenance = storage::Provenance{o.rec_set, g.pixel_lm, o.source_count, o.seed};
+  layout.provenance = job::provenance(job, o.rec_set, o.seed, false);
   backend->open(o.output, layout);
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
@@ -101,7 +101,6 @@ report::Report degrid(const DegridRunOptions& o) {
   };
   std::vector<ThreadState> state;
   for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
-  const index_t nt = obs.time.steps;
   index_t columns_walked = 0;
 
   index_t stacks_walked = 0;

@@ -9,9 +9,11 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <unordered_set>
 
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/binning/binning.hpp"
 #include "iotest/config/rec_set.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
@@ -55,6 +57,12 @@ void check_same_set(const storage::Uvh5Reader& file, const std::string& path,
   mismatch("iotest_pixel_lm", a.pixel_lm, b.pixel_lm);
   mismatch("iotest_source_count", a.source_count, b.source_count);
   mismatch("iotest_seed", a.seed, b.seed);
+  mismatch("iotest_stonewalled", a.stonewalled, b.stonewalled);
+  mismatch("iotest_vis_set", a.observation.vis_set, b.observation.vis_set);
+  mismatch("iotest_time", a.observation.time.value_or(""), b.observation.time.value_or(""));
+  mismatch("iotest_freq", a.observation.freq.value_or(""), b.observation.freq.value_or(""));
+  mismatch("iotest_margin", a.margin, b.margin);
+  mismatch("iotest_w_stack_step", a.w_stack_step, b.w_stack_step);
 }
 
 struct Sample {
@@ -75,7 +83,7 @@ Reference sky_reference(const storage::Uvh5Reader& first, const storage::Provena
   return [&first, pv, N = p.N, sources = std::move(sources)](const Sample& s) {
     const double scale =
         first.frequencies()[static_cast<size_t>(s.chan)] / telescope::kSpeedOfLight;
-    const double* b = first.uvw().data() + 3 * s.row;
+    const auto b = first.uvw(s.row);
     return sky::direct_visibility(sources, pv.pixel_lm, N, scale * b[0], scale * b[1],
                                   scale * b[2]);
   };
@@ -85,6 +93,99 @@ Reference pattern_reference(index_t times) {
   return [times](const Sample& s) {
     return degrid::synthetic_visibility(s.row / times, s.row % times, s.chan);
   };
+}
+
+// The visibilities of a stonewalled set's written parts, from the binning
+// the run used (rebuilt from the files' provenance): each part's runs, in
+// storage order. Nothing per visibility is kept.
+class WrittenRuns {
+ public:
+  WrittenRuns(const storage::Provenance& pv, std::vector<storage::WrittenPart> parts,
+              const std::string& path)
+      : parts_(std::move(parts)),
+        obs_(telescope::make_observation(pv.observation)),
+        p_(config::resolve_rec_set(pv.rec_set, {std::nullopt, pv.margin})) {
+    const auto g = binning::grid_geometry(config::resolve_rec_set(pv.rec_set), obs_);
+    if (g.pixel_lm != pv.pixel_lm)
+      throw UsageError(path, fmt::format("its binning cannot be rebuilt: pixel {} here, {} in the "
+                                         "file (written by another iotest version?)",
+                                         g.pixel_lm, pv.pixel_lm));
+    binner_ = std::make_unique<binning::Binner>(p_, obs_, g, binning::RunSplit{true, pv.w_stack_step});
+    const index_t subgrids = binner_->locator().per_axis() * binner_->locator().per_axis();
+    const index_t row_chunks = obs_.baseline_count() * obs_.time.steps / obs_.time.chunk + 1;
+    for (const auto& part : parts_)
+      if (part.w_stack < binner_->first_stack() ||
+          part.w_stack >= binner_->first_stack() + binner_->stacks() || part.subgrid < 0 ||
+          part.subgrid >= subgrids || part.row_chunk_begin < 0 ||
+          part.row_chunk_begin >= part.row_chunk_end || part.row_chunk_end > row_chunks)
+        throw UsageError(path, fmt::format("iotest/written_parts lists a part outside the "
+                                           "observation (w-stack {}, subgrid {}, row chunks {}-{})",
+                                           part.w_stack, part.subgrid, part.row_chunk_begin,
+                                           part.row_chunk_end));
+  }
+  size_t size() const { return parts_.size(); }
+  // visit(run) for every run of every part.
+  template <class Visit>
+  void for_each_run(Visit&& visit) const {
+    const index_t times = obs_.time.steps, rows = obs_.baseline_count() * times;
+    for (const auto& part : parts_) {
+      const index_t r0 = part.row_chunk_begin * obs_.time.chunk;
+      const index_t r1 = std::min(rows, part.row_chunk_end * obs_.time.chunk);
+      for (index_t b = r0 / times; b * times < r1; ++b)
+        binner_->runs_near(b, std::max<index_t>(0, r0 - b * times),
+                           std::min(times, r1 - b * times), part.w_stack, part.subgrid, true,
+                           [&](index_t subgrid, const binning::VisRun& run) {
+                             if (subgrid == part.subgrid && run.w_stack == part.w_stack) visit(run);
+                           });
+    }
+  }
+
+ private:
+  std::vector<storage::WrittenPart> parts_;
+  telescope::Observation obs_;
+  config::RecombinationParams p_;
+  std::unique_ptr<binning::Binner> binner_;
+};
+
+// Up to `wanted` visibilities of a stonewalled set's written parts, chosen
+// at random (uniformly over the visibilities), and the chunks the parts
+// fill (sorted indices row_chunk * freq_chunks + freq_chunk).
+struct WrittenSample {
+  std::vector<Sample> samples;
+  std::vector<index_t> chunks;
+  index_t visibilities = 0;
+};
+WrittenSample sample_written(const WrittenRuns& written, const storage::Uvh5Reader& first,
+                             index_t wanted) {
+  WrittenSample out;
+  std::unordered_set<index_t> chunks;
+  const index_t times = first.times(), chan_chunks = first.channel_chunks();
+  const auto row_of = [&](const binning::VisRun& run) { return run.baseline * times + run.time; };
+  written.for_each_run([&](const binning::VisRun& run) {
+    out.visibilities += run.count();
+    chunks.insert(row_of(run) / first.chunk_rows() * chan_chunks +
+                  run.chan_begin / first.chunk_channels());
+  });
+  out.chunks.assign(chunks.begin(), chunks.end());
+  std::sort(out.chunks.begin(), out.chunks.end());
+  // Which visibilities, as indices into the walk above; then a second walk picks them.
+  std::mt19937_64 rng(0x5eed);
+  std::vector<index_t> picks;
+  for (index_t i = 0; i < std::min(wanted, out.visibilities); ++i)
+    picks.push_back(static_cast<index_t>(rng() % static_cast<std::uint64_t>(out.visibilities)));
+  std::sort(picks.begin(), picks.end());
+  picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+  size_t next = 0;
+  index_t seen = 0;
+  written.for_each_run([&](const binning::VisRun& run) {
+    for (; next < picks.size() && picks[next] < seen + run.count(); ++next) {
+      const index_t row = row_of(run), chan = run.chan_begin + (picks[next] - seen);
+      out.samples.push_back(
+          {row, chan, row / first.chunk_rows() * chan_chunks + chan / first.chunk_channels()});
+    }
+    seen += run.count();
+  });
+  return out;
 }
 
 }  // namespace
@@ -104,63 +205,100 @@ report::Report verify(const VerifyOptions& o) {
       o.files.size() == 1 ? o.files[0]
                           : fmt::format("{} and {} more files", o.files[0], o.files.size() - 1);
 
-  // The first file gives the axes, (u, v, w) and the sky for the whole set.
-  const storage::Uvh5Reader first(o.files[0]);
-  const auto& pv = provenance_of(first, o.files[0]);
-  const index_t rows = first.baselines() * first.times();
-  const index_t chan_chunks = first.channel_chunks();
-  const index_t chunks = first.chunks_expected();
-
-  // One visibility in each of up to `samples` chunks, chosen at random.
-  std::vector<Sample> samples;
-  std::mt19937_64 rng(0x5eed);
-  for (index_t i = 0; i < std::min(o.samples, chunks); ++i) {
-    const index_t c =
-        chunks <= o.samples ? i : static_cast<index_t>(rng() % static_cast<std::uint64_t>(chunks));
-    const index_t row = std::min(
-        rows - 1, c / chan_chunks * first.chunk_rows() +
-                      static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_rows())));
-    const index_t chan = std::min(
-        first.channels() - 1,
-        c % chan_chunks * first.chunk_channels() +
-            static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_channels())));
-    samples.push_back({row, chan, c});
-  }
-
-  // Every file: the chunks it holds, and the sampled visibilities in them.
-  std::vector<bool> present(static_cast<size_t>(chunks), false);
+  // Every file, opened once; the first gives the axes, (u, v, w) and the
+  // sky for the whole set.
+  std::vector<std::unique_ptr<storage::Uvh5Reader>> files;
   std::set<std::filesystem::path> seen;
-  for (size_t k = 0; k < o.files.size(); ++k) {
-    const auto& path = o.files[k];
+  for (const auto& path : o.files) {
     std::error_code ec;
     const auto canonical = std::filesystem::weakly_canonical(path, ec);
     if (!seen.insert(ec ? std::filesystem::path(path) : canonical).second)
       throw UsageError(path, "is given twice: its chunks would be added twice");
-    std::unique_ptr<storage::Uvh5Reader> other;
-    if (k > 0) {
-      other = std::make_unique<storage::Uvh5Reader>(path, /*read_uvw=*/false);
-      check_same_set(*other, path, first, o.files[0]);
-    }
-    const storage::Uvh5Reader& file = k > 0 ? *other : first;
-    const auto map = file.chunk_map();
-    for (size_t c = 0; c < map.size(); ++c)
-      if (map[c]) present[c] = true;
-    for (auto& s : samples)
-      if (map[static_cast<size_t>(s.chunk)]) {
-        s.sum += file.visibility(s.row, s.chan);
-        s.found = true;
-      }
+    files.push_back(std::make_unique<storage::Uvh5Reader>(path));
+    if (files.size() == 1)
+      provenance_of(*files[0], path);
+    else
+      check_same_set(*files.back(), path, *files[0], o.files[0]);
   }
-  v.chunks_expected = chunks;
-  v.chunks_present = static_cast<index_t>(std::count(present.begin(), present.end(), true));
-  if (v.chunks_present < chunks) {
-    const auto missing =
-        static_cast<index_t>(std::find(present.begin(), present.end(), false) - present.begin());
+  const storage::Uvh5Reader& first = *files[0];
+  const auto& pv = *first.provenance();
+  const index_t chan_chunks = first.channel_chunks();
+
+  std::vector<Sample> samples;
+  index_t first_missing = -1;  // a chunk expected in no file
+  if (pv.stonewalled) {
+    // A stonewalled set: the chunks its written parts fill, and samples of
+    // their visibilities.
+    std::vector<storage::WrittenPart> parts;
+    for (const auto& file : files) {
+      const auto listed = file->written_parts();
+      parts.insert(parts.end(), listed.begin(), listed.end());
+    }
+    const WrittenRuns written(pv, storage::merge_written_parts(std::move(parts)), o.files[0]);
+    auto picked = sample_written(written, first, o.samples);
+    v.stonewalled = true;
+    v.written_parts = static_cast<index_t>(written.size());
+    v.visibilities_written = picked.visibilities;
+    v.chunks_expected = static_cast<index_t>(picked.chunks.size());
+    for (const index_t c : picked.chunks) {
+      const index_t row = c / chan_chunks * first.chunk_rows(),
+                    chan = c % chan_chunks * first.chunk_channels();
+      if (std::any_of(files.begin(), files.end(),
+                      [&](const auto& file) { return file->chunk_present(row, chan); }))
+        ++v.chunks_present;
+      else if (first_missing < 0)
+        first_missing = c;
+    }
+    samples = std::move(picked.samples);
+    for (auto& s : samples)
+      for (const auto& file : files)
+        if (file->chunk_present(s.row, s.chan)) {
+          s.sum += file->visibility(s.row, s.chan);
+          s.found = true;
+        }
+  } else {
+    // A whole set: every chunk, and one visibility in each of up to
+    // `samples` chunks, chosen at random.
+    const index_t rows = first.baselines() * first.times();
+    const index_t chunks = first.chunks_expected();
+    std::mt19937_64 rng(0x5eed);
+    for (index_t i = 0; i < std::min(o.samples, chunks); ++i) {
+      const index_t c = chunks <= o.samples
+                            ? i
+                            : static_cast<index_t>(rng() % static_cast<std::uint64_t>(chunks));
+      const index_t row = std::min(
+          rows - 1, c / chan_chunks * first.chunk_rows() +
+                        static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_rows())));
+      const index_t chan = std::min(
+          first.channels() - 1,
+          c % chan_chunks * first.chunk_channels() +
+              static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_channels())));
+      samples.push_back({row, chan, c});
+    }
+    std::vector<bool> present(static_cast<size_t>(chunks), false);
+    for (const auto& file : files) {
+      const auto map = file->chunk_map();
+      for (size_t c = 0; c < map.size(); ++c)
+        if (map[c]) present[c] = true;
+      for (auto& s : samples)
+        if (map[static_cast<size_t>(s.chunk)]) {
+          s.sum += file->visibility(s.row, s.chan);
+          s.found = true;
+        }
+    }
+    v.chunks_expected = chunks;
+    v.chunks_present = static_cast<index_t>(std::count(present.begin(), present.end(), true));
+    if (v.chunks_present < chunks)
+      first_missing =
+          static_cast<index_t>(std::find(present.begin(), present.end(), false) - present.begin());
+  }
+  if (v.chunks_present < v.chunks_expected) {
     v.passed = false;
     v.reason = fmt::format(
-        "{}: {} of {} chunks missing (first missing: baseline-time row {}, channel {})", set_name,
-        chunks - v.chunks_present, chunks, missing / chan_chunks * first.chunk_rows(),
-        missing % chan_chunks * first.chunk_channels());
+        "{}: {} of {} chunks{} missing (first missing: baseline-time row {}, channel {})",
+        set_name, v.chunks_expected - v.chunks_present, v.chunks_expected,
+        v.stonewalled ? " of the written parts" : "", first_missing / chan_chunks * first.chunk_rows(),
+        first_missing % chan_chunks * first.chunk_channels());
   }
 
   // The sampled sums against the direct transform of the set's sky, or the
@@ -188,7 +326,7 @@ report::Report verify(const VerifyOptions& o) {
         "baseline-time row {}, channel {}: {} + {}i, expected {} + {}i)",
         set_name, wrong, compared, first_wrong->row, first_wrong->chan, first_wrong->sum.real(),
         first_wrong->sum.imag(), reference(*first_wrong).real(), reference(*first_wrong).imag());
-  } else if (!pv.synthetic && !(e.value() <= o.tolerance) && v.passed) {
+  } else if (!pv.synthetic && compared > 0 && !(e.value() <= o.tolerance) && v.passed) {
     v.passed = false;
     v.reason = fmt::format(
         "{}: sampled visibilities differ from the direct transform "

@@ -7,6 +7,10 @@
 // --source-count and --seed); the files of a --synthetic-vis run must hold
 // degrid::synthetic_visibility's pattern exactly. Files that differ in
 // shape or provenance (synthetic or not among them) are a UsageError.
+// A stonewalled set (--duration) lists the parts it wrote: verify rebuilds
+// the run's binning, expects exactly the chunks those parts fill (failing
+// on any missing) and samples only their visibilities; chunks at the
+// parts' edges hold zeros for the visibilities no part wrote.
 #pragma once
 
 #include <cstdint>

@@ -131,6 +131,21 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
   }
 }
 
+storage::Provenance provenance(const Job& job, const std::string& rec_set, std::uint64_t seed,
+                               bool synthetic) {
+  storage::Provenance pv;
+  pv.rec_set = rec_set;
+  pv.pixel_lm = job.geometry->pixel_lm;
+  pv.source_count = synthetic ? 0 : static_cast<index_t>(job.sources.size());
+  pv.seed = seed;
+  pv.synthetic = synthetic;
+  const auto& obs = *job.obs;
+  pv.observation = {obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg};
+  pv.margin = job.w.margin;
+  pv.w_stack_step = job.w.stack_step;
+  return pv;
+}
+
 std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm) {
   if (sources.size() > 10000) return std::nullopt;
   report::Sky sky{pixel_lm, {}};

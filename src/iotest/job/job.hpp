@@ -14,6 +14,7 @@
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/sky/sky_model.hpp"
+#include "iotest/storage/backend.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::job {
@@ -75,6 +76,11 @@ void add_observation(report::Report& r, const telescope::Observation& obs,
 void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,
                          index_t w_stacks,
                          const std::optional<degrid::TowerCalibration>& calibration);
+// What the job's visibility files record of it: the sky, and what
+// rebuilds its binning (for `verify`).
+storage::Provenance provenance(const Job& job, const std::string& rec_set, std::uint64_t seed,
+                               bool synthetic);
+
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).
 std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm);

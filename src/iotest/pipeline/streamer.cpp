@@ -132,6 +132,7 @@ struct ThreadState {
   Array2D scratch, subgrid, reference;
   RelativeError vis_error;
   ErrorTally subgrid_errors;
+  std::vector<storage::WrittenPart> written;  // --duration: the tasks done
   index_t vis_checked = 0, visibilities = 0, w_planes = 0, subgrids = 0;
   double busy_s = 0, check_s = 0;
   ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
@@ -163,8 +164,9 @@ RankResult run_streamer(Context& ctx) {
   layout.time_chunk = layout.freq_chunk = 1;
   if (with_vis) {
     layout = storage::layout_of(*ctx.job.obs);
-    layout.provenance = storage::Provenance{o.rec_set, ctx.job.geometry->pixel_lm,
-                                            synthetic ? 0 : o.source_count, o.seed, synthetic};
+    auto pv = job::provenance(ctx.job, o.rec_set, o.seed, synthetic);
+    pv.stonewalled = ctx.deadline.has_value();
+    layout.provenance = pv;
     WriterOptions wo;
     wo.backend = o.output.empty() ? "null" : "hdf5";
     wo.fork = o.fork_writer;
@@ -331,6 +333,11 @@ RankResult run_streamer(Context& ctx) {
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
                                    ds.chunks, to_writers);
         ds.visibilities += static_cast<index_t>(ds.vis.size());
+        if (ctx.deadline) {
+          const auto& done = tower->visit->pieces();
+          ds.written.push_back({tower->visit->stack(), tower->visit->subgrid(),
+                                done[first].row_chunk, done[last - 1].row_chunk + 1});
+        }
         ds.busy_s += seconds_since(td);
         const auto tc = Clock::now();
         if (!zero_data && !ctx.job.sources.empty())
@@ -491,6 +498,11 @@ RankResult run_streamer(Context& ctx) {
   out.parts_done = parts_done;
   out.tasks_skipped = tasks_skipped;
   if (writers) {
+    if (ctx.deadline) {  // what the files hold, so verify checks exactly that
+      std::vector<storage::WrittenPart> written;
+      for (const auto& ts : state) written.insert(written.end(), ts.written.begin(), ts.written.end());
+      writers->record_written(storage::merge_written_parts(std::move(written)));
+    }
     const double write_wait = writers->wait_s();
     const auto all = writers->finish();
     for (const auto& w : all) {

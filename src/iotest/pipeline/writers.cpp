@@ -248,6 +248,11 @@ void PartialChunks::flush(const Write& write) {
 
 namespace {
 
+// A queue entry carrying written parts (bytes of WrittenPart records,
+// `visibilities` of them), not a chunk: they travel as chunks do, since
+// the writer may be another process.
+constexpr index_t kWrittenPartsEntry = -1;
+
 // One writer's whole life: open, write what comes, close. Failures go to
 // the queue (pushers see them and stop) and leave no complete-looking output.
 void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::string& path,
@@ -263,9 +268,20 @@ void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::s
     storage::ChunkKey key;
     const cplx* chunk = nullptr;
     index_t visibilities = 0;
+    std::vector<char> parts;  // WrittenPart records, as they came
     while (queue.peek(key, chunk, visibilities)) {  // whole chunks go from their slot: no copy
-      partial.add(key, chunk, visibilities, write);
+      if (key.row_chunk == kWrittenPartsEntry) {
+        const auto* bytes = reinterpret_cast<const char*>(chunk);
+        parts.insert(parts.end(), bytes, bytes + visibilities);
+      } else {
+        partial.add(key, chunk, visibilities, write);
+      }
       queue.release();
+    }
+    if (!parts.empty()) {
+      std::vector<storage::WrittenPart> records(parts.size() / sizeof(storage::WrittenPart));
+      std::memcpy(records.data(), parts.data(), records.size() * sizeof(storage::WrittenPart));
+      backend->set_written_parts(std::move(records));
     }
     if (queue.failure().empty()) partial.flush(write);
     if (!queue.failure().empty()) {  // stopped from outside: no complete-looking output
@@ -316,6 +332,19 @@ void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visi
   const auto n = static_cast<index_t>(queues_.size());
   const index_t writer = (key.row_chunk * layout_.freq_chunks() + key.freq_chunk) % n;
   queues_[static_cast<size_t>(writer)]->push(key, data, visibilities);
+}
+
+void Writers::record_written(const std::vector<storage::WrittenPart>& parts) {
+  const auto* bytes = reinterpret_cast<const char*>(parts.data());
+  const size_t total = parts.size() * sizeof(storage::WrittenPart);
+  const size_t per_entry = static_cast<size_t>(layout_.chunk_bytes());
+  std::vector<cplx> entry(static_cast<size_t>(layout_.chunk_values()));
+  for (auto& queue : queues_)
+    for (size_t at = 0; at < total; at += per_entry) {
+      const size_t n = std::min(per_entry, total - at);
+      std::memcpy(entry.data(), bytes + at, n);
+      queue->push({kWrittenPartsEntry, 0}, entry.data(), static_cast<index_t>(n));
+    }
 }
 
 std::vector<storage::WriteStats> Writers::finish() {

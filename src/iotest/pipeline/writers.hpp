@@ -110,6 +110,9 @@ class Writers {
   Writers(const WriterOptions& options, const storage::VisibilityLayout& layout);
   ~Writers();  // stops and drops the outputs if finish() was not called
   void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
+  // A stonewalled run: the parts every output holds, stored with it. After
+  // the last chunk, before finish().
+  void record_written(const std::vector<storage::WrittenPart>& parts);
   // Closes the queues, waits for the writers and returns their stats;
   // throws the first writer's failure.
   std::vector<storage::WriteStats> finish();

@@ -137,8 +137,13 @@ json to_json(const Report& r) {
                          {"chunks_present", v.chunks_present},
                          {"tolerance", v.tolerance},
                          {"synthetic", v.synthetic},
+                         {"stonewalled", v.stonewalled},
                          {"passed", v.passed},
                          {"reason", v.reason}};
+    if (v.stonewalled) {
+      j["verification"]["written_parts"] = v.written_parts;
+      j["verification"]["visibilities_written"] = v.visibilities_written;
+    }
   }
   if (r.sky) j["sky"] = {{"pixel_lm", r.sky->pixel_lm}, {"sources", r.sky->sources}};
   if (r.layout) {
@@ -303,6 +308,9 @@ std::string render_text(const Report& r) {
                        v.synthetic ? "the synthetic pattern" : "direct FT",
                        error_text(r.accuracy->vis_rmse), *r.accuracy->vis_samples);
     if (v.synthetic) s += ", a synthetic set (--synthetic-vis)";
+    if (v.stonewalled)
+      s += fmt::format(", stonewalled: {} written parts, {} visibilities", v.written_parts,
+                       v.visibilities_written);
     s += v.passed ? ": passed\n" : ": FAILED: " + v.reason + "\n";
     return s;
   }

@@ -199,6 +199,10 @@ struct Verification {
   index_t chunks_expected = 0, chunks_present = 0;
   double tolerance = 0;
   bool synthetic = false;  // a --synthetic-vis set: checked against the pattern, exactly
+  // A stonewalled set (--duration): only its written parts are checked;
+  // the chunks expected are those the parts' visibilities fall in.
+  bool stonewalled = false;
+  index_t written_parts = 0, visibilities_written = 0;
   bool passed = false;
   std::string reason;  // why not, in one line
 };

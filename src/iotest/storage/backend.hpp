@@ -5,6 +5,7 @@
 // that looks complete.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,7 +31,26 @@ struct Provenance {
   // --synthetic-vis: the values are degrid::synthetic_visibility's pattern,
   // not a sky's (the storage-only mode).
   bool synthetic = false;
+  // What rebuilds the run's binning (which visibilities each visit holds),
+  // for checking a stonewalled set: the observation as resolved, the
+  // subgrids' margin and the w-stacking step.
+  telescope::ObservationOptions observation;
+  index_t margin = 0;
+  double w_stack_step = 0;
+  // --duration: the run wrote part of the observation, listed in the
+  // files as WrittenParts; only those visibilities are in them.
+  bool stonewalled = false;
 };
+
+// A stonewalled run's unit of written work: visit (w_stack, subgrid)'s
+// visibilities in storage row chunks [row_chunk_begin, row_chunk_end).
+// Degrid tasks are cut at row chunks, so a finished task is exactly one.
+struct WrittenPart {
+  std::int64_t w_stack = 0, subgrid = 0, row_chunk_begin = 0, row_chunk_end = 0;
+  auto operator<=>(const WrittenPart&) const = default;
+};
+// Sorted, with ranges of one visit that touch made one.
+std::vector<WrittenPart> merge_written_parts(std::vector<WrittenPart> parts);
 
 struct VisibilityLayout {
   const telescope::Observation* observation = nullptr;
@@ -78,6 +98,9 @@ class Backend {
   void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities);
   // Pushes what is buffered to the device (fsync for files).
   void flush();
+  // A stonewalled output: the parts of the observation it holds, stored
+  // with it at close.
+  void set_written_parts(std::vector<WrittenPart> parts) { written_parts_ = std::move(parts); }
   // Completes the output, flushed, and gives it its final name.
   void close();
   // Drops a partial output (after a failure); safe to call twice.
@@ -92,11 +115,13 @@ class Backend {
   virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) = 0;
   virtual void do_flush() = 0;
   virtual void do_close() = 0;
+  const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
 
  private:
   VisibilityLayout layout_;
   std::vector<bool> written_;  // per chunk, row_chunk * freq_chunks + freq_chunk
   WriteStats stats_;
+  std::vector<WrittenPart> written_parts_;
 };
 
 // "null" or "hdf5"; throws UsageError("--backend") for others.

@@ -95,6 +95,43 @@ void write_vector(hid_t group, const char* name, hid_t type, const std::vector<T
   write_dataset(group, name, type, shape, v.data());
 }
 
+// A per-baseline-time array (Nbls x Ntimes rows of `columns` values),
+// filled and written `block` baselines at a time by fill(b0, b1, out).
+template <typename T, class Fill>
+void write_rows(hid_t group, const char* name, hid_t type, long long baselines, long long times,
+                hsize_t columns, long long block, Fill&& fill) {
+  const auto rows = static_cast<hsize_t>(baselines * times);
+  const Id shape = columns == 1 ? space({rows}) : space({rows, columns});
+  Id set(check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  name),
+         H5Dclose);
+  std::vector<T> buffer(static_cast<size_t>(std::min(block, baselines) * times) * columns);
+  for (long long b0 = 0; b0 < baselines; b0 += block) {
+    const long long b1 = std::min(baselines, b0 + block);
+    fill(b0, b1, buffer.data());
+    const hsize_t offset[2] = {static_cast<hsize_t>(b0 * times), 0};
+    const hsize_t count[2] = {static_cast<hsize_t>((b1 - b0) * times), columns};
+    const int rank = columns == 1 ? 1 : 2;
+    Id file_space(H5Dget_space(set), H5Sclose);
+    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr), name);
+    Id memory(check_id(H5Screate_simple(rank, count, nullptr), name), H5Sclose);
+    check(H5Dwrite(set, type, memory, file_space, H5P_DEFAULT, buffer.data()), name);
+  }
+}
+
+// A per-baseline-time array holding one value: its fill value, no chunk
+// written, so it takes no space at any scale (reads give the value).
+void write_constant_rows(hid_t group, const char* name, hid_t type, hsize_t rows,
+                         const void* value) {
+  Id props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  const hsize_t chunk[1] = {std::max<hsize_t>(1, std::min<hsize_t>(rows, 1 << 20))};
+  check(H5Pset_chunk(props, 1, chunk), name);
+  check(H5Pset_fill_value(props, type, value), name);
+  Id set(check_id(H5Dcreate2(group, name, type, space({rows}), H5P_DEFAULT, props, H5P_DEFAULT),
+                  name),
+         H5Dclose);
+}
+
 // East-north-up offsets to Earth-centred ones at the array centre.
 std::array<double, 3> enu_to_ecef_offset(const telescope::Enu& e, const telescope::Geodetic& c) {
   const double lon = c.lon_deg * std::numbers::pi / 180, lat = c.lat_deg * std::numbers::pi / 180;
@@ -191,6 +228,7 @@ class Hdf5Backend final : public Backend {
   }
 
   void do_close() override {
+    if (layout().provenance && layout().provenance->stonewalled) write_parts();
     do_flush();
     const std::lock_guard<std::mutex> hold(library_lock());
     visdata_.reset();
@@ -202,6 +240,24 @@ class Hdf5Backend final : public Backend {
   }
 
  private:
+  // A stonewalled file's written parts: /iotest/written_parts, one row
+  // (w_stack, subgrid, row_chunk_begin, row_chunk_end) each (pyuvdata
+  // ignores the group; verify reads it).
+  void write_parts() {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    const auto& parts = written_parts();
+    Id group(check_id(H5Gcreate2(file_, "iotest", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "iotest"),
+             H5Gclose);
+    static_assert(sizeof(WrittenPart) == 4 * sizeof(long long));
+    Id set(check_id(H5Dcreate2(group, "written_parts", H5T_NATIVE_LLONG, space({parts.size(), 4}),
+                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    "written_parts"),
+           H5Dclose);
+    if (!parts.empty())
+      check(H5Dwrite(set, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, parts.data()),
+            "written_parts");
+  }
+
   void write_header() {
     const auto& obs = *layout().observation;
     const auto& centre = obs.layout.centre;
@@ -245,32 +301,48 @@ class Hdf5Backend final : public Backend {
     write_vector(header, "antenna_numbers", H5T_NATIVE_LLONG, numbers);
     write_vector(header, "antenna_positions", H5T_NATIVE_DOUBLE, positions, 3);
 
-    // Per baseline-time: antennas, time, integration, (u, v, w).
+    // Per baseline-time (UVH5's Nblts arrays, 130 M rows for SKA1-Low):
+    // antennas, time and (u, v, w), computed and written a block of
+    // baselines at a time, so a writer holds a block, not the observation.
     const auto baselines = obs.baselines();
-    std::vector<long long> ant1, ant2;
-    std::vector<double> time, integration, uvw(static_cast<size_t>(nbl * nt * 3));
-    const double dt_solar = obs.time.step() / kSiderealPerSolar;
-    for (const auto& [a1, a2] : baselines)
-      for (long long t = 0; t < nt; ++t) {
-        ant1.push_back(a1);
-        ant2.push_back(a2);
-        time.push_back(kJd0 + obs.time.at(t) / kSiderealPerSolar / 86400);
-        integration.push_back(dt_solar > 0 ? dt_solar : 1.0);
-      }
+    std::vector<telescope::Uvw> antenna_uvw;  // [time][antenna]: O(times x antennas)
     for (long long t = 0; t < nt; ++t) {
-      const auto ant = obs.antenna_uvw(t);
-      for (long long b = 0; b < nbl; ++b) {
-        const auto& p1 = ant[static_cast<size_t>(baselines[static_cast<size_t>(b)].first)];
-        const auto& p2 = ant[static_cast<size_t>(baselines[static_cast<size_t>(b)].second)];
-        double* row = uvw.data() + 3 * (b * nt + t);
-        row[0] = p2.u - p1.u, row[1] = p2.v - p1.v, row[2] = p2.w - p1.w;
-      }
+      const auto at = obs.antenna_uvw(t);
+      antenna_uvw.insert(antenna_uvw.end(), at.begin(), at.end());
     }
-    write_vector(header, "ant_1_array", H5T_NATIVE_LLONG, ant1);
-    write_vector(header, "ant_2_array", H5T_NATIVE_LLONG, ant2);
-    write_vector(header, "time_array", H5T_NATIVE_DOUBLE, time);
-    write_vector(header, "integration_time", H5T_NATIVE_DOUBLE, integration);
-    write_vector(header, "uvw_array", H5T_NATIVE_DOUBLE, uvw, 3);
+    const auto rows = static_cast<hsize_t>(nbl * nt);
+    const long long block = std::max(1LL, (1LL << 20) / nt);  // baselines per write
+    const auto ant = [&](int which) {
+      return [&, which](long long b0, long long b1, long long* out) {
+        for (long long b = b0; b < b1; ++b)
+          for (long long t = 0; t < nt; ++t) {
+            const auto& pair = baselines[static_cast<size_t>(b)];
+            *out++ = which == 1 ? pair.first : pair.second;
+          }
+      };
+    };
+    write_rows<long long>(header, "ant_1_array", H5T_NATIVE_LLONG, nbl, nt, 1, block, ant(1));
+    write_rows<long long>(header, "ant_2_array", H5T_NATIVE_LLONG, nbl, nt, 1, block, ant(2));
+    write_rows<double>(header, "time_array", H5T_NATIVE_DOUBLE, nbl, nt, 1, block,
+                       [&](long long b0, long long b1, double* out) {
+                         for (long long b = b0; b < b1; ++b)
+                           for (long long t = 0; t < nt; ++t)
+                             *out++ = kJd0 + obs.time.at(t) / kSiderealPerSolar / 86400;
+                       });
+    write_rows<double>(
+        header, "uvw_array", H5T_NATIVE_DOUBLE, nbl, nt, 3, block,
+        [&](long long b0, long long b1, double* out) {
+          for (long long b = b0; b < b1; ++b)
+            for (long long t = 0; t < nt; ++t) {
+              const auto [a1, a2] = baselines[static_cast<size_t>(b)];
+              const auto& p1 = antenna_uvw[static_cast<size_t>(t * nant + a1)];
+              const auto& p2 = antenna_uvw[static_cast<size_t>(t * nant + a2)];
+              *out++ = p2.u - p1.u, *out++ = p2.v - p1.v, *out++ = p2.w - p1.w;
+            }
+        });
+    const double dt_solar = obs.time.step() / kSiderealPerSolar;
+    const double integration = dt_solar > 0 ? dt_solar : 1.0;
+    write_constant_rows(header, "integration_time", H5T_NATIVE_DOUBLE, rows, &integration);
     std::vector<double> freq, width;
     for (long long k = 0; k < nf; ++k) {
       freq.push_back(obs.freq.at(k));
@@ -316,14 +388,20 @@ class Hdf5Backend final : public Backend {
       write_scalar(extra, "iotest_source_count", static_cast<long long>(pv.source_count));
       write_scalar(extra, "iotest_seed", static_cast<long long>(pv.seed));
       if (pv.synthetic) write_scalar(extra, "iotest_synthetic_vis", 1LL);
+      write_string(extra, "iotest_vis_set", pv.observation.vis_set);
+      write_string(extra, "iotest_time", pv.observation.time.value_or(""));
+      write_string(extra, "iotest_freq", pv.observation.freq.value_or(""));
+      write_scalar(extra, "iotest_dec", pv.observation.dec_deg.value_or(obs.dec_deg));
+      write_scalar(extra, "iotest_margin", static_cast<long long>(pv.margin));
+      write_scalar(extra, "iotest_w_stack_step", pv.w_stack_step);
+      if (pv.stonewalled) write_scalar(extra, "iotest_stonewalled", 1LL);
     }
-    const size_t nblt = static_cast<size_t>(nbl * nt);
-    write_vector(header, "phase_center_id_array", H5T_NATIVE_LLONG,
-                 std::vector<long long>(nblt, 0));
-    write_vector(header, "phase_center_app_ra", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, ra));
-    write_vector(header, "phase_center_app_dec", H5T_NATIVE_DOUBLE, std::vector<double>(nblt, dec));
-    write_vector(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE,
-                 std::vector<double>(nblt, 0.0));
+    const long long centre_id = 0;
+    const double frame_pa = 0.0;
+    write_constant_rows(header, "phase_center_id_array", H5T_NATIVE_LLONG, rows, &centre_id);
+    write_constant_rows(header, "phase_center_app_ra", H5T_NATIVE_DOUBLE, rows, &ra);
+    write_constant_rows(header, "phase_center_app_dec", H5T_NATIVE_DOUBLE, rows, &dec);
+    write_constant_rows(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE, rows, &frame_pa);
   }
 
   void create_data() {

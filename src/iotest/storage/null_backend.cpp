@@ -1,5 +1,6 @@
 // The back-end framework (accounting shared by all back-ends) and the
 // dry-run back-end, which counts what it is given and writes nothing.
+#include <algorithm>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
@@ -70,6 +71,20 @@ std::unique_ptr<Backend> make_backend(std::string_view name) {
   if (name == "null") return std::make_unique<NullBackend>();
   if (name == "hdf5") return make_hdf5_backend();
   throw UsageError("--backend", "expected null or hdf5, got '" + std::string(name) + "'");
+}
+
+std::vector<WrittenPart> merge_written_parts(std::vector<WrittenPart> parts) {
+  std::sort(parts.begin(), parts.end());
+  std::vector<WrittenPart> merged;
+  for (const auto& p : parts) {
+    auto* last = merged.empty() ? nullptr : &merged.back();
+    if (last && last->w_stack == p.w_stack && last->subgrid == p.subgrid &&
+        p.row_chunk_begin <= last->row_chunk_end)
+      last->row_chunk_end = std::max(last->row_chunk_end, p.row_chunk_end);
+    else
+      merged.push_back(p);
+  }
+  return merged;
 }
 
 VisibilityLayout layout_of(const telescope::Observation& obs) {

@@ -62,7 +62,7 @@ std::string read_string(hid_t file, const char* name) {
 
 }  // namespace
 
-Uvh5Reader::Uvh5Reader(const std::string& path, bool read_uvw)
+Uvh5Reader::Uvh5Reader(const std::string& path)
     : h_(std::make_unique<Handles>()), path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   h_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -70,27 +70,40 @@ Uvh5Reader::Uvh5Reader(const std::string& path, bool read_uvw)
   const auto scalar = [&](const char* name) {
     return read_all<long long>(h_->file, name, H5T_NATIVE_LLONG, path).at(0);
   };
+  const auto real = [&](const char* name) {
+    return read_all<double>(h_->file, name, H5T_NATIVE_DOUBLE, path).at(0);
+  };
+  const auto present = [&](const char* name) { return exists(h_->file, name); };
   nbls_ = scalar("Header/Nbls");
   ntimes_ = scalar("Header/Ntimes");
   nfreqs_ = scalar("Header/Nfreqs");
-  if (read_uvw) uvw_ = read_all<double>(h_->file, "Header/uvw_array", H5T_NATIVE_DOUBLE, path);
-  const index_t uvw_points =
-      read_uvw ? static_cast<index_t>(uvw_.size()) : points(h_->file, "Header/uvw_array", path);
   freq_ = read_all<double>(h_->file, "Header/freq_array", H5T_NATIVE_DOUBLE, path);
-  if (uvw_points != 3 * nbls_ * ntimes_ || static_cast<index_t>(freq_.size()) != nfreqs_)
+  if (points(h_->file, "Header/uvw_array", path) != 3 * nbls_ * ntimes_ ||
+      static_cast<index_t>(freq_.size()) != nfreqs_)
     throw UsageError(path, "header arrays do not match Nbls, Ntimes and Nfreqs");
-  if (exists(h_->file, "Header/extra_keywords") &&
-      exists(h_->file, "Header/extra_keywords/iotest_rec_set")) {
+  if (present("Header/extra_keywords") && present("Header/extra_keywords/iotest_rec_set")) {
     Provenance pv;
     pv.rec_set = read_string(h_->file, "Header/extra_keywords/iotest_rec_set");
-    pv.pixel_lm =
-        read_all<double>(h_->file, "Header/extra_keywords/iotest_pixel_lm", H5T_NATIVE_DOUBLE, path)
-            .at(0);
+    pv.pixel_lm = real("Header/extra_keywords/iotest_pixel_lm");
     pv.source_count = scalar("Header/extra_keywords/iotest_source_count");
     pv.seed = static_cast<std::uint64_t>(scalar("Header/extra_keywords/iotest_seed"));
     // Absent in files from before the storage-only mode: a sky.
-    pv.synthetic = exists(h_->file, "Header/extra_keywords/iotest_synthetic_vis") &&
+    pv.synthetic = present("Header/extra_keywords/iotest_synthetic_vis") &&
                    scalar("Header/extra_keywords/iotest_synthetic_vis") != 0;
+    // Absent in files from before stonewalling: a whole observation.
+    if (present("Header/extra_keywords/iotest_vis_set")) {
+      pv.observation.vis_set = read_string(h_->file, "Header/extra_keywords/iotest_vis_set");
+      pv.observation.time = read_string(h_->file, "Header/extra_keywords/iotest_time");
+      pv.observation.freq = read_string(h_->file, "Header/extra_keywords/iotest_freq");
+      pv.observation.dec_deg = real("Header/extra_keywords/iotest_dec");
+      pv.margin = scalar("Header/extra_keywords/iotest_margin");
+      pv.w_stack_step = real("Header/extra_keywords/iotest_w_stack_step");
+    }
+    pv.stonewalled = present("Header/extra_keywords/iotest_stonewalled") &&
+                     scalar("Header/extra_keywords/iotest_stonewalled") != 0;
+    if (pv.stonewalled && !present("iotest/written_parts"))
+      throw UsageError(path, "is from a stonewalled run (--duration) but lists no written parts: "
+                             "not completely written");
     provenance_ = pv;
   }
   h_->visdata = H5Dopen2(h_->file, "Data/visdata", H5P_DEFAULT);
@@ -107,6 +120,33 @@ Uvh5Reader::Uvh5Reader(const std::string& path, bool read_uvw)
 }
 
 Uvh5Reader::~Uvh5Reader() = default;
+
+std::array<double, 3> Uvh5Reader::uvw(index_t row) const {
+  const hid_t set = H5Dopen2(h_->file, "Header/uvw_array", H5P_DEFAULT);
+  const hsize_t offset[2] = {static_cast<hsize_t>(row), 0}, count[2] = {1, 3};
+  const hid_t file_space = H5Dget_space(set);
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr);
+  const hid_t memory = H5Screate_simple(2, count, nullptr);
+  std::array<double, 3> out{};
+  const herr_t status = H5Dread(set, H5T_NATIVE_DOUBLE, memory, file_space, H5P_DEFAULT, out.data());
+  H5Sclose(memory);
+  H5Sclose(file_space);
+  H5Dclose(set);
+  if (status < 0) throw std::runtime_error(path_ + ": reading (u, v, w) failed");
+  return out;
+}
+
+std::vector<WrittenPart> Uvh5Reader::written_parts() const {
+  if (!exists(h_->file, "iotest/written_parts") ||
+      points(h_->file, "iotest/written_parts", path_) == 0)
+    return {};
+  const auto flat = read_all<long long>(h_->file, "iotest/written_parts", H5T_NATIVE_LLONG, path_);
+  if (flat.size() % 4) throw UsageError(path_, "iotest/written_parts is not N x 4");
+  std::vector<WrittenPart> parts;
+  for (size_t i = 0; i < flat.size(); i += 4)
+    parts.push_back({flat[i], flat[i + 1], flat[i + 2], flat[i + 3]});
+  return parts;
+}
 
 index_t Uvh5Reader::chunks_present() const {
   hsize_t n = 0;

@@ -4,6 +4,7 @@
 // every file, each holding only the chunks its writer wrote.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,9 +16,9 @@ namespace iotest::storage {
 class Uvh5Reader {
  public:
   // Throws UsageError naming the file when it cannot be read as UVH5.
-  // Without `read_uvw`, uvw() stays empty (its shape is still checked): for
-  // the other files of a set, whose (u, v, w) are the first file's.
-  explicit Uvh5Reader(const std::string& path, bool read_uvw = true);
+  // Nothing proportional to the observation is read up front: (u, v, w)
+  // are read row by row.
+  explicit Uvh5Reader(const std::string& path);
   ~Uvh5Reader();
   Uvh5Reader(const Uvh5Reader&) = delete;
   Uvh5Reader& operator=(const Uvh5Reader&) = delete;
@@ -25,9 +26,11 @@ class Uvh5Reader {
   index_t baselines() const { return nbls_; }
   index_t times() const { return ntimes_; }
   index_t channels() const { return nfreqs_; }
-  const std::vector<double>& uvw() const { return uvw_; }  // Nblts x 3, metres
+  std::array<double, 3> uvw(index_t row) const;  // metres; row = baseline * times + time
   const std::vector<double>& frequencies() const { return freq_; }
   const std::optional<Provenance>& provenance() const { return provenance_; }
+  // A stonewalled file's written parts (/iotest/written_parts).
+  std::vector<WrittenPart> written_parts() const;
   index_t chunk_rows() const { return chunk_rows_; }  // baseline-times per HDF5 chunk
   index_t chunk_channels() const { return chunk_channels_; }
   index_t row_chunks() const { return (nbls_ * ntimes_ + chunk_rows_ - 1) / chunk_rows_; }
@@ -46,7 +49,7 @@ class Uvh5Reader {
   std::unique_ptr<Handles> h_;
   std::string path_;
   index_t nbls_ = 0, ntimes_ = 0, nfreqs_ = 0, chunk_rows_ = 1, chunk_channels_ = 1;
-  std::vector<double> uvw_, freq_;
+  std::vector<double> freq_;
   std::optional<Provenance> provenance_;
 };
 

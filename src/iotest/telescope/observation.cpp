@@ -32,7 +32,9 @@ bool parse_number(std::string_view s, T& out) {
 }  // namespace
 
 std::string Sampling::text() const {
-  return fmt::format("{:g}:{:g}/{}/{}", start, end, steps, chunk);
+  // Shortest text that reads back to the same doubles: files record it,
+  // and `verify` rebuilds the observation from it.
+  return fmt::format("{}:{}/{}/{}", start, end, steps, chunk);
 }
 
 Sampling parse_sampling(std::string_view text, const std::string& option, bool positive) {
