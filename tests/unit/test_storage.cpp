@@ -383,5 +383,56 @@ TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
   std::filesystem::remove_all(dir);
 }
 
+
+// Written parts: one visit's touching ranges become one; others stay apart.
+TEST(Storage, WrittenPartsMerge) {
+  const auto merged = merge_written_parts({{0, 7, 4, 6}, {0, 7, 0, 2}, {0, 7, 2, 4}, {1, 7, 6, 8},
+                                           {0, 3, 9, 10}, {0, 7, 8, 9}});
+  const std::vector<WrittenPart> want{{0, 3, 9, 10}, {0, 7, 0, 6}, {0, 7, 8, 9}, {1, 7, 6, 8}};
+  EXPECT_EQ(merged, want);
+}
+
+// A stonewalled file keeps its written parts and the provenance that
+// rebuilds its binning; one with no parts listed is not complete.
+TEST(Storage, StonewalledFileListsItsWrittenParts) {
+  const auto obs = small_observation();
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_parts";
+  std::filesystem::create_directories(dir);
+  auto pv = sky_provenance("T05_", 1e-5, 3, 1);
+  pv.observation = {obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg};
+  pv.margin = 12;
+  pv.w_stack_step = 2.5;
+  pv.stonewalled = true;
+  const std::vector<WrittenPart> parts{{-1, 5, 0, 3}, {2, 9, 7, 8}};
+  for (const bool listed : {true, false}) {
+    const auto path = (dir / (listed ? "listed.h5" : "unlisted.h5")).string();
+    auto backend = make_backend("hdf5");
+    auto layout = layout_of(obs);
+    layout.provenance = pv;
+    backend->open(path, layout);
+    if (listed) backend->set_written_parts(parts);
+    backend->close();
+    const Uvh5Reader file(path);
+    ASSERT_TRUE(file.provenance());
+    const auto& got = *file.provenance();
+    EXPECT_TRUE(got.stonewalled);
+    EXPECT_EQ(got.observation.vis_set, obs.vis_set);
+    EXPECT_EQ(got.observation.time, obs.time.text());
+    EXPECT_EQ(got.observation.freq, obs.freq.text());
+    EXPECT_EQ(got.observation.dec_deg, obs.dec_deg);
+    EXPECT_EQ(got.margin, 12);
+    EXPECT_EQ(got.w_stack_step, 2.5);
+    EXPECT_EQ(file.written_parts(), listed ? parts : std::vector<WrittenPart>{});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The observation's sampling reads back from its text exactly.
+TEST(Storage, SamplingTextRoundTrips) {
+  const auto s = telescope::parse_sampling("-460.123456789:460/1024/64", "--time", false);
+  EXPECT_EQ(telescope::parse_sampling(s.text(), "--time", false).start, s.start);
+  const auto f = telescope::parse_sampling("0.35e9:0.4725123456e9/11264/64", "--freq", true);
+  EXPECT_EQ(telescope::parse_sampling(f.text(), "--freq", true).end, f.end);
+}
 }  // namespace
 }  // namespace iotest::storage
