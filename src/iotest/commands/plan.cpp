@@ -1,16 +1,133 @@
 #include "iotest/commands/plan.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <tuple>
+
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
 
 namespace iotest::commands {
 
+index_t parse_bytes(const std::string& option, const std::string& text) {
+  const auto bad = [&] {
+    return UsageError(option, fmt::format("expected a size such as 24G, 512M or 1.5T (binary "
+                                          "units) or a byte count, got '{}'",
+                                          text));
+  };
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || !std::isfinite(value)) throw bad();
+  std::string unit(end, text.data() + text.size());
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (unit.size() == 3 && unit.ends_with("IB")) unit.resize(1);  // "GiB" as "G"
+  const std::string units = "KMGT";
+  const auto power = unit.empty() ? std::string::npos : units.find(unit);
+  if (!unit.empty() && (unit.size() != 1 || power == std::string::npos)) throw bad();
+  const double bytes = value * std::pow(1024.0, unit.empty() ? 0 : static_cast<double>(power + 1));
+  if (!(bytes >= 1) || bytes > 9e18) throw bad();
+  return static_cast<index_t>(bytes);
+}
+
+namespace {
+
+// The nodes' ranks by role, consecutive nodes alike in one group: rank r
+// on node r / ranks_per_node, producers first, then streamers, the
+// assigner last (pipeline::Roles).
+std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
+                                                   const report::Memory& m) {
+  const index_t k = a.ranks_per_node;
+  const index_t producers_end = a.producers, streamers_end = a.producers + a.streamers;
+  const auto overlap = [](index_t lo, index_t hi, index_t from, index_t to) {
+    return std::max<index_t>(0, std::min(hi, to) - std::max(lo, from));
+  };
+  std::vector<report::Advice::NodeGroup> groups;
+  for (index_t node = 0; node < a.nodes;) {
+    const index_t lo = node * k, hi = lo + k;
+    report::Advice::NodeGroup g;
+    g.first_node = node;
+    g.producers = overlap(lo, hi, 0, producers_end);
+    g.streamers = overlap(lo, hi, producers_end, streamers_end);
+    g.assigners = overlap(lo, hi, streamers_end, a.recommended_ranks);
+    g.bytes = g.producers * m.producer_bytes + g.streamers * m.streamer_bytes +
+              g.assigners * m.assigner_bytes;
+    g.fits = g.bytes <= a.node_memory_bytes;
+    // Nodes wholly of one role are alike up to that role's last whole node
+    // (a job of thousands of nodes is a few groups, found in as many steps).
+    g.node_count = g.producers == k   ? producers_end / k - node
+                   : g.streamers == k ? streamers_end / k - node
+                                      : 1;
+    node += g.node_count;
+    const auto alike = [&](const report::Advice::NodeGroup& h) {
+      return h.producers == g.producers && h.streamers == g.streamers && h.assigners == g.assigners;
+    };
+    if (!groups.empty() && alike(groups.back()))
+      groups.back().node_count += g.node_count;
+    else
+      groups.push_back(g);
+  }
+  return groups;
+}
+
+std::string gib(index_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+// Why a group does not fit, in its figures, and what would help.
+std::string overflow_warning(const report::Advice& a, const report::Advice::NodeGroup& g,
+                             const report::Memory& m) {
+  std::string ranks, largest;
+  index_t largest_bytes = 0;
+  for (const auto& [count, role, bytes] : {std::tuple{g.producers, "producer", m.producer_bytes},
+                                           {g.streamers, "streamer", m.streamer_bytes},
+                                           {g.assigners, "assigner", m.assigner_bytes}}) {
+    if (count == 0) continue;
+    ranks += fmt::format("{}{} {}(s) x {}", ranks.empty() ? "" : " + ", count, role, gib(bytes));
+    if (bytes > largest_bytes) largest_bytes = bytes, largest = role;
+  }
+  std::string help;
+  if (largest_bytes > a.node_memory_bytes)
+    help = largest == "producer" ? "a producer alone does not fit: more --facet-workers (fewer "
+                                   "facets each) or more memory per node"
+                                 : fmt::format(
+                                       "a {} alone does not fit: shorter queues, fewer "
+                                       "--threads or more memory per node",
+                                       largest);
+  else
+    help = "use fewer --ranks-per-node or more --nodes";
+  return fmt::format("{}: {} = {} estimated, more than the {} of a node ({}); {}", g.nodes_text(),
+                     ranks, gib(g.bytes), gib(a.node_memory_bytes), a.node_memory_source, help);
+}
+
+}  // namespace
+
 report::Report plan(const PlanOptions& o) {
   const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
+  if (o.ranks_per_node && *o.ranks_per_node < 1)
+    throw UsageError("--ranks-per-node", "expected a rank count >= 1");
+  job::check_shape_options(o);
+  index_t node_memory = 0;
+  std::string node_memory_source = "--node-memory";
+  if (o.node_memory) {
+    node_memory = parse_bytes("--node-memory", *o.node_memory);
+  } else {
+    // What `run` checks each node's ranks against (require_node_memory).
+    node_memory = available_memory_bytes();
+    node_memory_source = "available on this machine";
+    if (node_memory <= 0)
+      throw UsageError("--node-memory", "this machine does not tell its memory; give one");
+  }
   // With visibilities the subgrids keep the margin degridding needs
   // (default kernels and w layout), so the counts are those of the real job.
   job::JobOptions jo;
@@ -24,17 +141,56 @@ report::Report plan(const PlanOptions& o) {
   r.rec = job.p;
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
-  report::Advice advice;
-  advice.nodes = nodes;
-  advice.streamers = nodes;
-  advice.recommended_ranks = r.counts.facets + advice.streamers + 1;
-  advice.rule =
-      "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
-  r.advice = advice;
-  job::RunShape shape;
-  shape.producers = static_cast<int>(r.counts.facets);
-  shape.streamers = static_cast<int>(nodes);
-  shape.assigner = true;
+
+  // The roles, as `run` makes them from the rank count this plan gives it.
+  report::Advice a;
+  a.nodes = nodes;
+  a.assigner = o.assigner;
+  a.node_memory_bytes = node_memory;
+  a.node_memory_source = node_memory_source;
+  const index_t facets = r.counts.facets;
+  if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > facets))
+    throw UsageError("--facet-workers",
+                     fmt::format("expected 0 to {} producers (one per facet at most), got {}",
+                                 facets, *o.facet_workers));
+  a.producers = o.facet_workers ? *o.facet_workers : o.synthetic_vis ? 0 : facets;
+  const index_t assigners = o.assigner ? 1 : 0;
+  // Streamers degrid (with a vis-set) and take work from the assigner.
+  const index_t min_streamers = o.observation || o.assigner ? 1 : 0;
+  // Default: one streamer per node (one NUMA domain each, DESIGN.md 2),
+  // the producers and the assigner spread over the nodes' slots.
+  a.ranks_per_node =
+      o.ranks_per_node.value_or((a.producers + assigners + nodes + nodes - 1) / nodes);
+  // MPI counts ranks in an int.
+  if (a.ranks_per_node > std::numeric_limits<int>::max() / nodes)
+    throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
+                     fmt::format("expected at most {} ranks in all, got {} node(s) x {}",
+                                 std::numeric_limits<int>::max(), nodes, a.ranks_per_node));
+  a.recommended_ranks = nodes * a.ranks_per_node;
+  if (a.recommended_ranks < a.producers + assigners + min_streamers)
+    throw UsageError(
+        "--ranks-per-node",
+        fmt::format("{} node(s) x {} rank(s) are fewer than the {} ranks the roles "
+                    "need ({} producer(s){}{})",
+                    nodes, a.ranks_per_node, a.producers + assigners + min_streamers, a.producers,
+                    min_streamers > 0 ? " + 1 streamer" : "", o.assigner ? " + the assigner" : ""));
+  // Every slot is used: the ranks left after the producers and the
+  // assigner stream, so with mpirun's mapping by slot no node stays empty.
+  a.streamers = a.recommended_ranks - a.producers - assigners;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  a.rule = fmt::format(
+      "{}, streamers in the remaining slots{}; {} ranks per node{}{}",
+      o.facet_workers ? "producers as --facet-workers" : "one producer per facet",
+      o.assigner ? ", the assigner last" : "", a.ranks_per_node,
+      o.ranks_per_node ? " as given" : ": enough for one streamer per node (one NUMA domain)",
+      o.threads > 0 ? ""
+                    : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
+                                  "(--threads for other nodes)",
+                                  cores));
+  const auto shape = job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers),
+                                    o.assigner, static_cast<int>(cores / a.ranks_per_node));
+  a.threads = shape.threads;
+  a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;
   if (job.obs) {
     const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
@@ -42,6 +198,10 @@ report::Report plan(const PlanOptions& o) {
     job::add_observation(r, *job.obs, *job.geometry, binning::summarise(*counts));
   }
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
+  a.layout = node_layout(a, r.memory);
+  for (const auto& g : a.layout)
+    if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory));
+  r.advice = a;
   return r;
 }
 
