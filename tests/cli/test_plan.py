@@ -74,6 +74,13 @@ def test_the_dev_machine_run_is_one_node_of_three_producers_and_two_streamers(io
                             "fits": a["layout"][0]["fits"]}]
 
 
+def test_storage_only_has_no_producers(iotest):
+    a = plan(iotest, "--rec-set=small", *VLAA, "--synthetic-vis", "--nodes=2")["advice"]
+    assert (a["producers"], a["streamers"], a["ranks_per_node"]) == (0, 2, 1)
+    assert a["threads"] == 1  # as run: the pattern leaves the cores to the writers
+    check_layout(a)
+
+
 def test_each_node_holds_what_the_memory_model_gives_its_ranks(iotest):
     r = plan(iotest, "--rec-set=small", *VLAA, "--nodes=3", "--ranks-per-node=4", "--assigner",
              "--threads=2", "--node-memory=3G")

@@ -179,8 +179,10 @@ report::Report plan(const PlanOptions& o) {
   a.streamers = a.recommended_ranks - a.producers - assigners;
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   a.rule = fmt::format(
-      "{}, streamers in the remaining slots{}; {} ranks per node{}{}",
-      o.facet_workers ? "producers as --facet-workers" : "one producer per facet",
+      "{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
+      o.facet_workers   ? "producers as --facet-workers"
+      : o.synthetic_vis ? "no producers (--synthetic-vis)"
+                        : "one producer per facet",
       o.assigner ? ", the assigner last" : "", a.ranks_per_node,
       o.ranks_per_node ? " as given" : ": enough for one streamer per node (one NUMA domain)",
       o.threads > 0 ? ""
