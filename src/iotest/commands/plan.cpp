@@ -10,6 +10,7 @@
 #include <limits>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
@@ -109,50 +110,30 @@ std::string overflow_warning(const report::Advice& a, const report::Advice::Node
                      ranks, gib(g.bytes), gib(a.node_memory_bytes), a.node_memory_source, help);
 }
 
-}  // namespace
+// The memory of one node and where it comes from.
+std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
+  if (o.node_memory) return {parse_bytes("--node-memory", *o.node_memory), "--node-memory"};
+  // What `run` checks each node's ranks against (require_node_memory).
+  const index_t available = available_memory_bytes();
+  if (available <= 0)
+    throw UsageError("--node-memory", "this machine does not tell its memory; give one");
+  return {available, "available on this machine"};
+}
 
-report::Report plan(const PlanOptions& o) {
+// The roles on the nodes' slots, as `run` makes them from the rank count
+// this plan gives it.
+report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
   const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   if (o.ranks_per_node && *o.ranks_per_node < 1)
     throw UsageError("--ranks-per-node", "expected a rank count >= 1");
-  job::check_shape_options(o);
-  index_t node_memory = 0;
-  std::string node_memory_source = "--node-memory";
-  if (o.node_memory) {
-    node_memory = parse_bytes("--node-memory", *o.node_memory);
-  } else {
-    // What `run` checks each node's ranks against (require_node_memory).
-    node_memory = available_memory_bytes();
-    node_memory_source = "available on this machine";
-    if (node_memory <= 0)
-      throw UsageError("--node-memory", "this machine does not tell its memory; give one");
-  }
-  // With visibilities the subgrids keep the margin degridding needs
-  // (default kernels and w layout), so the counts are those of the real job.
-  job::JobOptions jo;
-  jo.rec_set = o.rec_set;
-  jo.window_width = o.window_width;
-  jo.observation = o.observation;
-  jo.source_count = 0;
-  const auto job = job::resolve(jo);
-  report::Report r;
-  r.mode = "plan";
-  r.rec = job.p;
-  r.counts.facets = r.rec.facet_count();
-  r.counts.subgrids = r.rec.subgrid_count();
-
-  // The roles, as `run` makes them from the rank count this plan gives it.
-  report::Advice a;
-  a.nodes = nodes;
-  a.assigner = o.assigner;
-  a.node_memory_bytes = node_memory;
-  a.node_memory_source = node_memory_source;
-  const index_t facets = r.counts.facets;
   if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > facets))
     throw UsageError("--facet-workers",
                      fmt::format("expected 0 to {} producers (one per facet at most), got {}",
                                  facets, *o.facet_workers));
+  report::Advice a;
+  a.nodes = nodes;
+  a.assigner = o.assigner;
   a.producers = o.facet_workers ? *o.facet_workers : o.synthetic_vis ? 0 : facets;
   const index_t assigners = o.assigner ? 1 : 0;
   // Streamers degrid (with a vis-set) and take work from the assigner.
@@ -177,7 +158,6 @@ report::Report plan(const PlanOptions& o) {
   // Every slot is used: the ranks left after the producers and the
   // assigner stream, so with mpirun's mapping by slot no node stays empty.
   a.streamers = a.recommended_ranks - a.producers - assigners;
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   a.rule = fmt::format(
       "{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
       o.facet_workers   ? "producers as --facet-workers"
@@ -189,6 +169,32 @@ report::Report plan(const PlanOptions& o) {
                     : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
                                   "(--threads for other nodes)",
                                   cores));
+  return a;
+}
+
+}  // namespace
+
+report::Report plan(const PlanOptions& o) {
+  job::check_shape_options(o);
+  const auto [memory, memory_source] = node_memory(o);
+  // With visibilities the subgrids keep the margin degridding needs
+  // (default kernels and w layout), so the counts are those of the real job.
+  job::JobOptions jo;
+  jo.rec_set = o.rec_set;
+  jo.window_width = o.window_width;
+  jo.observation = o.observation;
+  jo.source_count = 0;
+  const auto job = job::resolve(jo);
+  report::Report r;
+  r.mode = "plan";
+  r.rec = job.p;
+  r.counts.facets = r.rec.facet_count();
+  r.counts.subgrids = r.rec.subgrid_count();
+
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto a = lay_out_roles(o, r.counts.facets, cores);
+  a.node_memory_bytes = memory;
+  a.node_memory_source = memory_source;
   const auto shape = job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers),
                                     o.assigner, static_cast<int>(cores / a.ranks_per_node));
   a.threads = shape.threads;
