@@ -86,7 +86,7 @@ std::string gib(index_t bytes) {
 
 // Why a group does not fit, in its figures, and what would help.
 std::string overflow_warning(const report::Advice& a, const report::Advice::NodeGroup& g,
-                             const report::Memory& m) {
+                             const report::Memory& m, index_t facets) {
   std::string ranks, largest;
   index_t largest_bytes = 0;
   for (const auto& [count, role, bytes] : {std::tuple{g.producers, "producer", m.producer_bytes},
@@ -96,16 +96,17 @@ std::string overflow_warning(const report::Advice& a, const report::Advice::Node
     ranks += fmt::format("{}{} {}(s) x {}", ranks.empty() ? "" : " + ", count, role, gib(bytes));
     if (bytes > largest_bytes) largest_bytes = bytes, largest = role;
   }
-  std::string help;
-  if (largest_bytes > a.node_memory_bytes)
-    help = largest == "producer" ? "a producer alone does not fit: more --facet-workers (fewer "
-                                   "facets each) or more memory per node"
-                                 : fmt::format(
-                                       "a {} alone does not fit: shorter queues, fewer "
-                                       "--threads or more memory per node",
-                                       largest);
-  else
-    help = "use fewer --ranks-per-node or more --nodes";
+  // A producer's facets are most of it; a streamer's queues and threads.
+  std::string help = "use fewer --ranks-per-node or more --nodes";
+  if (largest_bytes > a.node_memory_bytes && largest == "producer")
+    help = a.producers < facets ? "a producer alone does not fit: more --facet-workers (fewer "
+                                  "facets each) or more memory per node"
+                                : "a producer alone does not fit, holding one facet: more memory "
+                                  "per node or a set of smaller facets";
+  else if (largest_bytes > a.node_memory_bytes)
+    help = fmt::format(
+        "a {} alone does not fit: shorter queues, fewer --threads or more memory per node",
+        largest);
   return fmt::format("{}: {} = {} estimated, more than the {} of a node ({}); {}", g.nodes_text(),
                      ranks, gib(g.bytes), gib(a.node_memory_bytes), a.node_memory_source, help);
 }
@@ -208,7 +209,7 @@ report::Report plan(const PlanOptions& o) {
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
   for (const auto& g : a.layout)
-    if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory));
+    if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory, r.counts.facets));
   r.advice = a;
   return r;
 }
