@@ -41,6 +41,40 @@ const CLI::Validator kNonNegative(
     },
     "NONNEGATIVE");
 
+// The options a run's shape comes from (job::run_shape), for `run` and
+// `plan` alike: the same names and meanings.
+template <class Options>
+void add_shape_options(CLI::App* app, Options& o, const std::string& facet_workers_default) {
+  app->add_option("--facet-workers", o.facet_workers,
+                  "producer ranks, each holding facets (default: " + facet_workers_default +
+                      "; 0: streamers degrid zeros; always 0 with --synthetic-vis)");
+  app->add_flag("--assigner", o.assigner, "dedicate the last rank to handing out work dynamically");
+  app->add_option("--threads", o.threads,
+                  "threads per streamer (default: this host's cores over its ranks)")
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--producer-threads", o.producer_threads,
+                  "threads per producer (default: as --threads)")
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--send-queue", o.send_queue, "contributions in flight per producer thread")
+      ->capture_default_str();
+  app->add_option("--subgrid-queue", o.subgrid_queue, "subgrids a streamer receives at once")
+      ->capture_default_str();
+  app->add_option("--task-queue", o.task_queue, "degrid tasks outstanding per streamer")
+      ->capture_default_str();
+  app->add_option("--bls-per-task", o.bls_per_task, "baselines' time chunks per degrid task")
+      ->capture_default_str();
+  app->add_option("--visibility-queue", o.visibility_queue,
+                  "chunks waiting for a streamer's writers (and as many parts of chunks held "
+                  "until whole)")
+      ->capture_default_str();
+  app->add_option("--writer-count", o.writer_count, "writers per streamer")->capture_default_str();
+  app->add_flag("--synthetic-vis", o.synthetic_vis,
+                "storage only: no producers or degridding; streamers write a pattern in the "
+                "real run's chunks (needs --vis-set)");
+  app->add_flag("--fork-writer", o.fork_writer,
+                "writers are forked processes, not threads (HDF5 serialises threads)");
+}
+
 void emit(const iotest::report::Report& report, const std::string& report_path) {
   // With the JSON going to stdout the human summary moves to stderr, so
   // `--report=/dev/stdout` gives clean JSON.
@@ -117,10 +151,19 @@ int main(int argc, char** argv) {
   iotest::commands::PlanOptions plan_opts;
   iotest::telescope::ObservationOptions obs_opts;
   auto* plan = app.add_subcommand(
-      "plan", "resolved parameters, counts, memory per role and rank count of a set");
+      "plan",
+      "resolved parameters, counts and memory per role of a set, and its ranks laid out on "
+      "--nodes against the memory of a node");
   plan->add_option("--rec-set", plan_opts.rec_set, "recombination set (as for recombine)")
       ->required();
   plan->add_option("--nodes", plan_opts.nodes, "nodes the job will use")->capture_default_str();
+  plan->add_option("--ranks-per-node", plan_opts.ranks_per_node,
+                   "MPI ranks on each node, filled in rank order as mpirun maps by slot "
+                   "(default: enough for one streamer per node)");
+  plan->add_option("--node-memory", plan_opts.node_memory,
+                   "memory of one node: bytes, or with a binary suffix K M G T (24G = 24 GiB; "
+                   "default: what this machine has available, as run checks)");
+  add_shape_options(plan, plan_opts, "one per facet");
   plan->add_option("--window-width", plan_opts.window_width, "override the set's PSWF width W");
   auto* plan_vis_set = plan->add_option(
       "--vis-set", obs_opts.vis_set,
@@ -135,6 +178,9 @@ int main(int argc, char** argv) {
                    "phase centre declination in degrees (default: the vis-set's)")
       ->needs(plan_vis_set);
   plan->add_option("--report", report_path, "write the JSON report to this file");
+  plan->add_option("output", plan_opts.output,
+                   "OUT%d.h5 the run would write (counts the writers' HDF5 caches; plan writes "
+                   "nothing)");
 
   iotest::commands::LayoutOptions layout_opts;
   auto* layout = app.add_subcommand(
@@ -212,7 +258,6 @@ int main(int argc, char** argv) {
   iotest::pipeline::RunOptions run_opts;
   iotest::telescope::ObservationOptions run_obs;
   std::optional<iotest::index_t> run_margin;
-  std::optional<int> facet_workers;
   bool no_progress = false;
   auto* run = app.add_subcommand(
       "run",
@@ -239,40 +284,8 @@ int main(int argc, char** argv) {
   run->add_option("--vis-samples", run_opts.vis_samples,
                   "visibilities checked against the direct transform")
       ->capture_default_str();
-  run->add_option("--facet-workers", facet_workers,
-                  "producer ranks, each holding facets (default: a third of the ranks with "
-                  "--vis-set, else half, at most one per facet; 0: streamers degrid zeros; "
-                  "always 0 with --synthetic-vis)");
-  run->add_flag("--assigner", run_opts.assigner,
-                "dedicate the last rank to handing out work dynamically");
-  run->add_option("--threads", run_opts.threads,
-                  "threads per streamer (default: this host's cores over its ranks)")
-      ->check(CLI::Range(1, 4096));
-  run->add_option("--producer-threads", run_opts.producer_threads,
-                  "threads per producer (default: as --threads)")
-      ->check(CLI::Range(1, 4096));
-  run->add_option("--send-queue", run_opts.send_queue,
-                  "contributions in flight per producer thread")
-      ->capture_default_str();
-  run->add_option("--subgrid-queue", run_opts.subgrid_queue,
-                  "subgrids a streamer receives at once")
-      ->capture_default_str();
-  run->add_option("--task-queue", run_opts.task_queue, "degrid tasks outstanding per streamer")
-      ->capture_default_str();
-  run->add_option("--bls-per-task", run_opts.bls_per_task,
-                  "baselines' time chunks per degrid task")
-      ->capture_default_str();
-  run->add_option("--visibility-queue", run_opts.visibility_queue,
-                  "chunks waiting for a streamer's writers (and as many parts of chunks held "
-                  "until whole)")
-      ->capture_default_str();
-  run->add_option("--writer-count", run_opts.writer_count, "writers per streamer")
-      ->capture_default_str();
-  run->add_flag("--synthetic-vis", run_opts.synthetic_vis,
-                "storage only: no producers or degridding; streamers write a pattern in the "
-                "real run's chunks (needs --vis-set)");
-  run->add_flag("--fork-writer", run_opts.fork_writer,
-                "writers are forked processes, not threads (HDF5 serialises threads)");
+  add_shape_options(run, run_opts,
+                    "a third of the ranks with --vis-set, else half, at most one per facet");
   run->add_option("--support", run_opts.kernel.support, "u, v kernel width (cells, even)")
       ->capture_default_str();
   run->add_option("--w-support", run_opts.kernel.w_support, "w kernel width (planes, even)")
@@ -321,7 +334,6 @@ int main(int argc, char** argv) {
   if (*run) {
     if (*run_vis_set) run_opts.observation = run_obs;
     run_opts.margin = run_margin;
-    run_opts.facet_workers = facet_workers;
     run_opts.progress = !no_progress;
     return run_pipeline(run_opts, report_path);
   }

@@ -48,7 +48,7 @@ def test_a_narrow_window_shows_in_the_accuracy(iotest, tmp_path):
 
 
 def test_plan_to_stdout_is_clean_json(iotest):
-    proc = iotest("plan", "--rec-set=small", "--report=/dev/stdout", check=0)
+    proc = iotest("plan", "--rec-set=small", "--assigner", "--report=/dev/stdout", check=0)
     r = json.loads(proc.stdout)
     assert r["mode"] == "plan"
     assert r["counts"]["facets"] == 9

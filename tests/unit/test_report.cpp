@@ -11,15 +11,16 @@
 namespace iotest::report {
 namespace {
 
-Report plan(const char* rec_set, index_t nodes = 1) {
+Report plan(const char* rec_set, index_t nodes = 1, bool assigner = false) {
   commands::PlanOptions o;
   o.rec_set = rec_set;
   o.nodes = nodes;
+  o.assigner = assigner;
   return commands::plan(o);
 }
 
 TEST(Report, PlanCarriesCountsConfigAndMemory) {
-  const auto r = plan("small");
+  const auto r = plan("small", 1, true);
   const auto j = to_json(r);
   EXPECT_EQ(j["mode"], "plan");
   EXPECT_EQ(j["counts"]["facets"], 9);
@@ -28,7 +29,8 @@ TEST(Report, PlanCarriesCountsConfigAndMemory) {
   EXPECT_EQ(j["config"]["yN"], 8192);
   EXPECT_EQ(j["config"]["xM"], 512);
   EXPECT_EQ(j["memory"]["image_bytes"], index_t{16384} * 16384 * 16);
-  EXPECT_EQ(j["advice"]["recommended_ranks"], 11);
+  EXPECT_EQ(j["advice"]["recommended_ranks"], 11);  // 9 producers, a streamer, the assigner
+  EXPECT_EQ(j["advice"]["layout"][0]["producers"], 9);
   EXPECT_FALSE(j.contains("accuracy"));
   EXPECT_NE(render_text(r).find("16k-8k-512"), std::string::npos);
 }
@@ -96,6 +98,17 @@ TEST(Report, WritesAtomicallyAndRejectsUnwritablePaths) {
 
 TEST(Report, PlanRejectsBadNodeCounts) {
   EXPECT_THROW(plan("T05_", 0), UsageError);
+}
+
+TEST(Report, PlanReadsNodeMemoryInBinaryUnits) {
+  using commands::parse_bytes;
+  EXPECT_EQ(parse_bytes("--node-memory", "24G"), index_t{24} << 30);
+  EXPECT_EQ(parse_bytes("--node-memory", "24GiB"), index_t{24} << 30);
+  EXPECT_EQ(parse_bytes("--node-memory", "512m"), index_t{512} << 20);
+  EXPECT_EQ(parse_bytes("--node-memory", "1.5T"), index_t{3} << 39);
+  EXPECT_EQ(parse_bytes("--node-memory", "4096"), 4096);
+  for (const char* bad : {"", "G", "24X", "24GB", "-1G", "0", "nan", "1e30T", "24 G"})
+    EXPECT_THROW(parse_bytes("--node-memory", bad), UsageError) << bad;
 }
 
 }  // namespace

@@ -1,16 +1,183 @@
 #include "iotest/commands/plan.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <tuple>
+#include <utility>
+
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
 
 namespace iotest::commands {
 
-report::Report plan(const PlanOptions& o) {
+index_t parse_bytes(const std::string& option, const std::string& text) {
+  const auto bad = [&] {
+    return UsageError(option, fmt::format("expected a size such as 24G, 512M or 1.5T (binary "
+                                          "units) or a byte count, got '{}'",
+                                          text));
+  };
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || !std::isfinite(value)) throw bad();
+  std::string unit(end, text.data() + text.size());
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (unit.size() == 3 && unit.ends_with("IB")) unit.resize(1);  // "GiB" as "G"
+  const std::string units = "KMGT";
+  const auto power = unit.empty() ? std::string::npos : units.find(unit);
+  if (!unit.empty() && (unit.size() != 1 || power == std::string::npos)) throw bad();
+  const double bytes = value * std::pow(1024.0, unit.empty() ? 0 : static_cast<double>(power + 1));
+  if (!(bytes >= 1) || bytes > 9e18) throw bad();
+  return static_cast<index_t>(bytes);
+}
+
+namespace {
+
+// The nodes' ranks by role, consecutive nodes alike in one group: rank r
+// on node r / ranks_per_node, producers first, then streamers, the
+// assigner last (pipeline::Roles).
+std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
+                                                   const report::Memory& m) {
+  const index_t k = a.ranks_per_node;
+  const index_t producers_end = a.producers, streamers_end = a.producers + a.streamers;
+  const auto overlap = [](index_t lo, index_t hi, index_t from, index_t to) {
+    return std::max<index_t>(0, std::min(hi, to) - std::max(lo, from));
+  };
+  std::vector<report::Advice::NodeGroup> groups;
+  for (index_t node = 0; node < a.nodes;) {
+    const index_t lo = node * k, hi = lo + k;
+    report::Advice::NodeGroup g;
+    g.first_node = node;
+    g.producers = overlap(lo, hi, 0, producers_end);
+    g.streamers = overlap(lo, hi, producers_end, streamers_end);
+    g.assigners = overlap(lo, hi, streamers_end, a.recommended_ranks);
+    g.bytes = g.producers * m.producer_bytes + g.streamers * m.streamer_bytes +
+              g.assigners * m.assigner_bytes;
+    g.fits = g.bytes <= a.node_memory_bytes;
+    // Nodes wholly of one role are alike up to that role's last whole node
+    // (a job of thousands of nodes is a few groups, found in as many steps).
+    g.node_count = g.producers == k   ? producers_end / k - node
+                   : g.streamers == k ? streamers_end / k - node
+                                      : 1;
+    node += g.node_count;
+    const auto alike = [&](const report::Advice::NodeGroup& h) {
+      return h.producers == g.producers && h.streamers == g.streamers && h.assigners == g.assigners;
+    };
+    if (!groups.empty() && alike(groups.back()))
+      groups.back().node_count += g.node_count;
+    else
+      groups.push_back(g);
+  }
+  return groups;
+}
+
+std::string gib(index_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+// Why a group does not fit, in its figures, and what would help.
+std::string overflow_warning(const report::Advice& a, const report::Advice::NodeGroup& g,
+                             const report::Memory& m, index_t facets) {
+  std::string ranks, largest;
+  index_t largest_bytes = 0;
+  for (const auto& [count, role, bytes] : {std::tuple{g.producers, "producer", m.producer_bytes},
+                                           {g.streamers, "streamer", m.streamer_bytes},
+                                           {g.assigners, "assigner", m.assigner_bytes}}) {
+    if (count == 0) continue;
+    ranks += fmt::format("{}{} {}(s) x {}", ranks.empty() ? "" : " + ", count, role, gib(bytes));
+    if (bytes > largest_bytes) largest_bytes = bytes, largest = role;
+  }
+  // A producer's facets are most of it; a streamer's queues and threads.
+  std::string help = "use fewer --ranks-per-node or more --nodes";
+  if (largest_bytes > a.node_memory_bytes && largest == "producer")
+    help = a.producers < facets ? "a producer alone does not fit: more --facet-workers (fewer "
+                                  "facets each) or more memory per node"
+                                : "a producer alone does not fit, holding one facet: more memory "
+                                  "per node or a set of smaller facets";
+  else if (largest_bytes > a.node_memory_bytes)
+    help = fmt::format(
+        "a {} alone does not fit: shorter queues, fewer --threads or more memory per node",
+        largest);
+  return fmt::format("{}: {} = {} estimated, more than the {} of a node ({}); {}", g.nodes_text(),
+                     ranks, gib(g.bytes), gib(a.node_memory_bytes), a.node_memory_source, help);
+}
+
+// The memory of one node and where it comes from.
+std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
+  if (o.node_memory) return {parse_bytes("--node-memory", *o.node_memory), "--node-memory"};
+  // What `run` checks each node's ranks against (require_node_memory).
+  const index_t available = available_memory_bytes();
+  if (available <= 0)
+    throw UsageError("--node-memory", "this machine does not tell its memory; give one");
+  return {available, "available on this machine"};
+}
+
+// The roles on the nodes' slots, as `run` makes them from the rank count
+// this plan gives it.
+report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
   const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
+  if (o.ranks_per_node && *o.ranks_per_node < 1)
+    throw UsageError("--ranks-per-node", "expected a rank count >= 1");
+  if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > facets))
+    throw UsageError("--facet-workers",
+                     fmt::format("expected 0 to {} producers (one per facet at most), got {}",
+                                 facets, *o.facet_workers));
+  report::Advice a;
+  a.nodes = nodes;
+  a.assigner = o.assigner;
+  a.producers = o.facet_workers ? *o.facet_workers : o.synthetic_vis ? 0 : facets;
+  const index_t assigners = o.assigner ? 1 : 0;
+  // Streamers degrid (with a vis-set) and take work from the assigner.
+  const index_t min_streamers = o.observation || o.assigner ? 1 : 0;
+  // Default: one streamer per node (one NUMA domain each, DESIGN.md 2),
+  // the producers and the assigner spread over the nodes' slots.
+  a.ranks_per_node =
+      o.ranks_per_node.value_or((a.producers + assigners + nodes + nodes - 1) / nodes);
+  // MPI counts ranks in an int.
+  if (a.ranks_per_node > std::numeric_limits<int>::max() / nodes)
+    throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
+                     fmt::format("expected at most {} ranks in all, got {} node(s) x {}",
+                                 std::numeric_limits<int>::max(), nodes, a.ranks_per_node));
+  a.recommended_ranks = nodes * a.ranks_per_node;
+  if (a.recommended_ranks < a.producers + assigners + min_streamers)
+    throw UsageError(
+        "--ranks-per-node",
+        fmt::format("{} node(s) x {} rank(s) are fewer than the {} ranks the roles "
+                    "need ({} producer(s){}{})",
+                    nodes, a.ranks_per_node, a.producers + assigners + min_streamers, a.producers,
+                    min_streamers > 0 ? " + 1 streamer" : "", o.assigner ? " + the assigner" : ""));
+  // Every slot is used: the ranks left after the producers and the
+  // assigner stream, so with mpirun's mapping by slot no node stays empty.
+  a.streamers = a.recommended_ranks - a.producers - assigners;
+  a.rule = fmt::format(
+      "{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
+      o.facet_workers   ? "producers as --facet-workers"
+      : o.synthetic_vis ? "no producers (--synthetic-vis)"
+                        : "one producer per facet",
+      o.assigner ? ", the assigner last" : "", a.ranks_per_node,
+      o.ranks_per_node ? " as given" : ": enough for one streamer per node (one NUMA domain)",
+      o.threads > 0 ? ""
+                    : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
+                                  "(--threads for other nodes)",
+                                  cores));
+  return a;
+}
+
+}  // namespace
+
+report::Report plan(const PlanOptions& o) {
+  job::check_shape_options(o);
+  const auto [memory, memory_source] = node_memory(o);
   // With visibilities the subgrids keep the margin degridding needs
   // (default kernels and w layout), so the counts are those of the real job.
   job::JobOptions jo;
@@ -24,17 +191,15 @@ report::Report plan(const PlanOptions& o) {
   r.rec = job.p;
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
-  report::Advice advice;
-  advice.nodes = nodes;
-  advice.streamers = nodes;
-  advice.recommended_ranks = r.counts.facets + advice.streamers + 1;
-  advice.rule =
-      "one facet worker per facet + one streamer per node (one NUMA domain assumed) + 1 assigner";
-  r.advice = advice;
-  job::RunShape shape;
-  shape.producers = static_cast<int>(r.counts.facets);
-  shape.streamers = static_cast<int>(nodes);
-  shape.assigner = true;
+
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto a = lay_out_roles(o, r.counts.facets, cores);
+  a.node_memory_bytes = memory;
+  a.node_memory_source = memory_source;
+  const auto shape = job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers),
+                                    o.assigner, static_cast<int>(cores / a.ranks_per_node));
+  a.threads = shape.threads;
+  a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;
   if (job.obs) {
     const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
@@ -42,6 +207,10 @@ report::Report plan(const PlanOptions& o) {
     job::add_observation(r, *job.obs, *job.geometry, binning::summarise(*counts));
   }
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
+  a.layout = node_layout(a, r.memory);
+  for (const auto& g : a.layout)
+    if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory, r.counts.facets));
+  r.advice = a;
   return r;
 }
 

@@ -1,5 +1,7 @@
-// `iotest plan`: resolved parameters, counts, memory per role and the rank
-// count for a recombination set, without computing anything heavy.
+// `iotest plan`: resolved parameters, counts and memory per role for a
+// recombination set, without computing anything heavy; for `--nodes` and a
+// memory per node, the job's layout: which ranks land on which node, what
+// each node holds by the memory model `run` checks, and whether it fits.
 #pragma once
 
 #include <optional>
@@ -12,10 +14,31 @@ namespace iotest::commands {
 
 struct PlanOptions {
   std::string rec_set;
-  index_t nodes = 1;
   std::optional<double> window_width;
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
+  // The allocation: nodes, ranks on each (mpirun's default mapping by slot
+  // puts rank r on node r / ranks_per_node) and the memory of one node.
+  index_t nodes = 1;
+  std::optional<index_t> ranks_per_node;   // none: enough for one streamer per node
+  std::optional<std::string> node_memory;  // "24G"; none: available on this machine
+  // The run's shape, as `iotest run` takes it (job::check_shape_options,
+  // job::run_shape): roles, threads, queues and writers.
+  std::optional<int> facet_workers;  // none: one per facet
+  bool assigner = false;
+  int threads = 0;           // per streamer (0: this machine's cores over a node's ranks)
+  int producer_threads = 0;  // per producer (0: as threads)
+  index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
+          visibility_queue = 1024;
+  int writer_count = 1;
+  bool fork_writer = false;
+  bool synthetic_vis = false;
+  std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
 };
 report::Report plan(const PlanOptions& options);
+
+// "24G", "512M", "1.5T", "1073741824": bytes, with an optional binary
+// suffix K, M, G or T (KiB ... TiB; "GiB" reads as "G"). Throws
+// UsageError(option) for anything else, zero or negative.
+index_t parse_bytes(const std::string& option, const std::string& text);
 
 }  // namespace iotest::commands

@@ -7,7 +7,12 @@
 // busiest.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "iotest/binning/binning.hpp"
+#include "iotest/common/errors.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/report/report.hpp"
 
@@ -25,6 +30,58 @@ struct RunShape {
   bool fork_writer = false;  // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;    // storage only: no towers, no degridding
 };
+
+// The options a run's shape comes from, checked (UsageError naming the
+// option). `run` and `plan` take them alike: the same fields, the same
+// names on the command line.
+template <class Options>
+void check_shape_options(const Options& o) {
+  const auto positive = [](index_t v, const char* option) {
+    if (v < 1) throw UsageError(option, fmt::format("expected at least 1, got {}", v));
+  };
+  positive(o.send_queue, "--send-queue");
+  positive(o.subgrid_queue, "--subgrid-queue");
+  positive(o.task_queue, "--task-queue");
+  positive(o.bls_per_task, "--bls-per-task");
+  positive(o.visibility_queue, "--visibility-queue");
+  positive(o.writer_count, "--writer-count");
+  if (o.threads < 0) throw UsageError("--threads", "expected a thread count >= 1");
+  if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
+  if (o.visibility_queue < o.writer_count)
+    throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
+  if (o.synthetic_vis && !o.observation)
+    throw UsageError("--synthetic-vis", "needs a --vis-set: the visibilities to write");
+  if (!o.output.empty() && !o.observation)
+    throw UsageError("OUTPUT", "writing visibilities needs a --vis-set");
+  if (o.synthetic_vis && o.facet_workers.value_or(0) != 0)
+    throw UsageError("--facet-workers",
+                     "expected 0 with --synthetic-vis (storage only: there are no producers)");
+}
+
+// A run's shape from its (checked) options, its roles and the cores each
+// rank gets on its host (the default threads). Storage only defaults to
+// one thread a streamer: the pattern costs next to nothing and the cores
+// are left to the writers, whose copies into the page cache are the work.
+template <class Options>
+RunShape run_shape(const Options& o, int producers, int streamers, bool assigner,
+                   int cores_per_rank) {
+  RunShape s;
+  s.producers = producers;
+  s.streamers = streamers;
+  s.assigner = assigner;
+  s.threads = o.threads > 0 ? o.threads : o.synthetic_vis ? 1 : std::max(1, cores_per_rank);
+  s.producer_threads = o.producer_threads > 0 ? o.producer_threads : s.threads;
+  s.send_queue = o.send_queue;
+  s.subgrid_queue = o.subgrid_queue;
+  s.task_queue = o.task_queue;
+  s.bls_per_task = o.bls_per_task;
+  s.visibility_queue = o.visibility_queue;
+  s.writer_count = o.writer_count;
+  s.writes = !o.output.empty();
+  s.fork_writer = o.fork_writer;
+  s.synthetic = o.synthetic_vis;
+  return s;
+}
 
 // Libraries, MPI and FFTW state of one process before any buffer: measured
 // on the development machine (Open MPI 4.1, HDF5 1.10; see docs/pipeline.md).

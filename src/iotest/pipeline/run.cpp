@@ -159,30 +159,11 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
 }
 
 void check_options(const RunOptions& o, int size) {
-  const auto positive = [](index_t v, const char* option) {
-    if (v < 1) throw UsageError(option, fmt::format("expected at least 1, got {}", v));
-  };
-  positive(o.send_queue, "--send-queue");
-  positive(o.subgrid_queue, "--subgrid-queue");
-  positive(o.task_queue, "--task-queue");
-  positive(o.bls_per_task, "--bls-per-task");
-  positive(o.visibility_queue, "--visibility-queue");
-  positive(o.writer_count, "--writer-count");
-  if (o.threads < 0) throw UsageError("--threads", "expected a thread count >= 1");
-  if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
+  job::check_shape_options(o);
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
-  if (o.visibility_queue < o.writer_count)
-    throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
   if (o.duration && !(*o.duration > 0))
     throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
-  if (o.synthetic_vis && !o.observation)
-    throw UsageError("--synthetic-vis", "needs a --vis-set: the visibilities to write");
-  if (!o.output.empty() && !o.observation)
-    throw UsageError("OUTPUT", "writing visibilities needs a --vis-set");
-  if (o.synthetic_vis && o.facet_workers.value_or(0) != 0)
-    throw UsageError("--facet-workers",
-                     "expected 0 with --synthetic-vis (storage only: there are no producers)");
   if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > size - (o.assigner ? 1 : 0)))
     throw UsageError("--facet-workers",
                      fmt::format("expected 0 to {} producers for {} rank(s){}",
@@ -295,29 +276,14 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   ctx.job = job::resolve(job::job_options(o));
   const auto& p = ctx.job.p;
   ctx.roles = make_roles(o, p, rank, size);
-  // The pattern costs next to nothing: one thread per streamer leaves the
-  // cores to the writers, whose copies into the page cache are the work.
-  ctx.threads = o.threads > 0 ? o.threads : o.synthetic_vis ? 1 : default_threads(comm);
-  ctx.producer_threads = o.producer_threads > 0 ? o.producer_threads : ctx.threads;
+  const auto& roles = ctx.roles;
+  const job::RunShape shape = job::run_shape(o, roles.producers, roles.streamers,
+                                             roles.assigner_rank >= 0, default_threads(comm));
+  ctx.threads = shape.threads;
+  ctx.producer_threads = shape.producer_threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
-  const auto& roles = ctx.roles;
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
-  job::RunShape shape;
-  shape.producers = roles.producers;
-  shape.streamers = roles.streamers;
-  shape.assigner = roles.assigner_rank >= 0;
-  shape.threads = ctx.threads;
-  shape.producer_threads = ctx.producer_threads;
-  shape.send_queue = o.send_queue;
-  shape.subgrid_queue = o.subgrid_queue;
-  shape.task_queue = o.task_queue;
-  shape.bls_per_task = o.bls_per_task;
-  shape.visibility_queue = o.visibility_queue;
-  shape.writer_count = o.writer_count;
-  shape.writes = !o.output.empty();
-  shape.fork_writer = o.fork_writer;
-  shape.synthetic = o.synthetic_vis;
 
   const double t_plan = MPI_Wtime();
   // The visits and their figures: counted in parallel over the ranks, the

@@ -14,6 +14,12 @@
 #include "iotest/common/errors.hpp"
 
 namespace iotest::report {
+
+std::string Advice::NodeGroup::nodes_text() const {
+  return node_count == 1 ? fmt::format("node {}", first_node)
+                         : fmt::format("nodes {}-{}", first_node, first_node + node_count - 1);
+}
+
 namespace {
 
 using nlohmann::json;
@@ -53,6 +59,43 @@ std::string bytes_text(double b) {
 
 std::string error_text(double v) {
   return std::isfinite(v) ? fmt::format("{:.2e}", v) : "-";
+}
+
+std::string bytes_text(index_t b) {
+  return bytes_text(static_cast<double>(b));
+}
+
+// "2 producers + 1 streamer": the ranks of one node, by role.
+std::string ranks_text(const Advice::NodeGroup& g) {
+  std::string s;
+  for (const auto& [count, role] :
+       {std::pair{g.producers, "producer"}, {g.streamers, "streamer"}, {g.assigners, "assigner"}})
+    if (count > 0)
+      s += fmt::format("{}{} {}{}", s.empty() ? "" : " + ", count, role, count > 1 ? "s" : "");
+  return s;
+}
+
+std::string advice_text(const Advice& a, const std::optional<Observation>& observation) {
+  std::string s = fmt::format(
+      "  ranks: {} on {} node(s), {} per node: {} producer(s) x {} thread(s), {} streamer(s) x {} "
+      "thread(s), {}\n",
+      a.recommended_ranks, a.nodes, a.ranks_per_node, a.producers, a.producer_threads,
+      a.streamers, a.threads, a.assigner ? "1 assigner" : "static assignment");
+  s += fmt::format("  run: mpirun -np {} --map-by slot iotest --facet-workers={}{} ...\n",
+                   a.recommended_ranks, a.producers, a.assigner ? " --assigner" : "");
+  s += fmt::format("  rule: {}\n", a.rule);
+  s += fmt::format("  per node, of {} ({}):\n", bytes_text(a.node_memory_bytes),
+                   a.node_memory_source);
+  for (const auto& g : a.layout) {
+    s += fmt::format("    {:<14} {:<36} {:>10}{}\n", g.nodes_text(), ranks_text(g),
+                     bytes_text(g.bytes), g.fits ? "" : "  DOES NOT FIT");
+  }
+  if (observation && a.streamers > 0)
+    s += fmt::format("  to write: {} in all, about {} per streamer\n",
+                     bytes_text(observation->visibility_bytes),
+                     bytes_text(observation->visibility_bytes / a.streamers));
+  for (const auto& w : a.warnings) s += "  warning: " + w + "\n";
+  return s;
 }
 
 }  // namespace
@@ -288,10 +331,29 @@ json to_json(const Report& r) {
                      {"per_rank", ranks}};
   }
   if (r.advice) {
-    j["advice"] = {{"nodes", r.advice->nodes},
-                   {"streamers", r.advice->streamers},
-                   {"recommended_ranks", r.advice->recommended_ranks},
-                   {"rule", r.advice->rule}};
+    const auto& a = *r.advice;
+    json layout = json::array();
+    for (const auto& g : a.layout)
+      layout.push_back({{"first_node", g.first_node},
+                        {"node_count", g.node_count},
+                        {"producers", g.producers},
+                        {"streamers", g.streamers},
+                        {"assigners", g.assigners},
+                        {"bytes", g.bytes},
+                        {"fits", g.fits}});
+    j["advice"] = {{"nodes", a.nodes},
+                   {"ranks_per_node", a.ranks_per_node},
+                   {"recommended_ranks", a.recommended_ranks},
+                   {"producers", a.producers},
+                   {"streamers", a.streamers},
+                   {"assigner", a.assigner},
+                   {"threads", a.threads},
+                   {"producer_threads", a.producer_threads},
+                   {"rule", a.rule},
+                   {"node_memory_bytes", a.node_memory_bytes},
+                   {"node_memory_source", a.node_memory_source},
+                   {"layout", layout},
+                   {"warnings", a.warnings}};
   }
   return j;
 }
@@ -453,16 +515,15 @@ std::string render_text(const Report& r) {
                    bytes_text(static_cast<double>(m.prepared_facet_bytes)),
                    bytes_text(static_cast<double>(m.contribution_bytes)),
                    bytes_text(static_cast<double>(m.subgrid_bytes)));
-  s += fmt::format("          per facet worker {}, per streamer {}, single process {}",
-                   bytes_text(static_cast<double>(m.producer_bytes)),
-                   bytes_text(static_cast<double>(m.streamer_bytes)),
-                   bytes_text(static_cast<double>(m.single_process_bytes)));
+  s += fmt::format(
+      "          per facet worker {}, per streamer {}{}, single process {}",
+      bytes_text(m.producer_bytes), bytes_text(m.streamer_bytes),
+      m.assigner_bytes > 0 ? ", per assigner " + bytes_text(m.assigner_bytes) : std::string(),
+      bytes_text(m.single_process_bytes));
   if (m.peak_rss_bytes)
     s += fmt::format(", peak RSS {}", bytes_text(static_cast<double>(*m.peak_rss_bytes)));
   s += "\n";
-  if (r.advice)
-    s += fmt::format("  ranks: {} recommended for {} node(s) ({})\n", r.advice->recommended_ranks,
-                     r.advice->nodes, r.advice->rule);
+  if (r.advice) s += advice_text(*r.advice, r.observation);
   return s;
 }
 

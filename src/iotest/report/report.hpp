@@ -219,11 +219,30 @@ struct Stonewall {
   double projected_s = 0;  // the whole observation on these ranks at this run's rate
 };
 
-struct Advice {  // plan only
+// `iotest plan`: the job laid out on its nodes. Ranks fill the nodes in
+// order (mpirun's default mapping by slot: rank r on node r /
+// ranks_per_node); roles in rank order: producers, streamers, the assigner.
+struct Advice {
   index_t nodes = 1;
-  index_t streamers = 0;
-  index_t recommended_ranks = 0;
+  index_t ranks_per_node = 0;
+  index_t recommended_ranks = 0;  // nodes x ranks_per_node: every slot used
+  index_t producers = 0, streamers = 0;
+  bool assigner = false;
+  int threads = 0, producer_threads = 0;
   std::string rule;
+  index_t node_memory_bytes = 0;   // what one node can give the job
+  std::string node_memory_source;  // "--node-memory" or where the default came from
+  // Consecutive nodes holding the same ranks, with their estimate (the
+  // memory model's bytes per role times the ranks of each role on a node).
+  struct NodeGroup {
+    index_t first_node = 0, node_count = 0;
+    index_t producers = 0, streamers = 0, assigners = 0;  // ranks on each node
+    index_t bytes = 0;                                    // per node
+    bool fits = true;                                     // bytes <= node_memory_bytes
+    std::string nodes_text() const;                       // "node 4", "nodes 5-29"
+  };
+  std::vector<NodeGroup> layout;
+  std::vector<std::string> warnings;  // advice, not errors: plan still exits 0
 };
 
 struct Report {
