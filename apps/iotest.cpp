@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
                    "(default: enough for one streamer per node)");
   plan->add_option("--node-memory", plan_opts.node_memory,
                    "memory of one node: bytes, or with a binary suffix K M G T (24G = 24 GiB; "
-                   "default: what this machine has available, as run checks)");
+                   "default: what this machine has available, as run checks)")
+      ->transform(CLI::AsSizeValue(false));
   add_shape_options(plan, plan_opts, "one per facet");
   plan->add_option("--window-width", plan_opts.window_width, "override the set's PSWF width W");
   auto* plan_vis_set = plan->add_option(

@@ -100,16 +100,6 @@ TEST(Report, PlanRejectsBadNodeCounts) {
   EXPECT_THROW(plan("T05_", 0), UsageError);
 }
 
-TEST(Report, PlanReadsNodeMemoryInBinaryUnits) {
-  using commands::parse_bytes;
-  EXPECT_EQ(parse_bytes("--node-memory", "24G"), index_t{24} << 30);
-  EXPECT_EQ(parse_bytes("--node-memory", "24GiB"), index_t{24} << 30);
-  EXPECT_EQ(parse_bytes("--node-memory", "512m"), index_t{512} << 20);
-  EXPECT_EQ(parse_bytes("--node-memory", "1.5T"), index_t{3} << 39);
-  EXPECT_EQ(parse_bytes("--node-memory", "4096"), 4096);
-  for (const char* bad : {"", "G", "24X", "24GB", "-1G", "0", "nan", "1e30T", "24 G"})
-    EXPECT_THROW(parse_bytes("--node-memory", bad), UsageError) << bad;
-}
 
 }  // namespace
 }  // namespace iotest::report

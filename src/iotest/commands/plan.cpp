@@ -4,9 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
-#include <cmath>
 #include <limits>
 #include <thread>
 #include <tuple>
@@ -18,27 +15,6 @@
 #include "iotest/job/memory.hpp"
 
 namespace iotest::commands {
-
-index_t parse_bytes(const std::string& option, const std::string& text) {
-  const auto bad = [&] {
-    return UsageError(option, fmt::format("expected a size such as 24G, 512M or 1.5T (binary "
-                                          "units) or a byte count, got '{}'",
-                                          text));
-  };
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || !std::isfinite(value)) throw bad();
-  std::string unit(end, text.data() + text.size());
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (unit.size() == 3 && unit.ends_with("IB")) unit.resize(1);  // "GiB" as "G"
-  const std::string units = "KMGT";
-  const auto power = unit.empty() ? std::string::npos : units.find(unit);
-  if (!unit.empty() && (unit.size() != 1 || power == std::string::npos)) throw bad();
-  const double bytes = value * std::pow(1024.0, unit.empty() ? 0 : static_cast<double>(power + 1));
-  if (!(bytes >= 1) || bytes > 9e18) throw bad();
-  return static_cast<index_t>(bytes);
-}
 
 namespace {
 
@@ -113,7 +89,10 @@ std::string overflow_warning(const report::Advice& a, const report::Advice::Node
 
 // The memory of one node and where it comes from.
 std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
-  if (o.node_memory) return {parse_bytes("--node-memory", *o.node_memory), "--node-memory"};
+  if (o.node_memory) {  // parsed by CLI11 (CLI::AsSizeValue)
+    if (*o.node_memory < 1) throw UsageError("--node-memory", "expected a size of at least 1 byte");
+    return {*o.node_memory, "--node-memory"};
+  }
   // What `run` checks each node's ranks against (require_node_memory).
   const index_t available = available_memory_bytes();
   if (available <= 0)

@@ -20,7 +20,7 @@ struct PlanOptions {
   // puts rank r on node r / ranks_per_node) and the memory of one node.
   index_t nodes = 1;
   std::optional<index_t> ranks_per_node;   // none: enough for one streamer per node
-  std::optional<std::string> node_memory;  // "24G"; none: available on this machine
+  std::optional<index_t> node_memory;  // bytes; none: available on this machine
   // The run's shape, as `iotest run` takes it (job::check_shape_options,
   // job::run_shape): roles, threads, queues and writers.
   std::optional<int> facet_workers;  // none: one per facet
@@ -35,10 +35,5 @@ struct PlanOptions {
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
 };
 report::Report plan(const PlanOptions& options);
-
-// "24G", "512M", "1.5T", "1073741824": bytes, with an optional binary
-// suffix K, M, G or T (KiB ... TiB; "GiB" reads as "G"). Throws
-// UsageError(option) for anything else, zero or negative.
-index_t parse_bytes(const std::string& option, const std::string& text);
 
 }  // namespace iotest::commands
