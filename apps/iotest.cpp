@@ -1,9 +1,11 @@
 // The iotest executable: parses the command line and hands over to the
 // library. Everything it prints comes from a report::Report.
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstring>
 #include <vector>
 #include <cstdio>
@@ -85,26 +87,51 @@ void emit(const iotest::report::Report& report, const std::string& report_path) 
   if (!report_path.empty()) iotest::report::write_json(report, report_path);
 }
 
-// The distributed run: MPI only lives here. Setup errors are the same on
-// every rank (all ranks check the same options): rank 0 says it once and
-// all leave with the usage status. A failure during the run stops the job.
-int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path) {
+// The one line a failure gets on stderr.
+void print_error(const std::string& line) {
+  std::fprintf(stderr, "iotest: error: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+std::string what_failed(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory" : e.what();
+}
+
+// The distributed run: MPI only lives here (docs/pipeline.md, "When a rank
+// fails"). Usage errors are agreed by every rank: rank 0 says it once and
+// all leave with the usage status. Any other failure is this rank's alone,
+// with peers perhaps blocked on it: only MPI_Abort reaches them.
+int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
+                 const std::string& parse_error) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = iotest::kExitOk;
+  std::optional<iotest::report::Report> report;
   try {
-    if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
-    const auto report = iotest::pipeline::run(options, MPI_COMM_WORLD);
-    if (rank == 0) emit(report, report_path);
+    // Every rank parsed the same command line: no need to agree.
+    if (!parse_error.empty()) throw iotest::UsageError("", parse_error);
+    // Rank 0 alone writes the report, so its check is agreed.
+    iotest::pipeline::agree_on_usage(MPI_COMM_WORLD, [&] {
+      if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
+    });
+    report = iotest::pipeline::run(options, MPI_COMM_WORLD);
   } catch (const iotest::UsageError& e) {
-    if (rank == 0) std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());
+    if (rank == 0) print_error(e.one_line());
     status = iotest::kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "iotest: error (rank %d): %s\n", rank, e.what());
-    std::fflush(stderr);
+    print_error(fmt::format("(rank {}) {}", rank, what_failed(e)));
     MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
+  }
+  // After run() no rank waits on another: rank 0 failing to write the
+  // report ends with the failure status, the others as they are.
+  if (rank == 0 && report) {
+    try {
+      emit(*report, report_path);
+    } catch (const std::exception& e) {
+      print_error(what_failed(e));
+      status = iotest::kExitFailure;
+    }
   }
   MPI_Finalize();
   return status;
@@ -113,6 +140,9 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f, some quotas) then fails a write with EFBIG,
+  // reported like a full disk, instead of killing the process silently.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"iotest: SKA-scale radio-astronomy imaging I/O benchmark"};
   app.require_subcommand(1);
   app.set_version_flag("--version", IOTEST_VERSION);
@@ -307,6 +337,7 @@ int main(int argc, char** argv) {
   // `iotest [run] ...`: without a command name, the pipeline runs.
   std::vector<char*> args(argv, argv + argc);
   std::string run_name = "run";
+  bool is_run = true;
   if (argc > 1) {
     const std::string first = argv[1];
     const auto commands = app.get_subcommands({});
@@ -314,6 +345,7 @@ int main(int argc, char** argv) {
                        std::any_of(commands.begin(), commands.end(),
                                    [&](const CLI::App* c) { return c->get_name() == first; });
     if (!named) args.insert(args.begin() + 1, run_name.data());
+    is_run = !named || first == run_name;
   }
   argc = static_cast<int>(args.size());
   argv = args.data();
@@ -327,7 +359,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "iotest: error: %s (see iotest --help)\n", e.what());
+    const std::string line = std::string(e.what()) + " (see iotest --help)";
+    // Under mpirun every rank gets the same error: said once, by rank 0.
+    if (is_run) return run_pipeline(run_opts, "", line);
+    print_error(line);
     return iotest::kExitUsage;
   }
 
@@ -336,7 +371,7 @@ int main(int argc, char** argv) {
     if (*run_vis_set) run_opts.observation = run_obs;
     run_opts.margin = run_margin;
     run_opts.progress = !no_progress;
-    return run_pipeline(run_opts, report_path);
+    return run_pipeline(run_opts, report_path, "");
   }
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);
@@ -364,13 +399,10 @@ int main(int argc, char** argv) {
       emit(iotest::commands::plan(plan_opts), report_path);
     }
   } catch (const iotest::UsageError& e) {
-    std::fprintf(stderr, "iotest: error: %s\n", e.one_line().c_str());
+    print_error(e.one_line());
     return iotest::kExitUsage;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "iotest: error: out of memory\n");
-    return iotest::kExitFailure;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "iotest: error: %s\n", e.what());
+    print_error(what_failed(e));
     return iotest::kExitFailure;
   }
   return iotest::kExitOk;

@@ -10,7 +10,7 @@ TIMEOUT_S = 300
 
 @pytest.fixture
 def iotest():
-    binary = os.environ.get("IOTEST_BIN", "build/bin/iotest")
+    binary = iotest_binary()
 
     def run(*args, check=None):
         proc = subprocess.run([binary, *args], capture_output=True, text=True,
@@ -29,20 +29,28 @@ def load(path):
 
 # MPI jobs: one host, as root in CI, more ranks than cores.
 MPI_TIMEOUT_S = 180
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 
-@pytest.fixture
-def mpirun():
-    binary = os.environ.get("IOTEST_BIN", "build/bin/iotest")
+def iotest_binary():
+    return os.environ.get("IOTEST_BIN", "build/bin/iotest")
+
+
+def mpi_env():
     env = dict(os.environ)
     # Containers often forbid the cross-memory attach Open MPI's shared
     # memory transport tries first; copying through the buffer always works.
     env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+@pytest.fixture
+def mpirun():
+    binary, env = iotest_binary(), mpi_env()
 
     def run(ranks, *args, check=None, timeout=MPI_TIMEOUT_S):
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), binary,
-               *args]
+        cmd = [*MPIRUN, "-np", str(ranks), binary, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if check is not None:
             assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)

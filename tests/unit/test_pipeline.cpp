@@ -3,6 +3,10 @@
 // forked processes) with the null back-end.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -160,6 +164,39 @@ TEST(Writers, FailureReachesThePusher) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "disk full");
   }
+}
+
+// A writer process killed from outside fails nothing itself: a pusher
+// waiting on its full queue must notice, not wait forever.
+TEST(Writers, DeadWriterProcessReachesThePusher) {
+  ChunkQueue queue(1, 4);
+  const pid_t child = fork();
+  if (child == 0) _exit(0);  // a writer that never takes a chunk
+  queue.watch(child);
+  const std::vector<cplx> data(4);
+  queue.push({0, 0}, data.data(), 4);  // the queue is full
+  EXPECT_THROW(queue.push({1, 0}, data.data(), 4), std::runtime_error);
+  waitpid(child, nullptr, 0);
+}
+
+// A run publishes its outputs only once every rank has finished: until
+// then they keep their temporary names.
+TEST(Writers, OutputsKeepTheirTemporaryNamesUntilPublished) {
+  const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_writers_publish";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "out.h5").string();
+  WriterOptions o;
+  o.backend = "hdf5";
+  o.paths = {path};
+  Writers writers(o, storage::layout_of(obs));
+  writers.finish();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::exists(storage::partial_path(path)));
+  storage::publish(path);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(storage::partial_path(path)));
+  std::filesystem::remove_all(dir);
 }
 
 class WritersOfKind : public ::testing::TestWithParam<bool> {};

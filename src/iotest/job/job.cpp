@@ -55,17 +55,26 @@ Job resolve(const JobOptions& o) {
   return job;
 }
 
+namespace {
+double w_max_of(const telescope::Observation& obs) {
+  return obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
+}
+}  // namespace
+
 degrid::TowerCalibration calibrate_w_layout(Job& job, const swiftly::Recombination& rec) {
   // Measure the tower height this margin allows instead of bounding it.
   auto single = job.w;
   single.stack_step = 0;
-  const auto& obs = *job.obs;
-  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
   const auto calibration = degrid::calibrate_tower_height(
-      degrid::Degridder(rec, *job.geometry, obs, job.kernel, single), w_max, *job.target_err);
-  job.w.tower_half_height = calibration.height;
-  job.w.stack_step = calibration.height >= w_max ? 0 : 2 * calibration.height;
+      degrid::Degridder(rec, *job.geometry, *job.obs, job.kernel, single), w_max_of(*job.obs),
+      *job.target_err);
+  use_tower_height(job, calibration.height);
   return calibration;
+}
+
+void use_tower_height(Job& job, double height) {
+  job.w.tower_half_height = height;
+  job.w.stack_step = height >= w_max_of(*job.obs) ? 0 : 2 * height;
 }
 
 void require_source_count(const config::RecombinationParams& p, index_t source_count) {

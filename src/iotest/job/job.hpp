@@ -61,6 +61,8 @@ JobOptions job_options(const Options& o) {
 // --target-err: measures the tower height this margin allows (needs the
 // recombination's plans) and sets it, and the stacking step, in job.w.
 degrid::TowerCalibration calibrate_w_layout(Job& job, const swiftly::Recombination& rec);
+// Sets a measured tower height, and the stacking step it gives, in job.w.
+void use_tower_height(Job& job, double height);
 
 // Usage errors shared by the commands: the source count must fit the used
 // image, and an estimate this machine's memory.

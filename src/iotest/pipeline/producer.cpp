@@ -173,9 +173,13 @@ RankResult run_producer(Context& ctx) {
       column = i0;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t i = 0; i < facets.size(); ++i)
-        rec.prepare_column(prepared[i].view(), ctx.facet_tile0(facets[i]).offset,
-                           ctx.subgrid_tile0(v.subgrid).offset,
-                           column_ws[static_cast<size_t>(omp_get_thread_num())], columns[i].view());
+        failures.capture([&] {
+          rec.prepare_column(prepared[i].view(), ctx.facet_tile0(facets[i]).offset,
+                             ctx.subgrid_tile0(v.subgrid).offset,
+                             column_ws[static_cast<size_t>(omp_get_thread_num())],
+                             columns[i].view());
+        });
+      failures.rethrow();
     }
     // This visit's contributions, in batches as send slots come free.
     for (size_t next = 0; next < facets.size();) {
@@ -191,9 +195,12 @@ RankResult run_producer(Context& ctx) {
       const size_t batch = std::min(free.size(), facets.size() - next);
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t b = 0; b < batch; ++b)
-        rec.extract_contribution(columns[next + b].view(),
-                                 ctx.facet_tile1(facets[next + b]).offset,
-                                 ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());
+        failures.capture([&] {
+          rec.extract_contribution(columns[next + b].view(),
+                                   ctx.facet_tile1(facets[next + b]).offset,
+                                   ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());
+        });
+      failures.rethrow();
       for (size_t b = 0; b < batch; ++b) {
         for (const int s : streamers) {
           MPI_Request request;

@@ -92,6 +92,10 @@ struct Context {
   // and first touched while a streamer plans the FFTs.
   std::vector<Array2D> prepared_facets;
 
+  // This streamer's outputs, one per writer, numbered across the
+  // streamers (empty names in a dry run; none on other roles).
+  std::vector<std::string> outputs() const;
+
   // This rank's facets as a producer: every producers-th from its rank.
   std::vector<index_t> facets_of_producer() const {
     std::vector<index_t> facets;
@@ -152,6 +156,9 @@ struct RankResult {
   index_t visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0;  // --duration: parts whose every task ran
   index_t walk_end = -1;                      // the visit the walk ended before (-1: all)
+  // Outputs complete under their temporary names: published once every
+  // rank has finished, so a failed run leaves none that looks complete.
+  std::vector<std::string> outputs;
 };
 
 // Shows progress on rank 0: on a terminal a line redrawn in place, in a

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -60,6 +61,29 @@ std::string agree_on_error(MPI_Comm comm, const std::string& mine) {
   std::string text = rank == agreed ? mine : std::string();
   broadcast(comm, agreed, text);
   return text;
+}
+
+void agree_on_usage(MPI_Comm comm, const std::function<void()>& check) {
+  std::string mine;  // OPTION '\n' MESSAGE
+  try {
+    check();
+  } catch (const UsageError& e) {
+    mine = e.option() + '\n' + e.what();
+  }
+  const std::string agreed = agree_on_error(comm, mine);
+  if (agreed.empty()) return;
+  const auto cut = agreed.find('\n');
+  throw UsageError(agreed.substr(0, cut), agreed.substr(cut + 1));
+}
+
+std::vector<std::string> Context::outputs() const {
+  std::vector<std::string> paths;
+  const auto& o = options;
+  const index_t in_all = roles.streamers * o.writer_count,
+                first = roles.streamer_index() * o.writer_count;
+  for (int w = 0; roles.is_streamer() && w < o.writer_count; ++w)
+    paths.push_back(o.output.empty() ? std::string() : output_path(o.output, first + w, in_all));
+  return paths;
 }
 
 Progress::Progress(bool enabled, index_t total, const char* what)
@@ -245,19 +269,19 @@ void require_node_memory(const report::Memory& m, const Roles& roles, MPI_Comm c
   MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
   const index_t available = available_memory_bytes();
-  std::string error;
   const auto gib = [](index_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
-  if (available > 0 && total > available) {
+  agree_on_usage(comm, [&] {
+    if (available <= 0 || total <= available) return;
     char host[64] = {};
     ::gethostname(host, sizeof(host) - 1);
-    error = fmt::format(
-        "the memory model gives this {} {:.2f} GiB and the {} rank(s) on {} {:.2f} GiB in all, "
-        "but {:.2f} GiB are available; use more nodes, fewer ranks per node or shorter queues "
-        "(iotest plan --nodes=N sizes a job)",
-        role, gib(mine), local_size, host, gib(total), gib(available));
-  }
-  error = agree_on_error(comm, error);
-  if (!error.empty()) throw UsageError("--rec-set", error);
+    throw UsageError(
+        "--rec-set",
+        fmt::format(
+            "the memory model gives this {} {:.2f} GiB and the {} rank(s) on {} {:.2f} GiB in "
+            "all, but {:.2f} GiB are available; use more nodes, fewer ranks per node or shorter "
+            "queues (iotest plan --nodes=N sizes a job)",
+            role, gib(mine), local_size, host, gib(total), gib(available)));
+  });
 }
 
 }  // namespace
@@ -269,13 +293,15 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  check_options(o, size);
-
-  // The job: the recombination, and with visibilities the degridding that
-  // shapes it (UsageErrors here are the same on every rank).
-  ctx.job = job::resolve(job::job_options(o));
+  // The options and the job: the recombination, and with visibilities the
+  // degridding that shapes it. The same on every rank, except what a node
+  // sees alone (a layout file it cannot read): agreed, so all end alike.
+  agree_on_usage(comm, [&] {
+    check_options(o, size);
+    ctx.job = job::resolve(job::job_options(o));
+    ctx.roles = make_roles(o, ctx.job.p, rank, size);
+  });
   const auto& p = ctx.job.p;
-  ctx.roles = make_roles(o, p, rank, size);
   const auto& roles = ctx.roles;
   const job::RunShape shape = job::run_shape(o, roles.producers, roles.streamers,
                                              roles.assigner_rank >= 0, default_threads(comm));
@@ -333,7 +359,17 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   }
   std::optional<degrid::TowerCalibration> calibration;
   if (ctx.job.obs && o.target_err) {
-    calibration = job::calibrate_w_layout(ctx.job, *ctx.rec);
+    // Measured once and shared: ranks measuring alone might choose
+    // different heights (FFTs planned differently on unlike nodes), hence
+    // different work plans.
+    degrid::TowerCalibration c;
+    if (rank == wisdom_root) c = job::calibrate_w_layout(ctx.job, *ctx.rec);
+    static_assert(std::is_trivially_copyable_v<degrid::TowerCalibration>);
+    MPI_Request request;
+    MPI_Ibcast(&c, sizeof(c), MPI_BYTE, wisdom_root, comm, &request);
+    wait_for(request);
+    if (rank != wisdom_root) job::use_tower_height(ctx.job, c.height);
+    calibration = c;
     count_and_check();
   }
   // The w layout above still shapes the walk (margin, w-stacks) in the
@@ -402,19 +438,12 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   r.pipeline = pl;
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
-  // Outputs: checked once, on rank 0, so a bad path stops every rank
-  // cleanly before any work (the files are on a shared file system).
-  std::string bad_output;
-  if (rank == 0 && !o.output.empty()) {
-    const index_t files = roles.streamers * o.writer_count;
-    try {
-      for (index_t i = 0; i < files; ++i) check_creatable(output_path(o.output, i, files));
-    } catch (const UsageError& e) {
-      bad_output = e.what();
-    }
-  }
-  bad_output = agree_on_error(comm, bad_output);
-  if (!bad_output.empty()) throw UsageError("OUTPUT", bad_output);
+  // Outputs: each streamer checks its own (its node may lack a folder the
+  // others have), agreed, so a bad path stops every rank before any work.
+  agree_on_usage(comm, [&] {
+    for (const auto& path : ctx.outputs())
+      if (!path.empty()) check_creatable(path);
+  });
   if (rank == 0) {
     std::fputs(report::render_run_plan(r).c_str(), stdout);
     std::fflush(stdout);
@@ -441,6 +470,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
   MPI_Barrier(comm);
   const double stream_s = MPI_Wtime() - ctx.start_s;
+  // Past the barrier every rank has ended its role without failing (one
+  // that failed aborts the job): only now do the outputs get their names.
+  for (const auto& path : mine.outputs) storage::publish(path);
 
   // Gather.
   const Wire wire = to_wire(mine, rank, role);

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -53,7 +54,16 @@ struct RunOptions {
   std::optional<double> duration;
 };
 
-// Runs the job on `comm`; the report is complete on rank 0 only.
+// Runs the job on `comm`; the report is complete on rank 0 only. A
+// UsageError is thrown on every rank alike (agreed); any other exception
+// leaves this rank alone, with peers that may be waiting on it: the caller
+// must end the job (MPI_Abort).
 report::Report run(const RunOptions& options, MPI_Comm comm);
+
+// Runs `check`, which may throw UsageError on some ranks only (a path that
+// one node cannot write), and agrees on the outcome (collective): the
+// first failing rank's error is thrown on every rank, so all end with the
+// usage status and none waits for a peer that left.
+void agree_on_usage(MPI_Comm comm, const std::function<void()>& check);
 
 }  // namespace iotest::pipeline

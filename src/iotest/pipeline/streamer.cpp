@@ -88,14 +88,17 @@ class TaskQueue {
 
  private:
   void execute(Task& task, int thread) {
-    failures.capture([&] {
-      try {
-        task(thread);
-      } catch (...) {
-        failed = true;
-        throw;
-      }
-    });
+    // After a failure the rank is about to abort: queued work is dropped,
+    // not run (degridding it could take long).
+    if (!failed)
+      failures.capture([&] {
+        try {
+          task(thread);
+        } catch (...) {
+          failed = true;
+          throw;
+        }
+      });
     const std::lock_guard<std::mutex> hold(lock_);
     --outstanding_;
   }
@@ -172,10 +175,7 @@ RankResult run_streamer(Context& ctx) {
     wo.fork = o.fork_writer;
     wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
     wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
-    const index_t in_all = ctx.roles.streamers * o.writer_count;
-    for (int w = 0; w < o.writer_count; ++w)
-      wo.paths.push_back(o.output.empty() ? std::string()
-                                          : output_path(o.output, me * o.writer_count + w, in_all));
+    wo.paths = ctx.outputs();
     writers.emplace(wo, layout);
   }
 
@@ -514,6 +514,7 @@ RankResult run_streamer(Context& ctx) {
     }
     st.visibility_queue_max = writers->high_water();
     wait_s += write_wait;
+    if (!o.output.empty()) out.outputs = ctx.outputs();
   }
   const double total = seconds_since(t_start);
   double check_s = 0;

@@ -2,12 +2,15 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <stdexcept>
 
@@ -33,16 +36,32 @@ struct ChunkQueue::Shared {
     bool filled = false;  // copied in: the writer may take it
   };
   Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
+  void fail(const std::string& message) {
+    failed = true;
+    std::snprintf(failure, sizeof(failure), "%s", message.c_str());
+    pthread_cond_broadcast(&not_full);
+    pthread_cond_broadcast(&not_empty);
+  }
+  // `rc` of a lock, or of a wait that takes the lock again. The lock is
+  // robust: a writer process killed holding it (the OOM killer) leaves it
+  // to the next taker, which fails the queue rather than wait forever.
+  void taken(int rc) {
+    if (rc != EOWNERDEAD) return;
+    pthread_mutex_consistent(&lock);
+    fail("a writer process died");
+  }
+  void take() { taken(pthread_mutex_lock(&lock)); }
 };
 
 namespace {
-class Hold {  // a locked pthread mutex
+template <typename Shared>
+class Hold {  // a queue's lock, taken
  public:
-  explicit Hold(pthread_mutex_t& m) : m_(m) { pthread_mutex_lock(&m_); }
-  ~Hold() { pthread_mutex_unlock(&m_); }
+  explicit Hold(Shared& s) : s_(s) { s_.take(); }
+  ~Hold() { pthread_mutex_unlock(&s_.lock); }
 
  private:
-  pthread_mutex_t& m_;
+  Shared& s_;
 };
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
@@ -62,20 +81,22 @@ ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values) {
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
   pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
   pthread_mutex_init(&shared_->lock, &ma);
   pthread_mutexattr_destroy(&ma);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  // for the timed waits on a writer process
   pthread_cond_init(&shared_->not_full, &ca);
   pthread_cond_init(&shared_->not_empty, &ca);
   pthread_condattr_destroy(&ca);
 }
 
 ChunkQueue::~ChunkQueue() {
-  pthread_cond_destroy(&shared_->not_full);
-  pthread_cond_destroy(&shared_->not_empty);
-  pthread_mutex_destroy(&shared_->lock);
+  // Unmapped, not destroyed: pthread_cond_destroy waits for the waiters
+  // woken last, and a writer process killed while waiting never answers.
+  // The process-shared objects hold nothing outside the mapping.
   munmap(shared_, bytes_);
 }
 
@@ -91,14 +112,36 @@ namespace {
 index_t refill_mark(index_t slots) {
   return slots / 2;
 }
+
+// Whether a child process has ended, without reaping it (Writers::finish
+// still collects it).
+bool has_exited(pid_t child) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == child;
+}
 }  // namespace
 
 void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
-    while (shared_->count > refill_mark(shared_->slots) && !shared_->failed)
-      pthread_cond_wait(&shared_->not_full, &shared_->lock);
+    while (shared_->count > refill_mark(shared_->slots) && !shared_->failed) {
+      if (writer_ <= 0) {
+        shared_->taken(pthread_cond_wait(&shared_->not_full, &shared_->lock));
+        continue;
+      }
+      // A writer process killed from outside (the OOM killer) fails nothing:
+      // look every 100 ms rather than wait for it forever.
+      timespec until{};
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      until.tv_nsec += 100'000'000;
+      if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
+      const int rc = pthread_cond_timedwait(&shared_->not_full, &shared_->lock, &until);
+      shared_->taken(rc);
+      if (rc == ETIMEDOUT && has_exited(writer_))
+        shared_->fail("a writer process (pid " + std::to_string(writer_) + ") died");
+    }
     shared_->push_wait_s += seconds_since(start);
   }
   if (shared_->failed) throw std::runtime_error(shared_->failure);
@@ -109,18 +152,19 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
   // meanwhile (held, it stalled the writer for a copy per chunk).
   pthread_mutex_unlock(&shared_->lock);
   std::memcpy(slot(i), data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
-  pthread_mutex_lock(&shared_->lock);
+  shared_->take();
   shared_->entries()[i].filled = true;
   if (i == shared_->head) pthread_cond_signal(&shared_->not_empty);
 }
 
 bool ChunkQueue::peek(storage::ChunkKey& key, const cplx*& data, index_t& visibilities) {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   const auto waiting = [&] {
     return (shared_->count == 0 && !shared_->closed) ||
            (shared_->count > 0 && !shared_->entries()[shared_->head].filled);
   };
-  while (waiting() && !shared_->failed) pthread_cond_wait(&shared_->not_empty, &shared_->lock);
+  while (waiting() && !shared_->failed)
+    shared_->taken(pthread_cond_wait(&shared_->not_empty, &shared_->lock));
   if (shared_->count == 0 || shared_->failed) return false;
   // Pushers fill only slots past head + count: this one stays put.
   const index_t i = shared_->head;
@@ -131,7 +175,7 @@ bool ChunkQueue::peek(storage::ChunkKey& key, const cplx*& data, index_t& visibi
 }
 
 void ChunkQueue::release() {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   shared_->head = (shared_->head + 1) % shared_->slots;
   if (--shared_->count == refill_mark(shared_->slots)) pthread_cond_broadcast(&shared_->not_full);
 }
@@ -145,37 +189,34 @@ bool ChunkQueue::pop(storage::ChunkKey& key, cplx* data, index_t& visibilities) 
 }
 
 void ChunkQueue::close() {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   shared_->closed = true;
   pthread_cond_broadcast(&shared_->not_empty);
 }
 
 void ChunkQueue::fail(const std::string& message) {
-  Hold hold(shared_->lock);
-  shared_->failed = true;
-  std::snprintf(shared_->failure, sizeof(shared_->failure), "%s", message.c_str());
-  pthread_cond_broadcast(&shared_->not_full);
-  pthread_cond_broadcast(&shared_->not_empty);
+  Hold hold(*shared_);
+  shared_->fail(message);
 }
 
 void ChunkQueue::set_result(const storage::WriteStats& stats) {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   shared_->result = stats;
 }
 storage::WriteStats ChunkQueue::result() const {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   return shared_->result;
 }
 std::string ChunkQueue::failure() const {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   return shared_->failed ? shared_->failure : "";
 }
 index_t ChunkQueue::high_water() const {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   return shared_->high_water;
 }
 double ChunkQueue::push_wait_s() const {
-  Hold hold(shared_->lock);
+  Hold hold(*shared_);
   return shared_->push_wait_s;
 }
 
@@ -288,7 +329,7 @@ void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::s
       backend->abort();
       return;
     }
-    backend->close();
+    backend->complete();  // published by the owner of the Writers
     queue.set_result(backend->stats());
   } catch (const std::exception& e) {
     if (backend) backend->abort();
@@ -317,15 +358,22 @@ void Writers::start(size_t i) {
     return;
   }
   std::fflush(nullptr);  // nothing buffered twice
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw std::runtime_error("cannot fork a writer process");
   if (child == 0) {
+    // Killed with its streamer (mpirun ending the job): an orphan would wait
+    // on the queue forever. The signal comes when the forking thread ends,
+    // and the Writers' owner outlives them.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the streamer died before prctl
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
     run_writer(queue, options_.backend, path, layout_, options_.partial_slots);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);
+  queue.watch(child);
 }
 
 void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
@@ -391,7 +439,7 @@ double Writers::wait_s() const {
 }
 
 void check_creatable(const std::string& path) {
-  const std::string probe = path + ".partial";
+  const std::string probe = storage::partial_path(path);
   std::FILE* f = std::fopen(probe.c_str(), "wb");
   if (!f) throw UsageError("OUTPUT", "cannot create '" + probe + "': " + std::strerror(errno));
   std::fclose(f);

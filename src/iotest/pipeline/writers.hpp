@@ -46,6 +46,9 @@ class ChunkQueue {
   void close();
   // The writer gave up: pushers throw `message` from now on.
   void fail(const std::string& message);
+  // The queue's writer is this child process: a pusher waiting on a full
+  // queue checks that it is alive, since a killed writer fails nothing.
+  void watch(pid_t writer) { writer_ = writer; }
   // Filled in by the writer when it ends, read by the streamer.
   void set_result(const storage::WriteStats& stats);
   storage::WriteStats result() const;
@@ -57,6 +60,7 @@ class ChunkQueue {
   struct Shared;
   Shared* shared_ = nullptr;
   size_t bytes_ = 0;
+  pid_t writer_ = 0;  // a forked writer (0: a thread)
   cplx* slot(index_t i) const;
 };
 
@@ -114,7 +118,9 @@ class Writers {
   // the last chunk, before finish().
   void record_written(const std::vector<storage::WrittenPart>& parts);
   // Closes the queues, waits for the writers and returns their stats;
-  // throws the first writer's failure.
+  // throws the first writer's failure. The outputs are complete but keep
+  // their temporary names until storage::publish: a run publishes them
+  // only once every rank has finished.
   std::vector<storage::WriteStats> finish();
   index_t high_water() const;  // over the queues
   double wait_s() const;       // pushers waiting on full queues

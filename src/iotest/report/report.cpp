@@ -572,6 +572,9 @@ std::string temp_name(const std::string& path) {
 
 void check_writable(const std::string& path) {
   if (path.empty()) throw UsageError("--report", "expected a file name, got an empty one");
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))  // W_OK alone would pass it
+    throw UsageError("--report", "expected a file name, got the folder '" + path + "'");
   if (!is_regular_or_absent(path)) {
     if (::access(path.c_str(), W_OK) != 0)
       throw UsageError("--report", "cannot write '" + path + "': " + std::strerror(errno));

@@ -1,8 +1,9 @@
 // Storage back-ends for visibilities, behind one small interface (as IOR's
 // back-ends): `null` (a dry run: counts, writes nothing) and `hdf5` (one
-// UVH5 file per writer, readable by pyuvdata). A back-end writes to a
-// temporary name and renames it on close, so a run that fails leaves no file
-// that looks complete.
+// UVH5 file per writer, readable by pyuvdata). A back-end writes under
+// partial_path(path) and the output gets its final name only once complete
+// (in a run, once every rank has finished), so a run that fails leaves no
+// file that looks complete.
 #pragma once
 
 #include <compare>
@@ -99,9 +100,12 @@ class Backend {
   // Pushes what is buffered to the device (fsync for files).
   void flush();
   // A stonewalled output: the parts of the observation it holds, stored
-  // with it at close.
+  // with it when it is completed.
   void set_written_parts(std::vector<WrittenPart> parts) { written_parts_ = std::move(parts); }
-  // Completes the output, flushed, and gives it its final name.
+  // Completes the output, flushed, still under its temporary name; publish()
+  // gives it its final name.
+  void complete();
+  // complete() and the final name at once (a writer that waits for no one).
   void close();
   // Drops a partial output (after a failure); safe to call twice.
   virtual void abort() noexcept = 0;
@@ -114,7 +118,8 @@ class Backend {
   // `accumulate`: the chunk was written before; add `data` to it.
   virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) = 0;
   virtual void do_flush() = 0;
-  virtual void do_close() = 0;
+  virtual void do_close() = 0;  // complete, under the temporary name
+  virtual void do_publish() = 0;
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
 
  private:
@@ -126,5 +131,11 @@ class Backend {
 
 // "null" or "hdf5"; throws UsageError("--backend") for others.
 std::unique_ptr<Backend> make_backend(std::string_view name);
+
+// Where an output is written until it is complete: PATH.partial.
+std::string partial_path(const std::string& path);
+// Renames a completed output (Backend::complete) to its final name; throws
+// std::runtime_error if it cannot.
+void publish(const std::string& path);
 
 }  // namespace iotest::storage

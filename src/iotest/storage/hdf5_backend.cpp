@@ -176,7 +176,7 @@ class Hdf5Backend final : public Backend {
     const std::lock_guard<std::mutex> hold(library_lock());
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
     path_ = path;
-    temp_ = path + ".partial";
+    temp_ = partial_path(path);
     // Chunks of whole pages start on a multiple of their size: each write
     // then covers whole pages (ext4 zeroes the rest of a page it starts)
     // and, at powers of two, whole page-cache folios. Metadata comes in
@@ -189,7 +189,8 @@ class Hdf5Backend final : public Backend {
     file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose);
     if (file_ < 0) {
       temp_.clear();
-      throw UsageError("OUTPUT", "cannot create '" + path + ".partial' (is the folder writable?)");
+      throw UsageError("OUTPUT",
+                       "cannot create '" + partial_path(path) + "' (is the folder writable?)");
     }
     write_header();
     create_data();
@@ -234,10 +235,10 @@ class Hdf5Backend final : public Backend {
     visdata_.reset();
     complex_.reset();
     file_.reset();
-    if (std::rename(temp_.c_str(), path_.c_str()) != 0)
-      throw std::runtime_error("renaming '" + temp_ + "' to '" + path_ + "' failed");
-    temp_.clear();
+    temp_.clear();  // complete: kept, under its temporary name, until published
   }
+
+  void do_publish() override { publish(path_); }
 
  private:
   // A stonewalled file's written parts: /iotest/written_parts, one row

@@ -1,6 +1,9 @@
 // The back-end framework (accounting shared by all back-ends) and the
 // dry-run back-end, which counts what it is given and writes nothing.
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
@@ -20,6 +23,7 @@ class NullBackend final : public Backend {
   void do_write_chunk(const ChunkKey&, const cplx*, bool) override {}
   void do_flush() override {}
   void do_close() override {}
+  void do_publish() override {}
 };
 
 }  // namespace
@@ -59,10 +63,26 @@ void Backend::flush() {
   stats_.seconds += seconds_since(start);
 }
 
-void Backend::close() {
+void Backend::complete() {
   const auto start = Clock::now();
   do_close();
   stats_.seconds += seconds_since(start);
+}
+
+void Backend::close() {
+  complete();
+  do_publish();
+}
+
+std::string partial_path(const std::string& path) {
+  return path + ".partial";
+}
+
+void publish(const std::string& path) {
+  const std::string from = partial_path(path);
+  if (std::rename(from.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("renaming '" + from + "' to '" + path + "' failed: " +
+                             std::strerror(errno));
 }
 
 std::unique_ptr<Backend> make_hdf5_backend();  // hdf5_backend.cpp

@@ -1,0 +1,246 @@
+"""Errors reach every rank (issue 9): a check or a failure on one rank
+ends the whole job within the test's timeout, with one line on stderr and
+the right status. Usage errors are agreed by every rank: status 2, said
+once. A failure mid-run is one rank's: it calls MPI_Abort, and Open MPI's
+mpirun returns the abort's code (1), or 128 + the signal of a killed rank.
+docs/pipeline.md, "When a rank fails".
+
+A node that sees what the others do not (a missing folder, an unreadable
+file, a file-size limit) is played on one host by an MPMD launch: one app
+context gets other arguments, or runs under prlimit."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MPI_TIMEOUT_S, MPIRUN, iotest_binary, load, mpi_env
+
+# The smallest job of test_run.py: 3 ranks are 1 producer and 2 streamers
+# (ranks 1 and 2), writing out0.h5 and out1.h5.
+OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+       "--freq=260e6:300e6/32/16", "--dec=-40", "--source-count=10", "--no-progress"]
+
+
+def with_obs(**changed):
+    """OBS with some options changed: with_obs(time="...")."""
+    keys = {f"--{k.replace('_', '-')}" for k in changed}
+    return [a for a in OBS if a.split("=")[0] not in keys] + \
+        [f"--{k.replace('_', '-')}={v}" for k, v in changed.items()]
+
+
+def mpmd(*contexts, timeout=MPI_TIMEOUT_S):
+    """One job of several app contexts: (ranks, prefix, args) each; prefix
+    runs before iotest (prlimit) on those ranks only."""
+    cmd = list(MPIRUN)
+    for i, (ranks, prefix, args) in enumerate(contexts):
+        cmd += ([":"] if i else []) + ["-np", str(ranks), *prefix, iotest_binary(), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env())
+
+
+def error_lines(proc):
+    return [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
+
+
+def ends_with_one_error(proc, status, *words):
+    """The job's status (None: any failure), and one error line holding `words`."""
+    if status is None:
+        assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    else:
+        assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
+    lines = error_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def nothing_looks_complete(folder):
+    """After a failure no output has its final name (.partial files may stay)."""
+    assert not list(Path(folder).rglob("*.h5")), sorted(os.listdir(folder))
+
+
+needs_prlimit = pytest.mark.skipif(shutil.which("prlimit") is None,
+                                   reason="prlimit (util-linux) plays a node's limits")
+
+# ---- before the run: agreed by every rank, status 2 -----------------------
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--threads=0"], "--threads"),          # CLI11's own check
+    (["--no-such-option"], "--no-such-option"),
+])
+def test_a_parse_error_is_said_once(mpirun, tmp_path, args, option):
+    proc = mpirun(3, *OBS, *args, str(tmp_path / "out%d.h5"))
+    ends_with_one_error(proc, 2, option)
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("report", ["missing/r.json", "."])  # no such folder; a folder
+def test_the_report_path_checked_on_rank_0_stops_every_rank(mpirun, tmp_path, report):
+    (tmp_path / "out").mkdir()
+    proc = mpirun(3, *OBS, str(tmp_path / "out" / "out%d.h5"), f"--report={tmp_path / report}")
+    ends_with_one_error(proc, 2, "--report")
+    assert not os.listdir(tmp_path / "out")
+
+
+def test_an_output_folder_one_streamer_lacks_stops_every_rank(mpirun, tmp_path):
+    # out0.h5 (rank 1) can be created, out1.h5 (rank 2) cannot: only rank 2
+    # finds it, and every rank leaves with the usage status.
+    (tmp_path / "d0").mkdir()
+    proc = mpirun(3, *OBS, str(tmp_path / "d%d" / "out.h5"))
+    ends_with_one_error(proc, 2, "OUTPUT", "d1")
+    assert not os.listdir(tmp_path / "d0")
+
+
+def test_an_output_folder_one_node_lacks_stops_every_rank(tmp_path):
+    # Node-local paths: rank 2's node has no such folder, rank 0's has.
+    (tmp_path / "here").mkdir()
+    proc = mpmd((2, [], [*OBS, str(tmp_path / "here" / "out%d.h5")]),
+                (1, [], [*OBS, str(tmp_path / "elsewhere" / "out%d.h5")]))
+    ends_with_one_error(proc, 2, "OUTPUT", "elsewhere")
+    assert not os.listdir(tmp_path / "here")
+
+
+def test_a_layout_file_one_node_cannot_read_stops_every_rank(tmp_path):
+    layout = tmp_path / "array.cfg"
+    shutil.copy("data/layouts/mkatplus.cfg", layout)
+    here = with_obs(vis_set=layout, dec=-30)
+    elsewhere = with_obs(vis_set=tmp_path / "missing" / "array.cfg", dec=-30)
+    proc = mpmd((2, [], here), (1, [], elsewhere))
+    ends_with_one_error(proc, 2, "--vis-set", "cannot read layout file")
+
+
+def test_a_job_the_node_cannot_hold_is_refused_by_every_rank(mpirun):
+    proc = mpirun(3, "--rec-set=huge", "--no-progress")
+    ends_with_one_error(proc, 2, "--rec-set", "memory model", "available")
+
+
+def test_the_tower_height_measured_on_one_rank_is_every_ranks(mpirun, iotest, tmp_path):
+    # --target-err: measured once and shared, so every rank plans the same walk.
+    out, report = tmp_path / "out%d.h5", tmp_path / "r.json"
+    mpirun(3, *OBS, "--target-err=1e-6", str(out), f"--report={report}", check=0)
+    assert load(report)["counts"]["visibilities_written"] == 351 * 16 * 32
+    iotest("verify", *map(str, sorted(tmp_path.glob("out*.h5"))), check=0)
+
+
+# ---- during the run: one rank aborts the job ------------------------------
+
+
+@needs_prlimit
+def test_an_allocation_failing_on_one_rank_ends_the_job():
+    # small: the producer's prepared facets are 4.5 GiB, past its 2 GB of
+    # address space; the other ranks are unlimited.
+    args = ["--rec-set=small", *OBS[1:]]
+    proc = mpmd((1, ["prlimit", "--as=2000000000"], args), (2, [], args))
+    ends_with_one_error(proc, 1, "(rank 0)", "out of memory")
+
+
+@needs_prlimit
+@pytest.mark.parametrize("extra", [[], ["--fork-writer"]])
+def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra):
+    # Rank 2 (streamer 1) may write files up to 6 MB, and its file grows to
+    # 9.7 MB: a write fails mid-run as on a full disk (iotest ignores
+    # SIGXFSZ). The limit stays above Open MPI's shared-memory segments.
+    args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / "out%d.h5")]
+    proc = mpmd((2, [], args), (1, ["prlimit", "--fsize=6000000"], args))
+    ends_with_one_error(proc, 1, "(rank 2)", "out1.h5", "failed")
+    nothing_looks_complete(tmp_path)
+    assert "out1.h5.partial" not in os.listdir(tmp_path)  # the failed writer dropped it
+
+
+def test_a_report_that_cannot_be_written_at_the_end_fails_the_job(mpirun, tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    # /dev/full passes the check (it is writable) and fails the write: a disk
+    # filling up between the two. Every other rank has finished by then.
+    proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), "--report=/dev/full")
+    ends_with_one_error(proc, 1, "--report", "/dev/full")
+
+
+# ---- a process killed ------------------------------------------------------
+
+# Long enough that the kill lands mid-run (the job never gets to finish).
+LONG = with_obs(time="-1800:1800/1024/8")
+# The ranks are found as mpirun's children, by their Open MPI rank.
+needs_proc_children = pytest.mark.skipif(
+    not Path(f"/proc/self/task/{os.getpid()}/children").exists(),
+    reason="needs /proc/PID/task/TID/children")
+
+
+def children(pid):
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return kids
+
+
+def world_rank(pid):
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(int(v.split(b"=")[1]) for v in env if v.startswith(b"OMPI_COMM_WORLD_RANK="))
+
+
+def alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def kill_mid_run(tmp_path, ranks, args, victim):
+    """Starts the job, kills `victim(ranks by world rank)` with SIGKILL once
+    every streamer has opened its output, and returns the finished process
+    and the pids of the writer processes it had."""
+    cmd = [*MPIRUN, "-np", str(ranks), iotest_binary(), *args, str(tmp_path / "out%d.h5")]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=mpi_env())
+    try:
+        deadline = time.time() + MPI_TIMEOUT_S
+        while len(list(tmp_path.glob("*.partial"))) < 2:
+            assert job.poll() is None and time.time() < deadline, job.communicate()
+            time.sleep(0.02)
+        by_rank = {world_rank(pid): pid for pid in children(job.pid)}
+        writers = [w for pid in by_rank.values() for w in children(pid)]
+        os.kill(victim(by_rank), signal.SIGKILL)
+        out, err = job.communicate(timeout=60)
+    except BaseException:
+        job.send_signal(signal.SIGTERM)  # mpirun takes its ranks down with it
+        job.communicate(timeout=60)
+        raise
+    return subprocess.CompletedProcess(cmd, job.returncode, out, err), writers
+
+
+@needs_proc_children
+@pytest.mark.parametrize("ranks,extra,victim", [
+    (3, [], 0),                   # the producer
+    (3, ["--fork-writer"], 2),    # a streamer: its writer process goes too
+    (4, ["--assigner"], 3),       # the assigner
+])
+def test_a_killed_rank_ends_the_job(tmp_path, ranks, extra, victim):
+    job, writers = kill_mid_run(tmp_path, ranks, [*LONG, *extra], lambda r: r[victim])
+    assert job.returncode == 128 + signal.SIGKILL, job.stderr
+    assert "signal 9" in job.stderr
+    nothing_looks_complete(tmp_path)
+    # No writer process outlives its streamer (it would wait forever).
+    deadline = time.time() + 10
+    while any(alive(w) for w in writers) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(w) for w in writers)
+
+
+@needs_proc_children
+def test_a_killed_writer_process_ends_the_job(tmp_path):
+    # A queue of one chunk per writer fills at once: its streamer must see
+    # that the writer died rather than wait for it.
+    args = [*LONG, "--fork-writer", "--visibility-queue=1"]
+    job, writers = kill_mid_run(tmp_path, 3, args, lambda r: children(r[1])[0])
+    assert job.returncode == 1, job.stderr
+    lines = error_lines(job)
+    assert len(lines) == 1 and "(rank 1)" in lines[0] and "writer process" in lines[0], job.stderr
+    nothing_looks_complete(tmp_path)
