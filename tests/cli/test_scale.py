@@ -57,7 +57,7 @@ def test_memory_is_flat_in_the_observation_length(mpirun, tmp_path):
 
 
 @pytest.mark.parametrize("extra,duration,output", [
-    ([], 5, False),
+    ([], 8, False),
     # Files (each UVH5 header alone is 0.4 GB here): a longer run.
     (["--assigner", "--fork-writer", "--writer-count=2"], 12, True),
 ])

@@ -15,6 +15,7 @@
 #include "iotest/job/job.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/pipeline/work.hpp"
+#include "iotest/pipeline/writers.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 #include "iotest/swiftly/tiling.hpp"
@@ -95,6 +96,10 @@ struct Context {
   // This streamer's outputs, one per writer, numbered across the
   // streamers (empty names in a dry run; none on other roles).
   std::vector<std::string> outputs() const;
+  // A streamer's writers and the layout they write (with visibilities),
+  // opened before the start barrier (open_writers).
+  std::unique_ptr<Writers> writers;
+  storage::VisibilityLayout layout;
 
   // This rank's facets as a producer: every producers-th from its rank.
   std::vector<index_t> facets_of_producer() const {
@@ -177,6 +182,11 @@ class Progress {
 };
 
 RankResult run_producer(Context& ctx);
+// A streamer's writers: they open their outputs (UVH5 headers written and
+// synced: 6.4 GB a file for SKA1-Low) before the start, since opening is
+// not streaming (IOR, too, keeps open apart from transfers). A failure
+// throws.
+void open_writers(Context& ctx);
 RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
 

@@ -449,6 +449,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     std::fflush(stdout);
   }
 
+  if (roles.is_streamer()) open_writers(ctx);  // a failure aborts the job
+
   // The run.
   MPI_Barrier(comm);
   ctx.start_s = MPI_Wtime();
@@ -488,7 +490,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   index_t written = 0, checked = 0, vis_checked = 0, sent = 0, received = 0;
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0, subgrids = 0,
           visibilities = 0, planes = 0;
-  double write_s = 0, producer_wait = 0, streamer_wait = 0;
+  double write_s = 0, open_s = 0, producer_wait = 0, streamer_wait = 0;
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
   auto& ranks = r.pipeline->per_rank;
   for (const auto& w : all) {
@@ -512,6 +514,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     visibilities += f.visibilities;
     planes += f.w_planes;
     write_s = std::max(write_s, f.write_s);
+    open_s = std::max(open_s, f.open_s);
     if (w.role == 0) producer_wait = std::max(producer_wait, f.wait_s);
     if (w.role == 1) streamer_wait = std::max(streamer_wait, f.wait_s);
     if (f.busy_s > busiest) {
@@ -574,6 +577,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   timing.planning_s = planning_s;
   timing.stream_s = stream_s;
   timing.write_s = write_s;
+  timing.open_s = open_s;
   timing.wall_s = MPI_Wtime() - t_wall;
   r.timing = timing;
   report::Rates rates;

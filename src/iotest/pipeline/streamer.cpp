@@ -147,6 +147,27 @@ struct ThreadState {
 
 }  // namespace
 
+void open_writers(Context& ctx) {
+  // Without visibilities there is nothing to write: an empty layout.
+  ctx.layout = {};
+  ctx.layout.time_chunk = ctx.layout.freq_chunk = 1;
+  if (!ctx.job.obs) return;
+  const auto& o = ctx.options;
+  ctx.layout = storage::layout_of(*ctx.job.obs);
+  auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis);
+  pv.stonewalled = o.duration.has_value();
+  ctx.layout.provenance = pv;
+  // --writer-count per streamer, files numbered across streamers.
+  WriterOptions wo;
+  wo.backend = o.output.empty() ? "null" : "hdf5";
+  wo.fork = o.fork_writer;
+  wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
+  wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
+  wo.paths = ctx.outputs();
+  ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
+  ctx.writers->wait_opened();
+}
+
 RankResult run_streamer(Context& ctx) {
   RankResult out;
   auto& st = out.stats;
@@ -161,23 +182,8 @@ RankResult run_streamer(Context& ctx) {
   // Storage only: the same walk, parts, tasks and chunks, a pattern for values.
   const bool synthetic = o.synthetic_vis;
 
-  // Writers: --writer-count per streamer, files numbered across streamers.
-  std::optional<Writers> writers;
-  storage::VisibilityLayout layout;  // empty without visibilities
-  layout.time_chunk = layout.freq_chunk = 1;
-  if (with_vis) {
-    layout = storage::layout_of(*ctx.job.obs);
-    auto pv = job::provenance(ctx.job, o.rec_set, o.seed, synthetic);
-    pv.stonewalled = ctx.deadline.has_value();
-    layout.provenance = pv;
-    WriterOptions wo;
-    wo.backend = o.output.empty() ? "null" : "hdf5";
-    wo.fork = o.fork_writer;
-    wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
-    wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
-    wo.paths = ctx.outputs();
-    writers.emplace(wo, layout);
-  }
+  Writers* writers = ctx.writers.get();
+  const storage::VisibilityLayout& layout = ctx.layout;
 
   // Which visits to check against the direct transform: spread over the walk.
   const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
@@ -510,6 +516,7 @@ RankResult run_streamer(Context& ctx) {
       st.chunks_written += w.chunks_written;
       st.chunks_rewritten += w.chunks_rewritten;
       st.write_s += w.seconds;
+      st.open_s = std::max(st.open_s, w.open_s);
       out.visibilities_written += w.visibilities;
     }
     st.visibility_queue_max = writers->high_water();

@@ -27,6 +27,7 @@ struct ChunkQueue::Shared {
   index_t slots = 0, chunk_values = 0;
   index_t head = 0, count = 0, high_water = 0;  // count: slots taken, filled or being filled
   bool closed = false, failed = false;
+  bool opened = false;  // the writer's output is open
   double push_wait_s = 0;
   char failure[512] = {};
   storage::WriteStats result;
@@ -122,26 +123,28 @@ bool has_exited(pid_t child) {
 }
 }  // namespace
 
+void ChunkQueue::wait_for_writer() {
+  if (writer_ <= 0) {
+    shared_->taken(pthread_cond_wait(&shared_->not_full, &shared_->lock));
+    return;
+  }
+  // A writer process killed from outside (the OOM killer) fails nothing:
+  // look every 100 ms rather than wait for it forever.
+  timespec until{};
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_nsec += 100'000'000;
+  if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
+  const int rc = pthread_cond_timedwait(&shared_->not_full, &shared_->lock, &until);
+  shared_->taken(rc);
+  if (rc == ETIMEDOUT && has_exited(writer_))
+    shared_->fail("a writer process (pid " + std::to_string(writer_) + ") died");
+}
+
 void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
   Hold hold(*shared_);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
-    while (shared_->count > refill_mark(shared_->slots) && !shared_->failed) {
-      if (writer_ <= 0) {
-        shared_->taken(pthread_cond_wait(&shared_->not_full, &shared_->lock));
-        continue;
-      }
-      // A writer process killed from outside (the OOM killer) fails nothing:
-      // look every 100 ms rather than wait for it forever.
-      timespec until{};
-      clock_gettime(CLOCK_MONOTONIC, &until);
-      until.tv_nsec += 100'000'000;
-      if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
-      const int rc = pthread_cond_timedwait(&shared_->not_full, &shared_->lock, &until);
-      shared_->taken(rc);
-      if (rc == ETIMEDOUT && has_exited(writer_))
-        shared_->fail("a writer process (pid " + std::to_string(writer_) + ") died");
-    }
+    while (shared_->count > refill_mark(shared_->slots) && !shared_->failed) wait_for_writer();
     shared_->push_wait_s += seconds_since(start);
   }
   if (shared_->failed) throw std::runtime_error(shared_->failure);
@@ -186,6 +189,18 @@ bool ChunkQueue::pop(storage::ChunkKey& key, cplx* data, index_t& visibilities) 
   std::memcpy(data, at, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
   release();
   return true;
+}
+
+void ChunkQueue::mark_opened() {
+  Hold hold(*shared_);
+  shared_->opened = true;
+  pthread_cond_broadcast(&shared_->not_full);  // pushers re-check and wait on
+}
+
+std::string ChunkQueue::wait_opened() {
+  Hold hold(*shared_);
+  while (!shared_->opened && !shared_->failed) wait_for_writer();
+  return shared_->failed ? shared_->failure : "";
 }
 
 void ChunkQueue::close() {
@@ -302,6 +317,7 @@ void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::s
   try {
     backend = storage::make_backend(backend_name);
     backend->open(path, layout);
+    queue.mark_opened();
     PartialChunks partial(layout, partial_slots);
     const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
       backend->write_chunk(key, data, n);
@@ -380,6 +396,12 @@ void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visi
   const auto n = static_cast<index_t>(queues_.size());
   const index_t writer = (key.row_chunk * layout_.freq_chunks() + key.freq_chunk) % n;
   queues_[static_cast<size_t>(writer)]->push(key, data, visibilities);
+}
+
+void Writers::wait_opened() {
+  for (auto& queue : queues_)
+    if (const auto failure = queue->wait_opened(); !failure.empty())
+      throw std::runtime_error(failure);
 }
 
 void Writers::record_written(const std::vector<storage::WrittenPart>& parts) {

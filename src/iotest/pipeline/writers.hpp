@@ -42,6 +42,10 @@ class ChunkQueue {
   void release();
   // Takes the oldest chunk (a copy); false once closed and empty.
   bool pop(storage::ChunkKey& key, cplx* data, index_t& visibilities);
+  // The writer has opened its output; wait_opened() returns once it has
+  // (or failed: then with the failure).
+  void mark_opened();
+  std::string wait_opened();
   // No more chunks will come.
   void close();
   // The writer gave up: pushers throw `message` from now on.
@@ -62,6 +66,7 @@ class ChunkQueue {
   size_t bytes_ = 0;
   pid_t writer_ = 0;  // a forked writer (0: a thread)
   cplx* slot(index_t i) const;
+  void wait_for_writer();  // once on not_full, the lock held
 };
 
 struct WriterOptions {
@@ -113,6 +118,9 @@ class Writers {
  public:
   Writers(const WriterOptions& options, const storage::VisibilityLayout& layout);
   ~Writers();  // stops and drops the outputs if finish() was not called
+  // Returns once every writer has opened its output; throws the first
+  // failure to.
+  void wait_opened();
   void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
   // A stonewalled run: the parts every output holds, stored with it. After
   // the last chunk, before finish().

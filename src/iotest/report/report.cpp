@@ -223,7 +223,7 @@ json to_json(const Report& r) {
     const auto& t = *r.timing;
     j["timing"] = {{"wall_s", t.wall_s},   {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
                    {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s},
-                   {"write_s", t.write_s}, {"stream_s", t.stream_s}};
+                   {"write_s", t.write_s}, {"open_s", t.open_s}, {"stream_s", t.stream_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -295,6 +295,7 @@ json to_json(const Report& r) {
                        {"chunks_written", k.chunks_written},
                        {"chunks_rewritten", k.chunks_rewritten},
                        {"write_s", k.write_s},
+                       {"open_s", k.open_s},
                        {"queue_high_water",
                         {{"send", k.send_queue_max},
                          {"subgrid", k.subgrid_queue_max},
@@ -433,11 +434,14 @@ std::string render_text(const Report& r) {
         r.rates->w_planes_per_s);
   if (r.settings && !r.settings->output.empty())
     s += fmt::format(
-        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s with fsync)\n",
+        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s with fsync{})\n",
         bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
         r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
         r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
-        r.rates ? r.rates->write_bytes_per_s : 0.0);
+        r.rates ? r.rates->write_bytes_per_s : 0.0,
+        r.timing && r.timing->open_s > 0
+            ? fmt::format("; opened with headers in {:.3f} s before the start", r.timing->open_s)
+            : "");
   if (r.rates && r.timing) {
     const auto& t = *r.timing;
     const auto& q = *r.rates;

@@ -75,6 +75,7 @@ struct Timing {
   double check_s = 0;     // direct transforms and comparisons
   double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
   double write_s = 0;     // in the storage back-end (part of degrid_s)
+  double open_s = 0;      // run: opening the outputs with their headers, before the start
   double stream_s = 0;    // run: the distributed walk, from the start barrier to the last write
 };
 
@@ -107,6 +108,7 @@ struct RankFigures {
   index_t w_planes = 0;
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
   double write_s = 0;  // in the back-end, over this streamer's writers
+  double open_s = 0;   // opening its outputs with their headers, before the start
   // Queue high-water marks: sends in flight, subgrids held, degrid tasks
   // outstanding, chunks waiting for writers.
   index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;

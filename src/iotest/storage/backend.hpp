@@ -82,6 +82,9 @@ struct WriteStats {
   index_t bytes = 0;             // chunk bytes written to storage, rewrites included
   index_t visibilities = 0;      // visibilities carried by the writes
   double seconds = 0;            // in write_chunk, flush and close
+  // In open: creating the output and its header, synced (IOR keeps open
+  // apart from transfers; a UVH5 header is 6.4 GB for SKA1-Low).
+  double open_s = 0;
 };
 
 // A back-end behind iotest's writers. One instance writes one output and is
@@ -89,7 +92,8 @@ struct WriteStats {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Creates the output (under a temporary name until close()).
+  // Creates the output (under a temporary name until close()) with its
+  // metadata, flushed to the device.
   void open(const std::string& path, const VisibilityLayout& layout);
   // One chunk: time_chunk x freq_chunk visibilities, row-major (rows and
   // channels past the observation's edge are ignored), zero where the

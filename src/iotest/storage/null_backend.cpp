@@ -36,7 +36,8 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
   stats_ = {};
   const auto start = Clock::now();
   do_open(path);
-  stats_.seconds += seconds_since(start);
+  do_flush();
+  stats_.open_s = seconds_since(start);
 }
 
 void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities) {
