@@ -107,7 +107,7 @@ def test_an_output_folder_one_node_lacks_stops_every_rank(tmp_path):
 
 def test_a_layout_file_one_node_cannot_read_stops_every_rank(tmp_path):
     layout = tmp_path / "array.cfg"
-    shutil.copy("data/layouts/mkatplus.cfg", layout)
+    shutil.copy(Path(__file__).parents[2] / "data" / "layouts" / "mkatplus.cfg", layout)
     here = with_obs(vis_set=layout, dec=-30)
     elsewhere = with_obs(vis_set=tmp_path / "missing" / "array.cfg", dec=-30)
     proc = mpmd((2, [], here), (1, [], elsewhere))
