@@ -182,10 +182,10 @@ class Progress {
 };
 
 RankResult run_producer(Context& ctx);
-// A streamer's writers: they open their outputs (UVH5 headers written and
-// synced: 6.4 GB a file for SKA1-Low) before the start, since opening is
-// not streaming (IOR, too, keeps open apart from transfers). A failure
-// throws.
+// Starts a streamer's writers: they open their outputs (UVH5 headers
+// written and synced: 6.4 GB a file for SKA1-Low) during the setup, and
+// the run waits for them (Writers::wait_opened) before the start, since
+// opening is not streaming (IOR, too, keeps open apart from transfers).
 void open_writers(Context& ctx);
 RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);

@@ -329,6 +329,15 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       ctx.task_visibilities = job::task_visibilities(ctx.job, counts, o.bls_per_task);
     }
     require_node_memory(memory, roles, comm);
+    // Outputs: each streamer checks its own (its node may lack a folder the
+    // others have), agreed, so a bad path stops every rank before any work.
+    // Then its writers open them (UVH5 headers: seconds at SKA sizes) while
+    // the FFTs are planned and the facets touched.
+    agree_on_usage(comm, [&] {
+      for (const auto& path : ctx.outputs())
+        if (!path.empty()) check_creatable(path);
+    });
+    if (roles.is_streamer()) open_writers(ctx);
   };
   if (!o.target_err) count_and_check();  // else once the tower height is measured
 
@@ -438,18 +447,12 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   r.pipeline = pl;
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
-  // Outputs: each streamer checks its own (its node may lack a folder the
-  // others have), agreed, so a bad path stops every rank before any work.
-  agree_on_usage(comm, [&] {
-    for (const auto& path : ctx.outputs())
-      if (!path.empty()) check_creatable(path);
-  });
   if (rank == 0) {
     std::fputs(report::render_run_plan(r).c_str(), stdout);
     std::fflush(stdout);
   }
 
-  if (roles.is_streamer()) open_writers(ctx);  // a failure aborts the job
+  if (ctx.writers) ctx.writers->wait_opened();  // a failure aborts the job
 
   // The run.
   MPI_Barrier(comm);

@@ -165,7 +165,6 @@ void open_writers(Context& ctx) {
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
   wo.paths = ctx.outputs();
   ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
-  ctx.writers->wait_opened();
 }
 
 RankResult run_streamer(Context& ctx) {
