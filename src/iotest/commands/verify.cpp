@@ -112,7 +112,8 @@ class WrittenRuns {
                                          g.pixel_lm, pv.pixel_lm));
     binner_ = std::make_unique<binning::Binner>(p_, obs_, g, binning::RunSplit{true, pv.w_stack_step});
     const index_t subgrids = binner_->locator().per_axis() * binner_->locator().per_axis();
-    const index_t row_chunks = obs_.baseline_count() * obs_.time.steps / obs_.time.chunk + 1;
+    const index_t rows = obs_.baseline_count() * obs_.time.steps;
+    const index_t row_chunks = (rows + obs_.time.chunk - 1) / obs_.time.chunk;
     for (const auto& part : parts_)
       if (part.w_stack < binner_->first_stack() ||
           part.w_stack >= binner_->first_stack() + binner_->stacks() || part.subgrid < 0 ||
@@ -161,10 +162,12 @@ WrittenSample sample_written(const WrittenRuns& written, const storage::Uvh5Read
   std::unordered_set<index_t> chunks;
   const index_t times = first.times(), chan_chunks = first.channel_chunks();
   const auto row_of = [&](const binning::VisRun& run) { return run.baseline * times + run.time; };
+  const auto chunk_of = [&](index_t row, index_t chan) {
+    return row / first.chunk_rows() * chan_chunks + chan / first.chunk_channels();
+  };
   written.for_each_run([&](const binning::VisRun& run) {
     out.visibilities += run.count();
-    chunks.insert(row_of(run) / first.chunk_rows() * chan_chunks +
-                  run.chan_begin / first.chunk_channels());
+    chunks.insert(chunk_of(row_of(run), run.chan_begin));
   });
   out.chunks.assign(chunks.begin(), chunks.end());
   std::sort(out.chunks.begin(), out.chunks.end());
@@ -180,8 +183,7 @@ WrittenSample sample_written(const WrittenRuns& written, const storage::Uvh5Read
   written.for_each_run([&](const binning::VisRun& run) {
     for (; next < picks.size() && picks[next] < seen + run.count(); ++next) {
       const index_t row = row_of(run), chan = run.chan_begin + (picks[next] - seen);
-      out.samples.push_back(
-          {row, chan, row / first.chunk_rows() * chan_chunks + chan / first.chunk_channels()});
+      out.samples.push_back({row, chan, chunk_of(row, chan)});
     }
     seen += run.count();
   });
