@@ -165,7 +165,6 @@ def test_node_memory_is_bytes_with_binary_suffixes(iotest, text, bytes_):
     (["--node-memory=0"], "--node-memory"),
     (["--node-memory=-4G"], "--node-memory"),
     (["--node-memory="], "--node-memory"),
-    (["--facet-workers=10"], "--facet-workers"),
     (["--facet-workers=-1"], "--facet-workers"),
     (["--facet-workers=2", "--synthetic-vis"], "--facet-workers"),
     (["--threads=0"], "--threads"),
