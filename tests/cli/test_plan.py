@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import load
+from conftest import MPI_TIMEOUT_S, load
 
 VLAA = ["--vis-set=vlaa", "--time=-300:300/16/8", "--freq=260e6:300e6/64/32", "--dec=-20"]
 SKA1_LOW = ["--rec-set=small", "--vis-set=lowbd2", "--time=-460:460/1024/64",
@@ -111,7 +111,7 @@ def test_queues_and_threads_reach_the_model_as_in_run(iotest):
 def test_plan_gives_the_estimate_run_checks(iotest, mpirun, tmp_path):
     args = ["--rec-set=T05_", *VLAA, "--facet-workers=1", "--threads=1"]
     report = tmp_path / "run.json"
-    mpirun(3, *args, "--no-progress", f"--report={report}", check=0)
+    mpirun(3, *args, "--no-progress", f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     ran = load(report)["memory"]
     planned = plan(iotest, *args, "--ranks-per-node=3")
     assert planned["advice"]["producers"] == 1 and planned["advice"]["streamers"] == 2
