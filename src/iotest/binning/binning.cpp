@@ -271,12 +271,11 @@ VisitRuns::VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index
   std::vector<Piece> all;
   for (const auto& piece : binner.candidate_pieces(stack, subgrid)) {
     Piece p{piece, binner.row_chunk(piece), 0, HUGE_VAL, -HUGE_VAL};
-    binner.runs_near(piece.baseline, piece.t_begin, piece.t_end, stack, subgrid, false,
-                [&](index_t sg, const VisRun& run) {
-                  if (sg != subgrid || run.w_stack != stack) return;
-                  p.visibilities += run.count();
-                  binner.widen_w_range(run, p.wc_min, p.wc_max);
-                });
+    binner.visit_runs(piece.baseline, piece.t_begin, piece.t_end, stack, subgrid, false,
+                      [&](const VisRun& run) {
+                        p.visibilities += run.count();
+                        binner.widen_w_range(run, p.wc_min, p.wc_max);
+                      });
     if (p.visibilities > 0) all.push_back(p);
   }
   index_t total = 0;
@@ -320,19 +319,9 @@ void VisitRuns::runs(size_t first, size_t last, std::vector<VisRun>& out) const 
   out.clear();
   for (size_t i = first; i < last; ++i) {
     const auto& piece = pieces_[i].piece;
-    binner_.runs_near(piece.baseline, piece.t_begin, piece.t_end, stack_, subgrid_, true,
-                      [&](index_t sg, const VisRun& run) {
-                        if (sg == subgrid_ && run.w_stack == stack_) out.push_back(run);
-                      });
+    binner_.visit_runs(piece.baseline, piece.t_begin, piece.t_end, stack_, subgrid_, true,
+                       [&](const VisRun& run) { out.push_back(run); });
   }
-}
-
-std::pair<index_t, index_t> VisitRuns::rows(size_t first, size_t last) const {
-  if (first >= last) return {0, 0};
-  const index_t times = binner_.observation().time.steps;
-  const auto& a = pieces_[first].piece;
-  const auto& b = pieces_[last - 1].piece;
-  return {index_t{a.baseline} * times + a.t_begin, index_t{b.baseline} * times + b.t_end};
 }
 
 }  // namespace iotest::binning

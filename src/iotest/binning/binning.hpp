@@ -108,13 +108,18 @@ class Binner {
   void runs(index_t b, index_t t_begin, index_t t_end, Visit&& visit) const {
     runs_cut(b, t_begin, t_end, split_.chunks ? chunk_ : channels_, visit);
   }
-  // The same, only the runs of visit (stack, subgrid) (and perhaps a few
-  // others near it): channels that cannot reach it are not looked at.
+  // Calls visit(run) for the runs of visit (stack, subgrid) alone, cut at
+  // frequency chunks if `chunks`: channels that cannot reach it are not
+  // looked at.
   template <class Visit>
-  void runs_near(index_t b, index_t t_begin, index_t t_end, index_t stack, index_t subgrid,
-                 bool chunks, Visit&& visit) const {
-    runs_cut(b, t_begin, t_end, chunks ? chunk_ : channels_, visit,
-             Only{true, stack, subgrid / locate_.per_axis(), subgrid % locate_.per_axis()});
+  void visit_runs(index_t b, index_t t_begin, index_t t_end, index_t stack, index_t subgrid,
+                  bool chunks, Visit&& visit) const {
+    runs_cut(
+        b, t_begin, t_end, chunks ? chunk_ : channels_,
+        [&](index_t sg, const VisRun& run) {
+          if (sg == subgrid && run.w_stack == stack) visit(run);
+        },
+        Only{true, stack, subgrid / locate_.per_axis(), subgrid % locate_.per_axis()});
   }
 
   // Visibilities (and non-empty track pieces) per visit of baselines
@@ -220,8 +225,6 @@ class VisitRuns {
                                                index_t max_visibilities) const;
   // The runs of pieces [first, last) in this visit, in storage order.
   void runs(size_t first, size_t last, std::vector<VisRun>& out) const;
-  // Storage rows [first, last) the pieces [first, last) span.
-  std::pair<index_t, index_t> rows(size_t first, size_t last) const;
   index_t stack() const { return stack_; }
   index_t subgrid() const { return subgrid_; }
 

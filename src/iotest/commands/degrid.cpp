@@ -35,10 +35,11 @@ report::Report degrid(const DegridRunOptions& o) {
   auto t0 = Clock::now();
   // Counted and checked against this machine's memory before the large
   // allocations; with --target-err once the tower height is measured.
+  std::optional<binning::Binner> binner;  // with the final w-stacking step
   std::optional<binning::VisitCounts> counts;
   const auto count_and_check = [&] {
-    const binning::Binner binner(p, obs, g, job.split());
-    counts = binner.count_visits(0, obs.baseline_count(), threads);
+    binner.emplace(p, obs, g, job.split());
+    counts = binner->count_visits(0, obs.baseline_count(), threads);
     job::RunShape shape;
     shape.threads = threads;
     r.memory = job::estimate_memory(job, shape, &*counts);
@@ -53,7 +54,6 @@ report::Report degrid(const DegridRunOptions& o) {
     calibration = job::calibrate_w_layout(job, rec);
     count_and_check();
   }
-  const binning::Binner binner(p, obs, g, job.split());
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
   auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
   auto layout = storage::layout_of(obs);
@@ -141,7 +141,7 @@ report::Report degrid(const DegridRunOptions& o) {
                                  st.sum.view());
           }
           // The visit's track pieces, made now and dropped with it.
-          const binning::VisitRuns visit(binner, stack, s);
+          const binning::VisitRuns visit(*binner, stack, s);
           double w_lo = 0, w_hi = 0;
           visit.w_range(w_lo, w_hi);
           st.planes += degridder.build_tower(st.sum.view(), w_lo / degridder.planes().dw,

@@ -133,11 +133,9 @@ class WrittenRuns {
       const index_t r0 = part.row_chunk_begin * obs_.time.chunk;
       const index_t r1 = std::min(rows, part.row_chunk_end * obs_.time.chunk);
       for (index_t b = r0 / times; b * times < r1; ++b)
-        binner_->runs_near(b, std::max<index_t>(0, r0 - b * times),
-                           std::min(times, r1 - b * times), part.w_stack, part.subgrid, true,
-                           [&](index_t subgrid, const binning::VisRun& run) {
-                             if (subgrid == part.subgrid && run.w_stack == part.w_stack) visit(run);
-                           });
+        binner_->visit_runs(b, std::max<index_t>(0, r0 - b * times),
+                            std::min(times, r1 - b * times), part.w_stack, part.subgrid, true,
+                            visit);
     }
   }
 
