@@ -28,6 +28,14 @@ TEST(GridKernel, TapWeightsMatchDirectEvaluation) {
   }
 }
 
+TEST(GridKernel, TapPolynomialsAreTruncated) {
+  // The series stops where the dropped terms fall below 1e-13 (the test
+  // above holds the weights to 2e-12): degree 11 for support 12 at
+  // x0 = 3/8, not the 20 it is interpolated at.
+  EXPECT_EQ(GridKernel(12, 0.375).degree(), 11);
+  EXPECT_EQ(GridKernel(8, 0.1875).degree(), 13);
+}
+
 TEST(GridKernel, BatchWeightsEqualSingleWeights) {
   // The hot path evaluates positions four at a time; a partial group (here
   // 7 = 4 + 3) must give each position exactly its own weights.

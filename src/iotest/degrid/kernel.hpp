@@ -24,6 +24,8 @@ class GridKernel {
 
   int support() const { return support_; }
   double x0() const { return x0_; }
+  // Degree of the tap polynomials (chosen in the constructor).
+  int degree() const { return degree_; }
 
   // The kernel at t cells from the visibility (direct evaluation, slow).
   double value(double t) const;
@@ -37,6 +39,10 @@ class GridKernel {
   // The kernel's Fourier transform at nu cycles per cell, |nu| <= x0.
   double correction(double nu) const;
 
+  // The hot loop of weights(), compiled for each support.
+  using HornerTaps = void (*)(const std::vector<Taps>& coeffs, int degree, int support,
+                              const double* pos, int n, Taps* w, index_t* first);
+
  private:
   int support_;
   double x0_, alpha_;
@@ -46,6 +52,7 @@ class GridKernel {
   // Polynomial coefficients in x = 2 d - 1 (d the fractional offset), per
   // power then tap (fitted at Chebyshev nodes).
   std::vector<Taps> coeffs_;
+  HornerTaps horner_ = nullptr;
 };
 
 }  // namespace iotest::degrid

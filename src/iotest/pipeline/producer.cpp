@@ -154,6 +154,9 @@ RankResult run_producer(Context& ctx) {
     if (!dynamic && !stop.may_start(static_cast<index_t>(k), waited)) break;
     if (!assignments.streamers_of(static_cast<index_t>(k), v, streamers, waited)) break;
     if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
+      // The streamers wait for the first stack's facets with nothing else
+      // to do, so the host's idle cores join each facet's transforms.
+      const int inner = stack < 0 ? std::max(1, ctx.setup_threads / threads) : 1;
       stack = v.stack;
       column = -1;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
@@ -164,7 +167,7 @@ RankResult run_producer(Context& ctx) {
           sky::fill_facet(ctx.job.sources, ctx.facet_tile0(f), ctx.facet_tile1(f), facet);
           if (ctx.degridder)
             ctx.degridder->correct_facet(ctx.facet_tile0(f), ctx.facet_tile1(f), stack, facet);
-          rec.prepare_facet(facet, prepared[i].view());
+          rec.prepare_facet(facet, prepared[i].view(), inner);
         });
       failures.rethrow();
     }

@@ -82,6 +82,10 @@ struct Context {
   std::vector<swiftly::Tile> facet_tiles, subgrid_tiles;
   WorkPlan plan;
   int threads = 1, producer_threads = 1;
+  // A producer's threads while the streamers only wait for it: the first
+  // touch of its prepared facets and their first preparation (run.cpp's
+  // first_touch_threads).
+  int setup_threads = 1;
   // Pools a streamer allocates (and touches) up front, from the memory
   // model: planes per w-tower and visibilities per degrid task.
   index_t tower_planes = 0, task_visibilities = 0;

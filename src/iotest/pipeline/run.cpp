@@ -167,9 +167,10 @@ int default_threads(MPI_Comm comm) {
   return std::max(1, cores / ranks_here);
 }
 
-// Threads for a producer's first touch of its prepared facets: this host's
-// cores over its producers, since the streamers only wait at that point
-// (for the FFT plans, then for contributions). On the development VM a
+// Threads for a producer's first touch of its prepared facets, and their
+// first preparation: this host's cores over its producers, since the
+// streamers only wait at that point (for the FFT plans, then for the first
+// contributions). On the development VM a
 // cold first touch runs at ~0.37 GB/s per thread: 4.5 GiB took 13.0 s on
 // one thread and 7.2 s on two. Collective over comm.
 int first_touch_threads(MPI_Comm comm, bool producer) {
@@ -349,13 +350,13 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // touch their prepared facets, the run's one large allocation (seconds
   // of page faults on a VM), on the host's idle cores.
   const int wisdom_root = roles.streamers > 0 ? roles.streamer_rank(0) : 0;
-  const int touch_threads = first_touch_threads(comm, roles.is_producer());  // collective
+  ctx.setup_threads = first_touch_threads(comm, roles.is_producer());  // collective
   // Storage only needs no transform, only the buffers' shapes: no measuring.
   const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
   if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
   for (index_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN, false);
-#pragma omp parallel for schedule(static) num_threads(touch_threads)
+#pragma omp parallel for schedule(static) num_threads(ctx.setup_threads)
   for (index_t k = 0; k < my_facets * p.yB; ++k) {
     cplx* row = ctx.prepared_facets[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * p.yN;
     std::fill(row, row + p.yN, cplx{});

@@ -168,17 +168,19 @@ cplx Recombination::phase(index_t subgrid_off, index_t facet_off) const {
 
 // ---- predict ------------------------------------------------------------
 
-void Recombination::prepare_facet(CView2D facet, MView2D prepared) const {
+void Recombination::prepare_facet(CView2D facet, MView2D prepared, int threads) const {
   // Prepared facets are stored transposed (row b = facet column b along
   // axis 0), so every transform here and in prepare_column is contiguous.
   const index_t yB = p_.yB, yN = p_.yN, half = yB / 2;
   assert(facet.rows == yB && facet.cols == yB && prepared.rows == yB && prepared.cols == yN);
-  for (index_t b = 0; b < yB; ++b)
-    std::fill(prepared.row(b) + half, prepared.row(b) + yN - half, cplx{});
   // Window correction and padding, a block of columns at a time so that
-  // reads and writes both stay in cache.
+  // reads and writes both stay in cache; each block's rows are then
+  // transformed by the thread that wrote them.
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (index_t b0 = 0; b0 < yB; b0 += kTile) {
     const index_t nb = std::min(kTile, yB - b0);
+    for (index_t b = b0; b < b0 + nb; ++b)
+      std::fill(prepared.row(b) + half, prepared.row(b) + yN - half, cplx{});
     for (index_t a = 0; a < yB; ++a) {
       const cplx* in = facet.row(a) + b0;
       const index_t k = wrap(a - half, yN);
@@ -186,8 +188,8 @@ void Recombination::prepare_facet(CView2D facet, MView2D prepared) const {
       for (index_t j = 0; j < nb; ++j)
         prepared(b0 + j, k) = fa * Fb_[static_cast<size_t>(b0 + j)] * in[j];
     }
+    for (index_t b = b0; b < b0 + nb; ++b) facet_axis0_inv_.execute(prepared.row(b));
   }
-  for (index_t b = 0; b < yB; ++b) facet_axis0_inv_.execute(prepared.row(b));
 }
 
 void Recombination::prepare_column(CView2D prepared, index_t facet_off0, index_t subgrid_off0,

@@ -64,7 +64,9 @@ class Recombination {
 
   // ---- predict: facet -> subgrid --------------------------------------
   // Once per facet: divide by the window (Fb), pad axis 0 to yN, inverse FFT.
-  void prepare_facet(CView2D facet, MView2D prepared) const;
+  // `threads` share the facet's columns (inside an active parallel region
+  // OpenMP runs them on one).
+  void prepare_facet(CView2D facet, MView2D prepared, int threads = 1) const;
   // Once per facet and subgrid column: extract the m rows around the column,
   // FFT them, pad axis 1 to yN and inverse FFT it.
   void prepare_column(CView2D prepared, index_t facet_off0, index_t subgrid_off0,
