@@ -187,7 +187,7 @@ TEST(Writers, OutputsKeepTheirTemporaryNamesUntilPublished) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "out.h5").string();
   WriterOptions o;
-  o.backend = "hdf5";
+  o.storage.storage = "hdf5";
   o.paths = {path};
   Writers writers(o, storage::layout_of(obs));
   writers.finish();
@@ -206,7 +206,7 @@ TEST_P(WritersOfKind, CountChunksAndRewrites) {
   const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
   const auto layout = storage::layout_of(obs);
   WriterOptions o;
-  o.backend = "null";
+  o.storage.storage = "null";
   o.paths = {"", ""};
   o.queue_slots = 2;
   o.fork = GetParam();

@@ -14,6 +14,7 @@
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/telescope/geodesy.hpp"
 
@@ -37,7 +38,7 @@ telescope::Observation small_observation() {
 // 351 baselines x 8 times in chunks of 4, 16 channels in chunks of 8.
 TEST(Storage, NullBackendCountsChunksAndRewrites) {
   const auto obs = small_observation();
-  auto backend = make_backend("null");
+  auto backend = make_backend(StorageOptions{}, "");
   backend->open("", layout_of(obs));
   const std::vector<cplx> data(32);
   backend->write_chunk({0, 0}, data.data(), 5);
@@ -158,7 +159,7 @@ TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {
 }
 
 TEST(Storage, UnknownBackendIsAUsageError) {
-  EXPECT_THROW(make_backend("tape"), UsageError);
+  EXPECT_THROW(make_backend(StorageOptions{"tape", {}}, "out.h5"), UsageError);
 }
 
 TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
@@ -166,7 +167,7 @@ TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_abort";
   std::filesystem::create_directories(dir);
   {
-    auto backend = make_backend("hdf5");
+    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
     backend->open((dir / "vis.h5").string(), layout_of(obs));
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);
@@ -183,7 +184,7 @@ TEST(Storage, VerifyFindsMissingChunks) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "vis.h5").string();
   {
-    auto backend = make_backend("hdf5");
+    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
     auto layout = layout_of(obs);
     layout.provenance = sky_provenance("T05_", 1e-5, 3, 1);
     backend->open(path, layout);
@@ -205,7 +206,7 @@ TEST(Storage, VerifyFindsMissingChunks) {
 template <typename Value>
 void write_file(const std::string& path, const telescope::Observation& obs, const Provenance& pv,
                 const std::vector<ChunkKey>& keys, Value value) {
-  auto backend = make_backend("hdf5");
+  auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
   auto layout = layout_of(obs);
   layout.provenance = pv;
   backend->open(path, layout);
@@ -406,7 +407,7 @@ TEST(Storage, StonewalledFileListsItsWrittenParts) {
   const std::vector<WrittenPart> parts{{-1, 5, 0, 3}, {2, 9, 7, 8}};
   for (const bool listed : {true, false}) {
     const auto path = (dir / (listed ? "listed.h5" : "unlisted.h5")).string();
-    auto backend = make_backend("hdf5");
+    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
     auto layout = layout_of(obs);
     layout.provenance = pv;
     backend->open(path, layout);

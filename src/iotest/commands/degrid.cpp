@@ -55,7 +55,7 @@ report::Report degrid(const DegridRunOptions& o) {
     count_and_check();
   }
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
-  auto backend = storage::make_backend(o.output.empty() ? "null" : "hdf5");
+  auto backend = storage::make_backend(o.storage, o.output);
   auto layout = storage::layout_of(obs);
   layout.provenance = job::provenance(job, o.rec_set, o.seed, false);
   backend->open(o.output, layout);

@@ -10,6 +10,7 @@
 
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::commands {
@@ -27,7 +28,8 @@ struct DegridRunOptions {
   // Tower height from a target error (<= 0: twice the error at w = 0)
   // instead of the margin's conservative bound.
   std::optional<double> target_err;
-  std::string output;  // UVH5 file to write; empty: a dry run (null back-end)
+  std::string output;  // the file to write; empty: a dry run (null back-end)
+  storage::StorageOptions storage;  // --storage and its options
 };
 
 report::Report degrid(const DegridRunOptions& options);

@@ -185,6 +185,7 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
 
 void check_options(const RunOptions& o, int size) {
   job::check_shape_options(o);
+  storage::check_storage(o.storage, o.output);
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
@@ -438,7 +439,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       job::describe_degridding(s, ctx.job, *ctx.degridder, static_cast<index_t>(stacks.size()),
                                calibration);
     s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
-    s.backend = o.output.empty() ? "null" : "hdf5";
+    s.backend = storage::backend_for(o.storage, o.output);
     s.output = o.output;
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));
   }

@@ -14,6 +14,7 @@
 
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::pipeline {
@@ -43,6 +44,7 @@ struct RunOptions {
   int writer_count = 1;            // writers per streamer
   bool fork_writer = false;        // writers as processes
   std::string output;              // OUT%d.h5; empty: dry run (null back-end)
+  storage::StorageOptions storage; // --storage and its options
   // Storage only (DESIGN.md section 9): no producers, no towers, no
   // degridding; the streamers walk their parts as ever and write a pattern
   // (degrid::synthetic_visibility) in the same chunks.

@@ -159,7 +159,7 @@ void open_writers(Context& ctx) {
   ctx.layout.provenance = pv;
   // --writer-count per streamer, files numbered across streamers.
   WriterOptions wo;
-  wo.backend = o.output.empty() ? "null" : "hdf5";
+  wo.storage = o.storage;
   wo.fork = o.fork_writer;
   wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued

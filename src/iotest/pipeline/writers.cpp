@@ -311,11 +311,11 @@ constexpr index_t kWrittenPartsEntry = -1;
 
 // One writer's whole life: open, write what comes, close. Failures go to
 // the queue (pushers see them and stop) and leave no complete-looking output.
-void run_writer(ChunkQueue& queue, const std::string& backend_name, const std::string& path,
+void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const std::string& path,
                 const storage::VisibilityLayout& layout, index_t partial_slots) {
   std::unique_ptr<storage::Backend> backend;
   try {
-    backend = storage::make_backend(backend_name);
+    backend = storage::make_backend(storage, path);
     backend->open(path, layout);
     queue.mark_opened();
     PartialChunks partial(layout, partial_slots);
@@ -369,7 +369,7 @@ void Writers::start(size_t i) {
   const auto& path = options_.paths[i];
   if (!options_.fork) {
     threads_.emplace_back([this, &queue, path] {
-      run_writer(queue, options_.backend, path, layout_, options_.partial_slots);
+      run_writer(queue, options_.storage, path, layout_, options_.partial_slots);
     });
     return;
   }
@@ -385,7 +385,7 @@ void Writers::start(size_t i) {
     if (getppid() != parent) _exit(1);  // the streamer died before prctl
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
-    run_writer(queue, options_.backend, path, layout_, options_.partial_slots);
+    run_writer(queue, options_.storage, path, layout_, options_.partial_slots);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/registry.hpp"
 
 namespace iotest::pipeline {
 
@@ -70,7 +71,7 @@ class ChunkQueue {
 };
 
 struct WriterOptions {
-  std::string backend = "null";
+  storage::StorageOptions storage;  // the back-end (from the paths unless named)
   std::vector<std::string> paths;  // one output per writer
   index_t queue_slots = 64;        // chunks waiting, per writer
   index_t partial_slots = 0;       // parts of chunks held until whole, per writer (0: none)

@@ -133,9 +133,6 @@ class Backend {
   std::vector<WrittenPart> written_parts_;
 };
 
-// "null" or "hdf5"; throws UsageError("--backend") for others.
-std::unique_ptr<Backend> make_backend(std::string_view name);
-
 // Where an output is written until it is complete: PATH.partial.
 std::string partial_path(const std::string& path);
 // Renames a completed output (Backend::complete) to its final name; throws

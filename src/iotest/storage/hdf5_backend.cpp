@@ -19,6 +19,8 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/registry.hpp"
+#include "iotest/storage/uvh5_reader.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -442,8 +444,18 @@ class Hdf5Backend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_hdf5_backend() {
-  return std::make_unique<Hdf5Backend>();
+BackendSpec hdf5_spec() {
+  BackendSpec s;
+  s.name = "hdf5";
+  s.summary = "one UVH5 file per writer (serial HDF5), readable by pyuvdata";
+  s.make = [](const StorageOptions&) -> std::unique_ptr<Backend> {
+    return std::make_unique<Hdf5Backend>();
+  };
+  s.recognises = &Uvh5Reader::recognises;
+  s.open = [](const std::string& path) -> std::unique_ptr<Reader> {
+    return std::make_unique<Uvh5Reader>(path);
+  };
+  return s;
 }
 
 }  // namespace iotest::storage

@@ -9,6 +9,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/registry.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -86,12 +87,14 @@ void publish(const std::string& path) {
                              std::strerror(errno));
 }
 
-std::unique_ptr<Backend> make_hdf5_backend();  // hdf5_backend.cpp
-
-std::unique_ptr<Backend> make_backend(std::string_view name) {
-  if (name == "null") return std::make_unique<NullBackend>();
-  if (name == "hdf5") return make_hdf5_backend();
-  throw UsageError("--backend", "expected null or hdf5, got '" + std::string(name) + "'");
+BackendSpec null_spec() {
+  BackendSpec s;
+  s.name = "null";
+  s.summary = "a dry run: counts what it is given, writes nothing";
+  s.make = [](const StorageOptions&) -> std::unique_ptr<Backend> {
+    return std::make_unique<NullBackend>();
+  };
+  return s;
 }
 
 std::vector<WrittenPart> merge_written_parts(std::vector<WrittenPart> parts) {

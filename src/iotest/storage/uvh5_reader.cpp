@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -203,6 +204,33 @@ bool Uvh5Reader::chunk_present(index_t row, index_t channel) const {
                              static_cast<hsize_t>(channel / chunk_channels_ * chunk_channels_), 0};
   hsize_t bytes = 0;
   return H5Dget_chunk_storage_size(h_->visdata, offset, &bytes) >= 0 && bytes > 0;
+}
+
+bool Uvh5Reader::recognises(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  return H5Fis_hdf5(path.c_str()) > 0;
+}
+
+bool Uvh5Reader::read_chunk(const ChunkKey& key, cplx* out) const {
+  const index_t row0 = key.row_chunk * chunk_rows_, chan0 = key.freq_chunk * chunk_channels_;
+  if (!chunk_present(row0, chan0)) return false;
+  // The part inside the observation, into its place in the full chunk.
+  const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - row0);
+  const index_t chans = std::min(chunk_channels_, nfreqs_ - chan0);
+  std::fill(out, out + chunk_rows_ * chunk_channels_, cplx{});
+  const hsize_t offset[3] = {static_cast<hsize_t>(row0), static_cast<hsize_t>(chan0), 0};
+  const hsize_t count[3] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(chans), 1};
+  const hsize_t whole[2] = {static_cast<hsize_t>(chunk_rows_), static_cast<hsize_t>(chunk_channels_)};
+  const hsize_t start[2] = {0, 0}, part[2] = {count[0], count[1]};
+  const hid_t file_space = H5Dget_space(h_->visdata);
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr);
+  const hid_t memory = H5Screate_simple(2, whole, nullptr);
+  H5Sselect_hyperslab(memory, H5S_SELECT_SET, start, nullptr, part, nullptr);
+  const herr_t status = H5Dread(h_->visdata, h_->complex, memory, file_space, H5P_DEFAULT, out);
+  H5Sclose(memory);
+  H5Sclose(file_space);
+  if (status < 0) throw std::runtime_error(path_ + ": reading a chunk failed");
+  return true;
 }
 
 cplx Uvh5Reader::visibility(index_t row, index_t channel) const {

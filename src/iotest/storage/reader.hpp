@@ -1,0 +1,55 @@
+// The read half of a storage back-end: what `iotest verify` (and later
+// `iotest read` and the imaging direction) need from an output, whatever
+// wrote it. A multi-file output set has the full observation's shape in
+// every file, each holding only the chunks its writer wrote.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "iotest/storage/backend.hpp"
+
+namespace iotest::storage {
+
+class Reader {
+ public:
+  virtual ~Reader() = default;
+  virtual std::string_view backend() const = 0;  // the back-end that wrote it
+
+  index_t baselines() const { return nbls_; }
+  index_t times() const { return ntimes_; }
+  index_t channels() const { return nfreqs_; }
+  const std::vector<double>& frequencies() const { return freq_; }  // Hz
+  const std::optional<Provenance>& provenance() const { return provenance_; }
+  index_t chunk_rows() const { return chunk_rows_; }  // baseline-times per storage chunk
+  index_t chunk_channels() const { return chunk_channels_; }
+  index_t row_chunks() const { return (nbls_ * ntimes_ + chunk_rows_ - 1) / chunk_rows_; }
+  index_t channel_chunks() const { return (nfreqs_ + chunk_channels_ - 1) / chunk_channels_; }
+  index_t chunks_expected() const { return row_chunks() * channel_chunks(); }
+
+  // (u, v, w) in metres; row = baseline * times + time.
+  virtual std::array<double, 3> uvw(index_t row) const = 0;
+  // A stonewalled output's written parts (empty otherwise).
+  virtual std::vector<WrittenPart> written_parts() const = 0;
+  virtual index_t chunks_present() const = 0;
+  // Per chunk (row_chunk * channel_chunks() + channel_chunk): present or
+  // not, without reading any visibility.
+  virtual std::vector<bool> chunk_map() const = 0;
+  // Whether the chunk holding this visibility is present.
+  virtual bool chunk_present(index_t row, index_t channel) const = 0;
+  virtual cplx visibility(index_t row, index_t channel) const = 0;
+  // A whole chunk, chunk_rows() x chunk_channels() row-major, zero past the
+  // observation's edges; false (and `out` untouched) if it is absent.
+  virtual bool read_chunk(const ChunkKey& key, cplx* out) const = 0;
+
+ protected:
+  index_t nbls_ = 0, ntimes_ = 0, nfreqs_ = 0, chunk_rows_ = 1, chunk_channels_ = 1;
+  std::vector<double> freq_;
+  std::optional<Provenance> provenance_;
+};
+
+}  // namespace iotest::storage

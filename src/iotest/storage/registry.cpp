@@ -1,0 +1,94 @@
+// The back-end registry: the list of back-ends, the default from the output
+// path, the checks of --storage and the namespaced options.
+#include "iotest/storage/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::storage {
+namespace {
+
+const BackendSpec* find(std::string_view name) {
+  for (const auto& b : backends())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+std::string names() {
+  std::string s;
+  for (const auto& b : backends()) s += (s.empty() ? "" : ", ") + b.name;
+  return s;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+const std::vector<BackendSpec>& backends() {
+  static const std::vector<BackendSpec> all{null_spec(), hdf5_spec(), posix_spec()};
+  return all;
+}
+
+std::string backend_for(const StorageOptions& options, const std::string& path) {
+  if (!options.storage.empty()) return options.storage;
+  if (path.empty()) return "null";
+  for (const char* suffix : {".h5", ".hdf5", ".uvh5"})
+    if (ends_with(path, suffix)) return "hdf5";
+  return "posix";
+}
+
+void check_storage(const StorageOptions& options, const std::string& path) {
+  const std::string name = backend_for(options, path);
+  const BackendSpec* chosen = find(name);
+  if (!chosen)
+    throw UsageError("--storage", fmt::format("expected one of {}, got '{}'", names(), name));
+  if (name != "null" && path.empty())
+    throw UsageError("--storage", fmt::format("--storage={} needs an output path", name));
+  for (const auto& [key, value] : options.values) {
+    const auto owner = key.substr(0, key.find('.'));
+    if (owner != name)
+      throw UsageError("--" + key, fmt::format("applies to --storage={}, not {}", owner, name));
+  }
+  chosen->make(options);  // the back-end's own checks of its values
+}
+
+std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path) {
+  check_storage(options, path);
+  return find(backend_for(options, path))->make(options);
+}
+
+std::unique_ptr<Reader> open_reader(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path))
+    throw UsageError(path, "no such file");
+  for (const auto& b : backends())
+    if (b.recognises && b.recognises(path)) return b.open(path);
+  throw UsageError(path, "not an output of iotest's storage back-ends (" + names() + ")");
+}
+
+std::string option_choice(const StorageOptions& options, const std::string& key,
+                          const std::string& fallback, const std::vector<std::string>& choices) {
+  const auto it = options.values.find(key);
+  const std::string value = it == options.values.end() ? fallback : it->second;
+  if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string expected;
+    for (const auto& c : choices) expected += (expected.empty() ? "" : " or ") + c;
+    throw UsageError("--" + key, fmt::format("expected {}, got '{}'", expected, value));
+  }
+  return value;
+}
+
+bool option_flag(const StorageOptions& options, const std::string& key) {
+  const auto it = options.values.find(key);
+  if (it == options.values.end()) return false;
+  if (it->second == "true" || it->second == "1") return true;
+  if (it->second == "false" || it->second == "0") return false;
+  throw UsageError("--" + key, fmt::format("expected true or false, got '{}'", it->second));
+}
+
+}  // namespace iotest::storage

@@ -1,0 +1,71 @@
+// The storage back-ends users choose, after IOR's: `--storage=NAME`, each
+// back-end's options under its own name (`--posix.direct`). This is the one
+// place that knows which back-ends exist; each back-end is one file that
+// describes itself with a BackendSpec.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "iotest/storage/backend.hpp"
+#include "iotest/storage/reader.hpp"
+
+namespace iotest::storage {
+
+// The storage settings as given: the back-end and its namespaced options.
+struct StorageOptions {
+  std::string storage;                        // empty: from the output path
+  std::map<std::string, std::string> values;  // "posix.fsync" -> "chunk"
+};
+
+// One back-end option, `--KEY` on the command line (KEY = backend.name).
+struct OptionSpec {
+  std::string key;
+  std::string help;
+  bool flag = false;          // a switch (value "true" when given)
+  std::string default_value;  // shown in --help; "" for none
+};
+
+struct BackendSpec {
+  std::string name;
+  std::string summary;
+  std::vector<OptionSpec> options;
+  // Checks the options (UsageError naming the option) and makes a writer
+  // back-end from them.
+  std::unique_ptr<Backend> (*make)(const StorageOptions& options) = nullptr;
+  // Whether an existing file is this back-end's output (by its signature),
+  // and a reader for it; nothing for back-ends that keep nothing.
+  bool (*recognises)(const std::string& path) = nullptr;
+  std::unique_ptr<Reader> (*open)(const std::string& path) = nullptr;
+};
+
+// Every back-end, in the order --help lists them.
+const std::vector<BackendSpec>& backends();
+
+// The back-end for an output: --storage if given, else from the path:
+// `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `posix` otherwise.
+std::string backend_for(const StorageOptions& options, const std::string& path);
+// Checks --storage and every option given (known, of the chosen back-end,
+// a valid value): UsageError naming the option. Makes nothing.
+void check_storage(const StorageOptions& options, const std::string& path);
+// The writer back-end for `path` (checked as above).
+std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path);
+// A reader for an existing output, whichever back-end wrote it; UsageError
+// naming the file if none recognises it.
+std::unique_ptr<Reader> open_reader(const std::string& path);
+
+// Option values for back-ends' make(): `key`'s value, its default if not
+// given; UsageError("--KEY") if it is not one of `choices`.
+std::string option_choice(const StorageOptions& options, const std::string& key,
+                          const std::string& fallback, const std::vector<std::string>& choices);
+bool option_flag(const StorageOptions& options, const std::string& key);
+
+// The back-ends' descriptions, each defined in its own file.
+BackendSpec null_spec();   // null_backend.cpp
+BackendSpec hdf5_spec();   // hdf5_backend.cpp
+BackendSpec posix_spec();  // posix_backend.cpp
+
+}  // namespace iotest::storage
