@@ -20,6 +20,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
 
 namespace {
 
@@ -75,6 +76,33 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
                 "real run's chunks (needs --vis-set)");
   app->add_flag("--fork-writer", o.fork_writer,
                 "writers are forked processes, not threads (HDF5 serialises threads)");
+}
+
+// --storage and every back-end's options, each under its back-end's name
+// (--posix.direct) and listed in its own group of --help, as IOR does.
+void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o) {
+  std::string names;
+  for (const auto& b : iotest::storage::backends()) names += (names.empty() ? "" : ", ") + b.name;
+  app->add_option("--storage", o.storage,
+                  "storage back-end: " + names +
+                      " (default: from the output: none null, .h5 hdf5, other posix)")
+      ->group("Storage");
+  for (const auto& b : iotest::storage::backends())
+    for (const auto& opt : b.options) {
+      const std::string group = "Storage: --storage=" + b.name + " (" + b.summary + ")";
+      if (opt.flag) {
+        app->add_flag_callback("--" + opt.key, [&o, key = opt.key] { o.values[key] = "true"; },
+                               opt.help)
+            ->group(group);
+      } else {
+        const std::string help =
+            opt.help + (opt.default_value.empty() ? "" : " (default: " + opt.default_value + ")");
+        app->add_option_function<std::string>(
+               "--" + opt.key, [&o, key = opt.key](const std::string& v) { o.values[key] = v; },
+               help)
+            ->group(group);
+      }
+    }
 }
 
 void emit(const iotest::report::Report& report, const std::string& report_path) {
@@ -270,12 +298,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   degrid->add_option("--report", report_path, "write the JSON report to this file");
   degrid->add_option("output", degrid_opts.output,
-                     "UVH5 file to write the visibilities to (omit: a dry run)");
+                     "file to write the visibilities to (omit: a dry run)");
+  add_storage_options(degrid, degrid_opts.storage);
 
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
-  verify->add_option("files", verify_opts.files, "UVH5 files written by iotest")->required();
+  verify->add_option("files", verify_opts.files, "files written by iotest (any back-end)")
+      ->required();
   verify->add_option("--source-count", verify_opts.source_count,
                      "sources of the sky (default: the file's)");
   verify->add_option("--seed", verify_opts.seed, "seed of the sky (default: the file's)")
@@ -332,7 +362,8 @@ int main(int argc, char** argv) {
                   "fraction done and the projected time of the whole observation");
   run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
   run->add_option("output", run_opts.output,
-                  "OUT%d.h5: one UVH5 file per writer, %d its number (omit: a dry run)");
+                  "OUT%d.h5: one file per writer, %d its number (omit: a dry run)");
+  add_storage_options(run, run_opts.storage);
 
   // `iotest [run] ...`: without a command name, the pipeline runs.
   std::vector<char*> args(argv, argv + argc);

@@ -22,6 +22,7 @@ namespace iotest::commands {
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
+  storage::check_storage(o.storage, o.output);  // before the seconds of planning
   auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;

@@ -17,21 +17,21 @@
 #include "iotest/config/rec_set.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
-#include "iotest/storage/uvh5_reader.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/telescope/geodesy.hpp"
 
 namespace iotest::commands {
 namespace {
 
-const storage::Provenance& provenance_of(const storage::Uvh5Reader& file, const std::string& path) {
+const storage::Provenance& provenance_of(const storage::Reader& file, const std::string& path) {
   if (!file.provenance())
     throw UsageError(path, "has no iotest provenance (rec-set, sky): not written by iotest");
   return *file.provenance();
 }
 
 // Files of one output set share the observation's shape and the sky.
-void check_same_set(const storage::Uvh5Reader& file, const std::string& path,
-                    const storage::Uvh5Reader& first, const std::string& first_path) {
+void check_same_set(const storage::Reader& file, const std::string& path,
+                    const storage::Reader& first, const std::string& first_path) {
   const auto mismatch = [&](const char* what, const auto& got, const auto& want) {
     if (got != want)
       throw UsageError(path, fmt::format("{} {} does not match {} ({} there): not one output set",
@@ -75,7 +75,7 @@ struct Sample {
 // sky, or for a synthetic set the pattern that names it.
 using Reference = std::function<cplx(const Sample&)>;
 
-Reference sky_reference(const storage::Uvh5Reader& first, const storage::Provenance& pv,
+Reference sky_reference(const storage::Reader& first, const storage::Provenance& pv,
                         const VerifyOptions& o) {
   const auto p = config::resolve_rec_set(pv.rec_set);
   auto sources = sky::random_sources(o.source_count.value_or(pv.source_count), p.used_size,
@@ -154,7 +154,7 @@ struct WrittenSample {
   std::vector<index_t> chunks;
   index_t visibilities = 0;
 };
-WrittenSample sample_written(const WrittenRuns& written, const storage::Uvh5Reader& first,
+WrittenSample sample_written(const WrittenRuns& written, const storage::Reader& first,
                              index_t wanted) {
   WrittenSample out;
   std::unordered_set<index_t> chunks;
@@ -207,20 +207,20 @@ report::Report verify(const VerifyOptions& o) {
 
   // Every file, opened once; the first gives the axes, (u, v, w) and the
   // sky for the whole set.
-  std::vector<std::unique_ptr<storage::Uvh5Reader>> files;
+  std::vector<std::unique_ptr<storage::Reader>> files;
   std::set<std::filesystem::path> seen;
   for (const auto& path : o.files) {
     std::error_code ec;
     const auto canonical = std::filesystem::weakly_canonical(path, ec);
     if (!seen.insert(ec ? std::filesystem::path(path) : canonical).second)
       throw UsageError(path, "is given twice: its chunks would be added twice");
-    files.push_back(std::make_unique<storage::Uvh5Reader>(path));
+    files.push_back(storage::open_reader(path));
     if (files.size() == 1)
       provenance_of(*files[0], path);
     else
       check_same_set(*files.back(), path, *files[0], o.files[0]);
   }
-  const storage::Uvh5Reader& first = *files[0];
+  const storage::Reader& first = *files[0];
   const auto& pv = *first.provenance();
   const index_t chan_chunks = first.channel_chunks();
 

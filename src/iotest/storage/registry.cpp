@@ -65,7 +65,7 @@ std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::
 
 std::unique_ptr<Reader> open_reader(const std::string& path) {
   if (!std::filesystem::is_regular_file(path))
-    throw UsageError(path, "no such file");
+    throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) return b.open(path);
   throw UsageError(path, "not an output of iotest's storage back-ends (" + names() + ")");
