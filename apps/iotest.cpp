@@ -4,13 +4,15 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <csignal>
-#include <cstring>
-#include <vector>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "iotest/commands/degrid.hpp"
 #include "iotest/commands/layout.hpp"
@@ -18,9 +20,12 @@
 #include "iotest/commands/recombine.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/swiftly/fft.hpp"
+#include "revision.hpp"  // generated: IOTEST_GIT_REVISION
 
 namespace {
 
@@ -105,7 +110,44 @@ void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o) {
     }
 }
 
-void emit(const iotest::report::Report& report, const std::string& report_path) {
+// The command line as typed, for every report (set once in main).
+std::string command_line;
+
+// Where the report was made: versions, hosts, date, the command line, and
+// the file system of `data_path` (the output, or the files read).
+iotest::report::Environment environment(const iotest::report::Report& report,
+                                        const std::string& data_path) {
+  iotest::report::Environment e;
+  e.iotest_version = IOTEST_VERSION;
+  e.git_revision = IOTEST_GIT_REVISION;
+  e.hdf5_version = iotest::storage::hdf5_version();
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(mpi, &length);  // allowed before MPI_Init
+  e.mpi_version = std::string(mpi, static_cast<size_t>(length));
+  e.mpi_version = e.mpi_version.substr(0, e.mpi_version.find_first_of(",\n"));
+  e.fftw_version = iotest::swiftly::fftw_library_version();
+  e.date = iotest::utc_now();
+  e.command_line = command_line;
+  if (report.pipeline) {
+    for (const auto& k : report.pipeline->per_rank)
+      if (std::find(e.hosts.begin(), e.hosts.end(), k.host) == e.hosts.end())
+        e.hosts.push_back(k.host);
+  }
+  if (e.hosts.empty()) e.hosts.push_back(iotest::host_name());
+  if (!data_path.empty()) {
+    // An output pattern (OUT%d.h5) is looked up by its folder.
+    const auto folder = std::filesystem::path(data_path).parent_path();
+    if (const auto m = iotest::mount_of(folder.empty() ? "." : folder.string()))
+      e.output = iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type,
+                                                         m->options};
+  }
+  return e;
+}
+
+void emit(iotest::report::Report report, const std::string& report_path,
+          const std::string& data_path = "") {
+  report.environment = environment(report, data_path);
   // With the JSON going to stdout the human summary moves to stderr, so
   // `--report=/dev/stdout` gives clean JSON.
   const bool json_on_stdout = report_path == "/dev/stdout";
@@ -155,7 +197,7 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
   // report ends with the failure status, the others as they are.
   if (rank == 0 && report) {
     try {
-      emit(*report, report_path);
+      emit(*report, report_path, options.output);
     } catch (const std::exception& e) {
       print_error(what_failed(e));
       status = iotest::kExitFailure;
@@ -365,6 +407,11 @@ int main(int argc, char** argv) {
                   "OUT%d.h5: one file per writer, %d its number (omit: a dry run)");
   add_storage_options(run, run_opts.storage);
 
+  for (int i = 0; i < argc; ++i) {
+    const std::string word = argv[i];
+    const bool quote = word.empty() || word.find_first_of(" \t'\"") != std::string::npos;
+    command_line += (i ? " " : "") + (quote ? "'" + word + "'" : word);
+  }
   // `iotest [run] ...`: without a command name, the pipeline runs.
   std::vector<char*> args(argv, argv + argc);
   std::string run_name = "run";
@@ -418,11 +465,11 @@ int main(int argc, char** argv) {
       emit(iotest::commands::run(rec_opts), report_path);
     } else if (*verify) {
       const auto report = iotest::commands::verify(verify_opts);
-      emit(report, report_path);
+      emit(report, report_path, verify_opts.files.front());
       if (!report.verification->passed) return iotest::kExitFailure;
     } else if (*degrid) {
       degrid_opts.margin = degrid_margin;
-      emit(iotest::commands::degrid(degrid_opts), report_path);
+      emit(iotest::commands::degrid(degrid_opts), report_path, degrid_opts.output);
     } else if (*layout) {
       emit(iotest::commands::layout(layout_opts), report_path);
     } else if (*plan) {

@@ -159,6 +159,27 @@ def test_degrid_reports_visibility_accuracy_and_rates(iotest, tmp_path):
     assert r["config"]["margin"] >= r["config"]["support"]
 
 
+def test_every_report_says_where_it_was_made(iotest, tmp_path):
+    # Versions, revision, host, date, the command line, and the output's
+    # file system (from /proc/self/mountinfo).
+    report, out = tmp_path / "e.json", tmp_path / "e.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", f"--report={report}", str(out), check=0)
+    e = load(report)["environment"]
+    assert e["iotest_version"] and e["git_revision"]
+    assert e["hdf5_version"].count(".") == 2
+    assert "MPI" in e["mpi_version"] and e["fftw_version"].startswith("fftw-3")
+    assert e["date"].endswith("Z") and e["date"][4] == "-"
+    assert e["hosts"] == [os.uname().nodename]
+    assert "--vis-set=vlaa" in e["command_line"] and str(out) in e["command_line"]
+    fs = e["output_file_system"]
+    assert fs["path"] == str(out) and fs["type"] and fs["options"]
+    assert str(out).startswith(fs["mount_point"])
+    plan = tmp_path / "p.json"
+    iotest("plan", "--rec-set=T05_", f"--report={plan}", check=0)
+    assert load(plan)["environment"]["hosts"] == [os.uname().nodename]
+
+
 @pytest.mark.parametrize("args,option", [
     (["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--support=7"], "--support"),
     (["degrid", "--rec-set=T05_", "--vis-set=vlaa", "--w-support=40"], "--w-support"),

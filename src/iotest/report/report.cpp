@@ -257,6 +257,18 @@ json to_json(const Report& r) {
     j["memory"]["items"] = items;
   }
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
+  if (r.environment) {
+    const auto& e = *r.environment;
+    j["environment"] = {{"iotest_version", e.iotest_version}, {"git_revision", e.git_revision},
+                        {"hdf5_version", e.hdf5_version},     {"mpi_version", e.mpi_version},
+                        {"fftw_version", e.fftw_version},     {"date", e.date},
+                        {"command_line", e.command_line},     {"hosts", e.hosts}};
+    if (e.output)
+      j["environment"]["output_file_system"] = {{"path", e.output->path},
+                                                {"mount_point", e.output->mount_point},
+                                                {"type", e.output->type},
+                                                {"options", e.output->options}};
+  }
   if (r.stonewall) {
     const auto& w = *r.stonewall;
     j["stonewall"] = {{"duration_s", w.duration_s},
@@ -359,7 +371,28 @@ json to_json(const Report& r) {
   return j;
 }
 
+namespace {
+std::string environment_text(const Environment& e) {
+  std::string hosts;
+  for (const auto& h : e.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+  std::string s = fmt::format("  iotest {} ({}) on {}, {}; HDF5 {}, {}, {}\n", e.iotest_version,
+                              e.git_revision, hosts, e.date, e.hdf5_version, e.mpi_version,
+                              e.fftw_version);
+  if (e.output)
+    s += fmt::format("  {} on {} ({}, mounted at {})\n", e.output->path, e.output->type,
+                     e.output->options, e.output->mount_point);
+  return s;
+}
+
+std::string render_body(const Report& r);
+}  // namespace
+
 std::string render_text(const Report& r) {
+  return render_body(r) + (r.environment ? environment_text(*r.environment) : std::string());
+}
+
+namespace {
+std::string render_body(const Report& r) {
   const auto& p = r.rec;
   std::string s;
   if (r.verification) {  // nor does a verification
@@ -530,6 +563,7 @@ std::string render_text(const Report& r) {
   if (r.advice) s += advice_text(*r.advice, r.observation);
   return s;
 }
+}  // namespace
 
 std::string render_run_plan(const Report& r) {
   const auto& p = r.rec;

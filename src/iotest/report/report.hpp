@@ -247,6 +247,22 @@ struct Advice {
   std::vector<std::string> warnings;  // advice, not errors: plan still exits 0
 };
 
+// Where and with what the figures were made, in every report (as IOR and
+// h5bench record it): a figure without its code, libraries, hosts and file
+// system cannot be compared.
+struct Environment {
+  std::string iotest_version, git_revision;
+  std::string hdf5_version, mpi_version, fftw_version;
+  std::string date;  // UTC, ISO 8601, when the report was made
+  std::string command_line;
+  std::vector<std::string> hosts;  // distinct, in rank order
+  struct FileSystem {
+    std::string path;  // the output (or input) it was found for
+    std::string mount_point, type, options;
+  };
+  std::optional<FileSystem> output;
+};
+
 struct Report {
   std::string mode;  // "recombine" or "plan"
   config::RecombinationParams rec;
@@ -263,6 +279,7 @@ struct Report {
   std::optional<Advice> advice;
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
+  std::optional<Environment> environment;
 };
 
 nlohmann::json to_json(const Report& report);

@@ -133,6 +133,9 @@ class Backend {
   std::vector<WrittenPart> written_parts_;
 };
 
+// The HDF5 library's version ("1.10.8"), for the reports.
+std::string hdf5_version();
+
 // Where an output is written until it is complete: PATH.partial.
 std::string partial_path(const std::string& path);
 // Renames a completed output (Backend::complete) to its final name; throws

@@ -444,6 +444,12 @@ class Hdf5Backend final : public Backend {
 
 }  // namespace
 
+std::string hdf5_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
 BackendSpec hdf5_spec() {
   BackendSpec s;
   s.name = "hdf5";

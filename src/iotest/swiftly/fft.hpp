@@ -14,6 +14,11 @@
 
 namespace iotest::swiftly {
 
+// FFTW's version ("fftw-3.3.10-sse2-avx"), for the reports.
+inline std::string fftw_library_version() {
+  return ::fftw_version;
+}
+
 class FftPlan {
  public:
   FftPlan() = default;

@@ -1,0 +1,19 @@
+# Writes OUTPUT (a header defining IOTEST_GIT_REVISION) from the source
+# tree's git revision, only when it changed, so that reports name the code
+# that made them without rebuilding everything at each commit.
+execute_process(
+  COMMAND git -C "${SOURCE_DIR}" describe --always --dirty --abbrev=12
+  OUTPUT_VARIABLE revision
+  OUTPUT_STRIP_TRAILING_WHITESPACE
+  ERROR_QUIET
+  RESULT_VARIABLE status)
+if(NOT status EQUAL 0 OR revision STREQUAL "")
+  set(revision "unknown")  # a source tree without git (a release tarball)
+endif()
+set(content "#define IOTEST_GIT_REVISION \"${revision}\"\n")
+if(EXISTS "${OUTPUT}")
+  file(READ "${OUTPUT}" old)
+endif()
+if(NOT old STREQUAL content)
+  file(WRITE "${OUTPUT}" "${content}")
+endif()
