@@ -1,0 +1,379 @@
+// The posix back-end: chunks (rewrites accumulated) read back exactly through
+// the registry's reader, with O_DIRECT and per-chunk syncs too; its options
+// checked; nothing left by an abort; incomplete files refused.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/backend.hpp"
+#include "iotest/storage/registry.hpp"
+#include "iotest/storage/uvh5_reader.hpp"
+
+namespace iotest::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the build folder: /tmp may be a tmpfs, which refuses
+// O_DIRECT on older kernels.
+fs::path scratch(const std::string& name) {
+  const auto dir = fs::path(IOTEST_TEST_SCRATCH) / ("posix_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Whether the folder's file system takes O_DIRECT.
+bool direct_supported(const fs::path& dir) {
+  const auto probe = (dir / "probe").string();
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
+
+// 351 baselines x 8 times in row chunks of 4; 12 channels in chunks of 8, so
+// the second channel chunk runs past the edge. A chunk is 512 B (padded).
+telescope::Observation edge_observation() {
+  return telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/12/8", -40.0});
+}
+// Row chunks of 8, one chunk of 32 channels: a chunk is 4096 B, a whole slot.
+telescope::Observation block_observation() {
+  return telescope::make_observation({"vlaa", "-60:60/8/8", "1e9:1.1e9/32/32", 20.0});
+}
+
+// Every field set, doubles that are not short decimals, a seed beyond int64,
+// an observation option left out.
+Provenance full_provenance(const telescope::Observation& obs) {
+  Provenance pv;
+  pv.rec_set = "T05_";
+  pv.pixel_lm = 1e-4 / 3;
+  pv.source_count = 7;
+  pv.seed = 0xfedcba9876543210ULL;
+  pv.synthetic = true;
+  pv.observation = {obs.vis_set, obs.time.text(), std::nullopt, obs.dec_deg};
+  pv.margin = 12;
+  pv.w_stack_step = 0.1 + 0.2;
+  pv.stonewalled = true;
+  return pv;
+}
+
+// A chunk's values, each naming its row and channel (plus `pass`), also past
+// the observation's edges; dyadic, so sums are exact. Page-aligned, so whole
+// slots go to O_DIRECT without a copy.
+struct Chunk {
+  std::unique_ptr<cplx, decltype(&std::free)> data{nullptr, &std::free};
+  const cplx* get() const { return data.get(); }
+};
+Chunk chunk_values(const VisibilityLayout& l, const ChunkKey& key, double pass) {
+  const auto bytes = static_cast<size_t>((l.chunk_bytes() + 4095) / 4096 * 4096);
+  Chunk c;
+  c.data.reset(static_cast<cplx*>(std::aligned_alloc(4096, bytes)));
+  for (index_t i = 0; i < l.chunk_values(); ++i) {
+    const index_t row = key.row_chunk * l.time_chunk + i / l.freq_chunk;
+    const index_t chan = key.freq_chunk * l.freq_chunk + i % l.freq_chunk;
+    c.data.get()[i] =
+        cplx(static_cast<double>(row) + pass, 0.25 * static_cast<double>(chan) - pass);
+  }
+  return c;
+}
+
+// Writes four chunks and rewrites one with `options`, then reads everything
+// back through open_reader: values, chunk map, provenance, written parts,
+// frequencies and (u, v, w) as the hdf5 back-end gives them.
+void round_trip(const StorageOptions& options, const telescope::Observation& obs,
+                bool with_provenance, const fs::path& dir) {
+  auto layout = layout_of(obs);
+  if (with_provenance) layout.provenance = full_provenance(obs);
+  const auto path = (dir / "out0.bin").string();
+  const ChunkKey last{layout.row_chunks() - 1, layout.freq_chunks() - 1};
+  const std::vector<ChunkKey> keys{{0, 0}, last, {5, layout.freq_chunks() - 1}, {3, 0}};
+  const ChunkKey again = keys[2];
+  const std::vector<WrittenPart> parts{{-1, 5, 0, 3}, {2, 9, 7, 8}};
+  {
+    auto backend = make_backend(options, path);
+    ASSERT_EQ(backend->name(), "posix");
+    backend->open(path, layout);
+    for (const auto& key : keys)
+      backend->write_chunk(key, chunk_values(layout, key, 0).get(), layout.chunk_values());
+    backend->write_chunk(again, chunk_values(layout, again, 64).get(), layout.chunk_values());
+    if (with_provenance) backend->set_written_parts(parts);
+    backend->complete();
+    EXPECT_TRUE(fs::exists(partial_path(path)));
+    EXPECT_FALSE(fs::exists(path));  // nothing under the final name before publishing
+    publish(path);
+    EXPECT_EQ(backend->stats().chunks_written, 4);
+    EXPECT_EQ(backend->stats().chunks_rewritten, 1);
+  }
+  ASSERT_TRUE(fs::exists(path));  // a completed output outlives its back-end
+  const auto slot = (layout.chunk_bytes() + 4095) / 4096 * 4096;
+  EXPECT_GT(static_cast<index_t>(fs::file_size(path)), 4096 + 4 * slot);
+
+  const auto reader = open_reader(path);
+  EXPECT_EQ(reader->backend(), "posix");
+  EXPECT_EQ(reader->baselines(), obs.baseline_count());
+  EXPECT_EQ(reader->times(), obs.time.steps);
+  EXPECT_EQ(reader->channels(), obs.freq.steps);
+  EXPECT_EQ(reader->chunk_rows(), layout.time_chunk);
+  EXPECT_EQ(reader->chunk_channels(), layout.freq_chunk);
+  ASSERT_EQ(reader->frequencies().size(), static_cast<size_t>(obs.freq.steps));
+  for (index_t k = 0; k < obs.freq.steps; ++k)
+    EXPECT_EQ(reader->frequencies()[static_cast<size_t>(k)], obs.freq.at(k));
+
+  if (with_provenance) {
+    ASSERT_TRUE(reader->provenance());
+    const auto& got = *reader->provenance();
+    const auto& want = *layout.provenance;
+    EXPECT_EQ(got.rec_set, want.rec_set);
+    EXPECT_EQ(got.pixel_lm, want.pixel_lm);
+    EXPECT_EQ(got.source_count, want.source_count);
+    EXPECT_EQ(got.seed, want.seed);
+    EXPECT_EQ(got.synthetic, want.synthetic);
+    EXPECT_EQ(got.observation.vis_set, want.observation.vis_set);
+    EXPECT_EQ(got.observation.time, want.observation.time);
+    EXPECT_FALSE(got.observation.freq.has_value());
+    EXPECT_EQ(got.observation.dec_deg, want.observation.dec_deg);
+    EXPECT_EQ(got.margin, want.margin);
+    EXPECT_EQ(got.w_stack_step, want.w_stack_step);
+    EXPECT_EQ(got.stonewalled, want.stonewalled);
+    EXPECT_EQ(reader->written_parts(), parts);
+  } else {
+    EXPECT_FALSE(reader->provenance());
+    EXPECT_TRUE(reader->written_parts().empty());
+  }
+
+  EXPECT_EQ(reader->chunks_present(), 4);
+  const auto map = reader->chunk_map();
+  ASSERT_EQ(static_cast<index_t>(map.size()), layout.chunk_count());
+  for (index_t id = 0; id < layout.chunk_count(); ++id) {
+    const bool written = std::any_of(keys.begin(), keys.end(), [&](const ChunkKey& k) {
+      return k.row_chunk * layout.freq_chunks() + k.freq_chunk == id;
+    });
+    EXPECT_EQ(map[static_cast<size_t>(id)], written) << "chunk " << id;
+  }
+
+  // Every written chunk's values, the rewritten one summed; zero past the edges.
+  std::vector<cplx> out(static_cast<size_t>(layout.chunk_values()));
+  for (const auto& key : keys) {
+    const auto first = chunk_values(layout, key, 0);
+    const auto second = chunk_values(layout, key, 64);
+    ASSERT_TRUE(reader->read_chunk(key, out.data()));
+    for (index_t i = 0; i < layout.chunk_values(); ++i) {
+      const index_t row = key.row_chunk * layout.time_chunk + i / layout.freq_chunk;
+      const index_t chan = key.freq_chunk * layout.freq_chunk + i % layout.freq_chunk;
+      const bool inside = row < layout.rows() && chan < layout.channels;
+      cplx want = first.get()[i];
+      if (key.row_chunk == again.row_chunk && key.freq_chunk == again.freq_chunk)
+        want += second.get()[i];
+      EXPECT_EQ(out[static_cast<size_t>(i)], inside ? want : cplx{}) << row << ", " << chan;
+      if (inside) {
+        EXPECT_TRUE(reader->chunk_present(row, chan));
+        EXPECT_EQ(reader->visibility(row, chan), want) << row << ", " << chan;
+      }
+    }
+  }
+  // An absent chunk: not present, reads as zero, read_chunk leaves `out` alone.
+  const index_t absent_row = 1 * layout.time_chunk;
+  EXPECT_FALSE(reader->chunk_present(absent_row, 0));
+  EXPECT_EQ(reader->visibility(absent_row, 0), cplx{});
+  std::fill(out.begin(), out.end(), cplx(7, 7));
+  EXPECT_FALSE(reader->read_chunk({1, 0}, out.data()));
+  EXPECT_EQ(out[0], cplx(7, 7));
+
+  // (u, v, w): as the hdf5 back-end writes them for the same observation.
+  const auto h5 = (dir / "axes.h5").string();
+  {
+    auto backend = make_backend(StorageOptions{"hdf5", {}}, h5);
+    backend->open(h5, layout);
+    backend->close();
+  }
+  const Uvh5Reader uvh5(h5);
+  for (const index_t row : {index_t{0}, index_t{1}, index_t{7}, index_t{8}, index_t{1001},
+                            layout.rows() - 1}) {
+    const auto got = reader->uvw(row), want = uvh5.uvw(row);
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-9) << "row " << row;
+  }
+  const auto far = reader->uvw(layout.rows() - 1);
+  EXPECT_GT(std::abs(far[0]) + std::abs(far[1]) + std::abs(far[2]), 1.0);  // not all zero
+}
+
+// Both observations (a padded chunk at the edges, a chunk that is a whole
+// slot), each in its own folder.
+void round_trips(const StorageOptions& options, const fs::path& dir) {
+  fs::create_directories(dir / "edge");
+  fs::create_directories(dir / "block");
+  round_trip(options, edge_observation(), true, dir / "edge");
+  round_trip(options, block_observation(), false, dir / "block");
+}
+
+TEST(Posix, ChunksReadBackExactly) {
+  const auto dir = scratch("round_trip");
+  round_trips(StorageOptions{"posix", {}}, dir);
+  round_trip(StorageOptions{}, block_observation(), true, dir);  // posix from the path
+  fs::remove_all(dir);
+}
+
+TEST(Posix, ChunksReadBackExactlyWithDirectIo) {
+  const auto dir = scratch("direct");
+  if (!direct_supported(dir)) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << dir << " refuses O_DIRECT";
+  }
+  round_trips(StorageOptions{"posix", {{"posix.direct", "true"}}}, dir);
+  fs::remove_all(dir);
+}
+
+TEST(Posix, ChunksReadBackExactlyWithASyncPerChunk) {
+  const auto dir = scratch("fsync_chunk");
+  round_trips(StorageOptions{"posix", {{"posix.fsync", "chunk"}}}, dir);
+  fs::remove_all(dir);
+}
+
+// Where the file system refuses O_DIRECT (a tmpfs before Linux 6.6), the
+// error says so and names the file, and nothing is left.
+TEST(Posix, RefusedDirectIoIsAClearError) {
+  const fs::path shm = "/dev/shm";
+  if (!fs::is_directory(shm)) GTEST_SKIP() << "no /dev/shm";
+  const auto dir = shm / ("iotest_posix_direct_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  if (direct_supported(dir)) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "/dev/shm takes O_DIRECT here";
+  }
+  const auto obs = edge_observation();
+  const auto path = (dir / "out.bin").string();
+  auto backend = make_backend(StorageOptions{"posix", {{"posix.direct", "true"}}}, path);
+  try {
+    backend->open(path, layout_of(obs));
+    ADD_FAILURE() << "O_DIRECT accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("O_DIRECT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(partial_path(path)), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+TEST(Posix, BadOptionValuesAreUsageErrors) {
+  const auto option_of = [](const StorageOptions& o) -> std::string {
+    try {
+      make_backend(o, "out%d.bin");
+    } catch (const UsageError& e) {
+      return e.option();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(option_of({"posix", {{"posix.fsync", "sometimes"}}}), "--posix.fsync");
+  EXPECT_EQ(option_of({"", {{"posix.direct", "maybe"}}}), "--posix.direct");
+  EXPECT_EQ(option_of({"posix", {{"posix.fsync", "chunk"}, {"posix.direct", "1"}}}), "accepted");
+  EXPECT_EQ(option_of({"posix", {{"posix.fsync", "close"}, {"posix.direct", "false"}}}),
+            "accepted");
+}
+
+// The back-end by the output's name, and its options only with it.
+TEST(Posix, ChosenByPathWithItsOwnOptions) {
+  EXPECT_EQ(backend_for(StorageOptions{}, "out%d.bin"), "posix");
+  EXPECT_EQ(backend_for(StorageOptions{}, "out.h5"), "hdf5");
+  EXPECT_EQ(backend_for(StorageOptions{"posix", {}}, "out.h5"), "posix");
+  for (const auto& storage : {std::string("hdf5"), std::string()}) {
+    try {
+      check_storage(StorageOptions{storage, {{"posix.direct", "true"}}}, "out.h5");
+      ADD_FAILURE() << "--posix.direct accepted for hdf5";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.option(), "--posix.direct");
+    }
+  }
+  EXPECT_NO_THROW(check_storage(
+      StorageOptions{"", {{"posix.direct", "true"}, {"posix.fsync", "chunk"}}}, "out%d.bin"));
+  const auto& all = backends();
+  const auto posix = std::find_if(all.begin(), all.end(), [](const BackendSpec& b) {
+    return b.name == "posix";
+  });
+  ASSERT_NE(posix, all.end());
+  ASSERT_EQ(posix->options.size(), 2u);
+  EXPECT_EQ(posix->options[0].key, "posix.direct");
+  EXPECT_TRUE(posix->options[0].flag);
+  EXPECT_EQ(posix->options[1].key, "posix.fsync");
+  EXPECT_EQ(posix->options[1].default_value, "close");
+}
+
+// Aborted, or dropped without closing (a writer failing), an output leaves
+// neither its partial file nor a final one.
+TEST(Posix, AbortLeavesNoFile) {
+  const auto obs = edge_observation();
+  const auto layout = layout_of(obs);
+  const auto dir = scratch("abort");
+  const auto path = (dir / "out.bin").string();
+  const auto data = chunk_values(layout, {0, 0}, 0);
+  {
+    auto backend = make_backend(StorageOptions{"posix", {}}, path);
+    backend->open(path, layout);
+    backend->write_chunk({0, 0}, data.get(), 32);
+    EXPECT_TRUE(fs::exists(partial_path(path)));
+    EXPECT_FALSE(fs::exists(path));
+    backend->abort();
+    EXPECT_TRUE(fs::is_empty(dir));
+    backend->abort();  // twice: nothing more
+  }
+  {
+    auto backend = make_backend(StorageOptions{"posix", {}}, path);
+    backend->open(path, layout);
+    backend->write_chunk({0, 0}, data.get(), 32);
+    backend->flush();
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+// A file cut anywhere before the end of its footer, or one whose writer never
+// closed it, is refused, naming the file.
+TEST(Posix, IncompleteFileIsRefused) {
+  const auto obs = edge_observation();
+  const auto layout = layout_of(obs);
+  const auto dir = scratch("incomplete");
+  const auto path = (dir / "out.bin").string();
+  const auto data = chunk_values(layout, {0, 0}, 0);
+  {
+    auto backend = make_backend(StorageOptions{"posix", {}}, path);
+    backend->open(path, layout);
+    backend->write_chunk({0, 0}, data.get(), 32);
+    backend->write_chunk({9, 1}, data.get(), 32);
+    backend->flush();
+    fs::copy_file(partial_path(path), dir / "crashed.bin");  // as a crash would leave it
+    backend->close();
+  }
+  EXPECT_NO_THROW(open_reader(path));
+  const auto size = static_cast<std::uintmax_t>(fs::file_size(path));
+  const std::uintmax_t slots_end = 4096 + 2 * 4096;
+  std::vector<std::string> refused{(dir / "crashed.bin").string()};
+  const std::uintmax_t header = 4096, too_short = 10;
+  for (const std::uintmax_t cut :
+       {size - 1, size - 64, slots_end + 8, slots_end, header, too_short}) {
+    const auto copy = (dir / ("cut" + std::to_string(cut) + ".bin")).string();
+    fs::copy_file(path, copy);
+    fs::resize_file(copy, cut);
+    refused.push_back(copy);
+  }
+  for (const auto& file : refused) {
+    try {
+      open_reader(file);
+      ADD_FAILURE() << file << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.option(), file);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace iotest::storage
