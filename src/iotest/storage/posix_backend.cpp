@@ -117,12 +117,12 @@ std::int64_t get_i64(const char* at) {
 struct Free {
   void operator()(void* p) const noexcept { std::free(p); }
 };
-using AlignedBuffer = std::unique_ptr<void, Free>;
-AlignedBuffer aligned_buffer(std::int64_t bytes) {  // bytes: a multiple of kBlock
+using PageBuffer = std::unique_ptr<void, Free>;
+PageBuffer page_buffer(std::int64_t bytes) {  // bytes: a multiple of kBlock
   void* p = std::aligned_alloc(kBlock, static_cast<size_t>(bytes));
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, static_cast<size_t>(bytes));
-  return AlignedBuffer(p);
+  return PageBuffer(p);
 }
 
 json options_json(const telescope::ObservationOptions& o) {
@@ -213,7 +213,7 @@ class PosixBackend final : public Backend {
       put_i64(header.data() + 24, chunk_bytes_);
       put_i64(header.data() + 32, slot_bytes_);
       pwrite_all(fd_, header.data(), kBlock, 0, temp_);
-      buffer_ = aligned_buffer(slot_bytes_);
+      buffer_ = page_buffer(slot_bytes_);
     } catch (...) {
       abort();
       throw;
@@ -328,7 +328,7 @@ class PosixBackend final : public Backend {
   int fd_ = -1;         // buffered: header, trailer, and chunks without O_DIRECT
   int direct_fd_ = -1;  // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
-  AlignedBuffer buffer_;  // one slot: padding and read-backs for rewrites
+  PageBuffer buffer_;  // one slot: padding and read-backs for rewrites
   // Slot -> chunk id (the index written at close) and chunk id -> slot (for
   // rewrites): both proportional to the chunks this writer writes, 8 + 16 B
   // per chunk (plus the hash table's own overhead), not to the observation.
