@@ -60,7 +60,12 @@ def ends_with_one_error(proc, status, *words):
 
 def nothing_looks_complete(folder):
     """After a failure no output has its final name (.partial files may stay)."""
-    assert not list(Path(folder).rglob("*.h5")), sorted(os.listdir(folder))
+    outputs = [p for ext in ("h5", "bin") for p in Path(folder).rglob(f"*.{ext}")]
+    assert not outputs, sorted(os.listdir(folder))
+
+
+# Every writing back-end, by its output's name (storage::backend_for).
+BACKENDS = ["h5", "bin"]
 
 
 needs_prlimit = pytest.mark.skipif(shutil.which("prlimit") is None,
@@ -87,11 +92,12 @@ def test_the_report_path_checked_on_rank_0_stops_every_rank(mpirun, tmp_path, re
     assert not os.listdir(tmp_path / "out")
 
 
-def test_an_output_folder_one_streamer_lacks_stops_every_rank(mpirun, tmp_path):
+@pytest.mark.parametrize("ext", BACKENDS)
+def test_an_output_folder_one_streamer_lacks_stops_every_rank(mpirun, tmp_path, ext):
     # out0.h5 (rank 1) can be created, out1.h5 (rank 2) cannot: only rank 2
     # finds it, and every rank leaves with the usage status.
     (tmp_path / "d0").mkdir()
-    proc = mpirun(3, *OBS, str(tmp_path / "d%d" / "out.h5"))
+    proc = mpirun(3, *OBS, str(tmp_path / "d%d" / f"out.{ext}"))
     ends_with_one_error(proc, 2, "OUTPUT", "d1")
     assert not os.listdir(tmp_path / "d0")
 
@@ -140,16 +146,19 @@ def test_an_allocation_failing_on_one_rank_ends_the_job():
 
 
 @needs_prlimit
-@pytest.mark.parametrize("extra", [[], ["--fork-writer"]])
-def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra):
+@pytest.mark.parametrize("ext", BACKENDS)
+@pytest.mark.parametrize("extra", [[], ["--fork-writer"], ["--assigner"]])
+def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
     # Rank 2 (streamer 1) may write files up to 6 MB, and its file grows to
     # 9.7 MB: a write fails mid-run as on a full disk (iotest ignores
     # SIGXFSZ). The limit stays above Open MPI's shared-memory segments.
-    args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / "out%d.h5")]
-    proc = mpmd((2, [], args), (1, ["prlimit", "--fsize=6000000"], args))
-    ends_with_one_error(proc, 1, "(rank 2)", "out1.h5", "failed")
+    # With an assigner it is the 4th rank, after the streamers.
+    args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / f"out%d.{ext}")]
+    rest = [(1, [], args)] if "--assigner" in extra else []
+    proc = mpmd((2, [], args), (1, ["prlimit", "--fsize=6000000"], args), *rest)
+    ends_with_one_error(proc, 1, "(rank 2)", f"out1.{ext}", "failed")
     nothing_looks_complete(tmp_path)
-    assert "out1.h5.partial" not in os.listdir(tmp_path)  # the failed writer dropped it
+    assert f"out1.{ext}.partial" not in os.listdir(tmp_path)  # the failed writer dropped it
 
 
 def test_a_report_that_cannot_be_written_at_the_end_fails_the_job(mpirun, tmp_path):
