@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/pipeline/read.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
@@ -85,13 +87,16 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
 
 // --storage and every back-end's options, each under its back-end's name
 // (--posix.direct) and listed in its own group of --help, as IOR does.
-void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o) {
+// `choose`: the command writes, so the back-end is chosen (readers find
+// it from the files).
+void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o, bool choose = true) {
   std::string names;
   for (const auto& b : iotest::storage::backends()) names += (names.empty() ? "" : ", ") + b.name;
-  app->add_option("--storage", o.storage,
-                  "storage back-end: " + names +
-                      " (default: from the output: none null, .h5 hdf5, other posix)")
-      ->group("Storage");
+  if (choose)
+    app->add_option("--storage", o.storage,
+                    "storage back-end: " + names +
+                        " (default: from the output: none null, .h5 hdf5, other posix)")
+        ->group("Storage");
   for (const auto& b : iotest::storage::backends())
     for (const auto& opt : b.options) {
       const std::string group = "Storage: --storage=" + b.name + " (" + b.summary + ")";
@@ -166,12 +171,14 @@ std::string what_failed(const std::exception& e) {
   return dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory" : e.what();
 }
 
-// The distributed run: MPI only lives here (docs/pipeline.md, "When a rank
-// fails"). Usage errors are agreed by every rank: rank 0 says it once and
-// all leave with the usage status. Any other failure is this rank's alone,
-// with peers perhaps blocked on it: only MPI_Abort reaches them.
-int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
-                 const std::string& parse_error) {
+// A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
+// "When a rank fails"). Usage errors are agreed by every rank: rank 0 says
+// it once and all leave with the usage status. Any other failure is this
+// rank's alone, with peers perhaps blocked on it: only MPI_Abort reaches
+// them. `body` runs the command; `data_path` is its output or input.
+int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
+            const std::string& report_path, const std::string& parse_error,
+            const std::string& data_path) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
@@ -185,7 +192,7 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
     iotest::pipeline::agree_on_usage(MPI_COMM_WORLD, [&] {
       if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
     });
-    report = iotest::pipeline::run(options, MPI_COMM_WORLD);
+    report = body(MPI_COMM_WORLD);
   } catch (const iotest::UsageError& e) {
     if (rank == 0) print_error(e.one_line());
     status = iotest::kExitUsage;
@@ -197,14 +204,22 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
   // report ends with the failure status, the others as they are.
   if (rank == 0 && report) {
     try {
-      emit(*report, report_path, options.output);
+      emit(*report, report_path, data_path);
     } catch (const std::exception& e) {
       print_error(what_failed(e));
       status = iotest::kExitFailure;
     }
+    // A read-back that found wrong values fails, as verify does.
+    if (report->reading && !report->reading->passed) status = iotest::kExitFailure;
   }
   MPI_Finalize();
   return status;
+}
+
+int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
+                 const std::string& parse_error) {
+  return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
+                 parse_error, options.output);
 }
 
 }  // namespace
@@ -343,6 +358,18 @@ int main(int argc, char** argv) {
                      "file to write the visibilities to (omit: a dry run)");
   add_storage_options(degrid, degrid_opts.storage);
 
+  iotest::pipeline::ReadOptions read_opts;
+  auto* read = app.add_subcommand(
+      "read", "read a run's output back as the imaging direction will (under mpirun: each rank "
+              "its share of the files), and measure it");
+  read->add_option("files", read_opts.files, "files written by iotest (any back-end)")->required();
+  read->add_flag("--drop-caches", read_opts.drop_caches,
+                 "empty the page cache before reading (root: /proc/sys/vm/drop_caches)");
+  read->add_flag("--check", read_opts.check,
+                 "check every value read against the synthetic pattern (--synthetic-vis sets)");
+  read->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+  add_storage_options(read, read_opts.storage, false);
+
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
@@ -445,6 +472,9 @@ int main(int argc, char** argv) {
   }
 
   if (report_path == "-") report_path = "/dev/stdout";
+  if (*read)
+    return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); },
+                   report_path, "", read_opts.files.front());
   if (*run) {
     if (*run_vis_set) run_opts.observation = run_obs;
     run_opts.margin = run_margin;

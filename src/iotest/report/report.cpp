@@ -257,6 +257,25 @@ json to_json(const Report& r) {
     j["memory"]["items"] = items;
   }
   if (m.peak_rss_bytes) j["memory"]["peak_rss_bytes"] = *m.peak_rss_bytes;
+  if (r.reading) {
+    const auto& d = *r.reading;
+    json ranks = json::array();
+    for (const auto& k : d.per_rank)
+      ranks.push_back({{"rank", k.rank}, {"host", k.host}, {"files", k.files},
+                       {"chunks", k.chunks}, {"bytes", k.bytes}, {"open_s", k.open_s},
+                       {"read_s", k.read_s}});
+    j["read"] = {{"files", d.files},       {"backend", d.backend},
+                 {"ranks", d.ranks},       {"direct", d.direct},
+                 {"caches_dropped", d.caches_dropped},
+                 {"chunks", d.chunks},     {"bytes", d.bytes},
+                 {"open_s", d.open_s},     {"read_s", d.read_s},
+                 {"wall_s", d.wall_s},     {"bytes_per_s", d.bytes_per_s},
+                 {"checked", d.checked},   {"values_checked", d.values_checked},
+                 {"values_wrong", d.values_wrong}, {"values_right", d.values_right},
+                 {"values_expected", d.values_expected}, {"passed", d.passed},
+                 {"per_rank", ranks}};
+    if (!d.first_wrong.empty()) j["read"]["first_wrong"] = d.first_wrong;
+  }
   if (r.environment) {
     const auto& e = *r.environment;
     j["environment"] = {{"iotest_version", e.iotest_version}, {"git_revision", e.git_revision},
@@ -395,6 +414,24 @@ namespace {
 std::string render_body(const Report& r) {
   const auto& p = r.rec;
   std::string s;
+  if (r.reading) {  // a read-back carries no recombination
+    const auto& d = *r.reading;
+    s += fmt::format(
+        "iotest read: {} file(s) ({}{}) on {} rank(s){}: {} chunks, {} in {:.3f} s = {:.3f} GB/s "
+        "(inside reads {:.3f} s, opening {:.3f} s, summed over ranks)\n",
+        d.files.size(), d.backend, d.direct ? ", O_DIRECT" : "", d.ranks,
+        d.caches_dropped ? ", page cache dropped first" : "", d.chunks,
+        bytes_text(static_cast<double>(d.bytes)), d.wall_s, d.bytes_per_s / 1e9, d.read_s,
+        d.open_s);
+    if (d.checked) {
+      s += fmt::format("  {} values checked against the synthetic pattern: {} right, {} wrong",
+                       d.values_checked, d.values_right, d.values_wrong);
+      if (d.values_expected >= 0) s += fmt::format(", {} expected", d.values_expected);
+      if (!d.first_wrong.empty()) s += fmt::format(" (first wrong: {})", d.first_wrong);
+      s += d.passed ? ": passed\n" : ": FAILED\n";
+    }
+    return s;
+  }
   if (r.verification) {  // nor does a verification
     const auto& v = *r.verification;
     s += fmt::format("iotest verify: {} file(s), {} of {} chunks present", v.files.size(),

@@ -211,6 +211,37 @@ struct Verification {
 
 // `iotest run --duration`: stonewalling. After duration_s no new work
 // started; the fraction done projects the whole observation's time.
+// `iotest read`: an output read back as the imaging direction will, each
+// rank its share of the files, each file's chunks in the order they lie.
+struct Reading {
+  std::vector<std::string> files;
+  std::string backend;
+  int ranks = 0;
+  bool direct = false;          // O_DIRECT (--posix.direct): past the page cache
+  bool caches_dropped = false;  // --drop-caches before reading
+  index_t chunks = 0, bytes = 0;
+  double open_s = 0;  // opening the files, summed over ranks (apart from reads)
+  double read_s = 0;  // inside the read calls, summed over ranks
+  double wall_s = 0;  // the reading phase, barrier to barrier
+  double bytes_per_s = 0;  // bytes over wall_s
+  // --check: every value read against the synthetic pattern. A chunk split
+  // over writers is in each of their files, zero where another holds the
+  // value: each non-zero value must be the pattern's, and across the files
+  // every visibility of the observation must be there exactly once
+  // (values_right == values_expected; -1: unknown, a stonewalled set).
+  bool checked = false;
+  index_t values_checked = 0, values_wrong = 0, values_right = 0, values_expected = -1;
+  std::string first_wrong;
+  bool passed = true;
+  struct Rank {
+    int rank = 0;
+    std::string host;
+    index_t files = 0, chunks = 0, bytes = 0;
+    double open_s = 0, read_s = 0;
+  };
+  std::vector<Rank> per_rank;
+};
+
 struct Stonewall {
   double duration_s = 0;
   bool ended_early = false;  // the deadline came before the walk's end
@@ -276,6 +307,7 @@ struct Report {
   std::optional<LayoutDump> layout;
   std::optional<Sky> sky;
   std::optional<Verification> verification;
+  std::optional<Reading> reading;
   std::optional<Advice> advice;
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;

@@ -458,7 +458,7 @@ BackendSpec hdf5_spec() {
     return std::make_unique<Hdf5Backend>();
   };
   s.recognises = &Uvh5Reader::recognises;
-  s.open = [](const std::string& path) -> std::unique_ptr<Reader> {
+  s.open = [](const std::string& path, const StorageOptions&) -> std::unique_ptr<Reader> {
     return std::make_unique<Uvh5Reader>(path);
   };
   return s;

@@ -338,17 +338,30 @@ class PosixBackend final : public Backend {
 
 class PosixReader final : public Reader {
  public:
-  explicit PosixReader(const std::string& path) : path_(path) {
+  // `direct`: chunks read with O_DIRECT (whole slots into a page-aligned
+  // buffer), past the page cache, as `iotest read --posix.direct` measures.
+  PosixReader(const std::string& path, bool direct) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw UsageError(path, std::string("cannot open: ") + std::strerror(errno));
     try {
       load();
+      if (direct) {
+        direct_fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (direct_fd_ < 0 && errno == EINVAL)
+          throw std::runtime_error("'" + path + "': the file system does not support O_DIRECT "
+                                   "(--posix.direct)");
+        if (direct_fd_ < 0) fail("opening with O_DIRECT", path);
+        buffer_ = page_buffer(slot_bytes_);
+      }
     } catch (...) {
       ::close(fd_);
       throw;
     }
   }
-  ~PosixReader() override { ::close(fd_); }
+  ~PosixReader() override {
+    ::close(fd_);
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+  }
   PosixReader(const PosixReader&) = delete;
   PosixReader& operator=(const PosixReader&) = delete;
 
@@ -394,8 +407,12 @@ class PosixReader final : public Reader {
   bool read_chunk(const ChunkKey& key, cplx* out) const override {
     const std::int64_t slot = slot_of(chunk_id(key.row_chunk, key.freq_chunk));
     if (slot < 0) return false;
-    if (!pread_all(fd_, out, chunk_rows_ * chunk_channels_ * kCplxBytes, slot_offset(slot), path_))
-      throw std::runtime_error(path_ + ": reading a chunk failed (the file is short)");
+    const bool read =
+        direct_fd_ < 0
+            ? pread_all(fd_, out, chunk_bytes_, slot_offset(slot), path_)
+            : pread_all(direct_fd_, buffer_.get(), slot_bytes_, slot_offset(slot), path_);
+    if (!read) throw std::runtime_error(path_ + ": reading a chunk failed (the file is short)");
+    if (direct_fd_ >= 0) std::memcpy(out, buffer_.get(), static_cast<size_t>(chunk_bytes_));
     // Past the observation's edges the writer's values are ignored: zero.
     const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_);
     const index_t chans = std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_);
@@ -403,6 +420,18 @@ class PosixReader final : public Reader {
       for (index_t c = r < rows ? chans : 0; c < chunk_channels_; ++c)
         out[r * chunk_channels_ + c] = cplx{};
     return true;
+  }
+
+  // Slot order: the order the writer wrote them, sequential on disk.
+  std::vector<ChunkKey> stored_chunks() const override {
+    std::vector<std::pair<std::int64_t, std::int64_t>> by_slot;
+    by_slot.reserve(slots_.size());
+    for (const auto& [id, slot] : slots_) by_slot.emplace_back(slot, id);
+    std::sort(by_slot.begin(), by_slot.end());
+    std::vector<ChunkKey> keys;
+    keys.reserve(by_slot.size());
+    for (const auto& [slot, id] : by_slot) keys.push_back({id / channel_chunks(), id % channel_chunks()});
+    return keys;
   }
 
   static bool recognises(const std::string& path) {
@@ -513,8 +542,10 @@ class PosixReader final : public Reader {
   }
   std::int64_t slot_offset(std::int64_t slot) const { return kBlock + slot * slot_bytes_; }
 
+ private:
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1, direct_fd_ = -1;
+  PageBuffer buffer_;  // O_DIRECT: one slot
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
   std::vector<std::pair<std::int64_t, std::int64_t>> slots_;  // (chunk id, slot), by id
   std::vector<WrittenPart> parts_;
@@ -542,8 +573,8 @@ BackendSpec posix_spec() {
     return std::make_unique<PosixBackend>(direct, each_chunk);
   };
   s.recognises = &PosixReader::recognises;
-  s.open = [](const std::string& path) -> std::unique_ptr<Reader> {
-    return std::make_unique<PosixReader>(path);
+  s.open = [](const std::string& path, const StorageOptions& options) -> std::unique_ptr<Reader> {
+    return std::make_unique<PosixReader>(path, option_flag(options, "posix.direct"));
   };
   return s;
 }

@@ -44,7 +44,12 @@ class Reader {
   virtual cplx visibility(index_t row, index_t channel) const = 0;
   // A whole chunk, chunk_rows() x chunk_channels() row-major, zero past the
   // observation's edges; false (and `out` untouched) if it is absent.
+  // Readers are used by one thread at a time.
   virtual bool read_chunk(const ChunkKey& key, cplx* out) const = 0;
+  // The chunks present, in the order they lie in storage (the order they
+  // were written, which is the imaging direction's visit order): by
+  // default the chunk order.
+  virtual std::vector<ChunkKey> stored_chunks() const;
 
  protected:
   index_t nbls_ = 0, ntimes_ = 0, nfreqs_ = 0, chunk_rows_ = 1, chunk_channels_ = 1;

@@ -63,12 +63,29 @@ std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::
   return find(backend_for(options, path))->make(options);
 }
 
-std::unique_ptr<Reader> open_reader(const std::string& path) {
+std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
   if (!std::filesystem::is_regular_file(path))
     throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
-    if (b.recognises && b.recognises(path)) return b.open(path);
+    if (b.recognises && b.recognises(path)) {
+      // Options of another back-end would be silently ignored: refused.
+      for (const auto& [key, value] : options.values) {
+        const auto owner = key.substr(0, key.find('.'));
+        if (owner != b.name)
+          throw UsageError("--" + key, fmt::format("applies to --storage={}, but {} is {}'s output",
+                                                   owner, path, b.name));
+      }
+      return b.open(path, options);
+    }
   throw UsageError(path, "not an output of iotest's storage back-ends (" + names() + ")");
+}
+
+std::vector<ChunkKey> Reader::stored_chunks() const {
+  const auto map = chunk_map();
+  std::vector<ChunkKey> keys;
+  for (index_t i = 0; i < static_cast<index_t>(map.size()); ++i)
+    if (map[static_cast<size_t>(i)]) keys.push_back({i / channel_chunks(), i % channel_chunks()});
+  return keys;
 }
 
 std::string option_choice(const StorageOptions& options, const std::string& key,

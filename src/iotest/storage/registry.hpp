@@ -39,7 +39,7 @@ struct BackendSpec {
   // Whether an existing file is this back-end's output (by its signature),
   // and a reader for it; nothing for back-ends that keep nothing.
   bool (*recognises)(const std::string& path) = nullptr;
-  std::unique_ptr<Reader> (*open)(const std::string& path) = nullptr;
+  std::unique_ptr<Reader> (*open)(const std::string& path, const StorageOptions& options) = nullptr;
 };
 
 // Every back-end, in the order --help lists them.
@@ -53,9 +53,10 @@ std::string backend_for(const StorageOptions& options, const std::string& path);
 void check_storage(const StorageOptions& options, const std::string& path);
 // The writer back-end for `path` (checked as above).
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path);
-// A reader for an existing output, whichever back-end wrote it; UsageError
-// naming the file if none recognises it.
-std::unique_ptr<Reader> open_reader(const std::string& path);
+// A reader for an existing output, whichever back-end wrote it, with that
+// back-end's options (--posix.direct); UsageError naming the file if none
+// recognises it, or the option if it belongs to another back-end.
+std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options = {});
 
 // Option values for back-ends' make(): `key`'s value, its default if not
 // given; UsageError("--KEY") if it is not one of `choices`.

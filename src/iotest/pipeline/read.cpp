@@ -1,0 +1,176 @@
+#include "iotest/pipeline/read.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
+#include "iotest/pipeline/run.hpp"
+
+namespace iotest::pipeline {
+namespace {
+
+// The page cache emptied on this node (root only): dirty pages synced,
+// then clean ones dropped, so reads come from the device.
+void drop_page_cache() {
+  ::sync();
+  std::ofstream control("/proc/sys/vm/drop_caches");
+  control << "3\n";
+  control.flush();
+  if (!control) throw std::runtime_error("writing /proc/sys/vm/drop_caches failed");
+}
+
+struct RankTotals {
+  index_t files = 0, chunks = 0, bytes = 0, values_checked = 0, values_wrong = 0,
+          values_right = 0;
+  double open_s = 0, read_s = 0;
+};
+
+}  // namespace
+
+report::Report read(const ReadOptions& o, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  agree_on_usage(comm, [&] {
+    if (o.files.empty()) throw UsageError("FILES", "expected the files of a run's output");
+    if (o.drop_caches && ::geteuid() != 0)
+      throw UsageError("--drop-caches", "needs root (it writes /proc/sys/vm/drop_caches)");
+  });
+
+  // This rank's files, opened (and their indexes read) before the timing.
+  RankTotals mine;
+  std::vector<std::unique_ptr<storage::Reader>> files;
+  std::vector<std::string> names;  // of this rank's files
+  std::vector<std::vector<storage::ChunkKey>> order;
+  agree_on_usage(comm, [&] {
+    for (size_t i = static_cast<size_t>(rank); i < o.files.size(); i += static_cast<size_t>(size)) {
+      const auto start = Clock::now();
+      files.push_back(storage::open_reader(o.files[i], o.storage));
+      names.push_back(o.files[i]);
+      order.push_back(files.back()->stored_chunks());
+      mine.open_s += seconds_since(start);
+      const auto& pv = files.back()->provenance();
+      if (o.check && !(pv && pv->synthetic))
+        throw UsageError("--check", fmt::format("{} is not a --synthetic-vis set (check sky sets "
+                                                "with iotest verify)", o.files[i]));
+    }
+  });
+  mine.files = static_cast<index_t>(files.size());
+
+  if (o.drop_caches) {  // once per node, before anyone reads
+    MPI_Comm node;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int node_rank = 0;
+    MPI_Comm_rank(node, &node_rank);
+    MPI_Comm_free(&node);
+    if (node_rank == 0) drop_page_cache();
+  }
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  std::string first_wrong;
+  std::vector<cplx> chunk;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const auto& file = *files[f];
+    const index_t rows = file.chunk_rows(), chans = file.chunk_channels();
+    chunk.resize(static_cast<size_t>(rows * chans));
+    for (const auto& key : order[f]) {
+      const auto start = Clock::now();
+      if (!file.read_chunk(key, chunk.data()))
+        throw std::runtime_error(names[f] + ": a chunk of its index could not be read");
+      mine.read_s += seconds_since(start);
+      ++mine.chunks;
+      mine.bytes += rows * chans * static_cast<index_t>(sizeof(cplx));
+      if (!o.check) continue;
+      // Inside the observation every value is the pattern's (the writer
+      // zeroes what lies past the edges).
+      for (index_t r = 0; r < rows; ++r) {
+        const index_t row = key.row_chunk * rows + r;
+        if (row >= file.baselines() * file.times()) break;
+        for (index_t c = 0; c < chans && key.freq_chunk * chans + c < file.channels(); ++c) {
+          const index_t chan = key.freq_chunk * chans + c;
+          const cplx want =
+              degrid::synthetic_visibility(row / file.times(), row % file.times(), chan);
+          const cplx got = chunk[static_cast<size_t>(r * chans + c)];
+          ++mine.values_checked;
+          if (got == cplx{}) continue;  // held by another file (the pattern is never zero)
+          if (got == want) {
+            ++mine.values_right;
+            continue;
+          }
+          if (mine.values_wrong++ == 0)
+            first_wrong = fmt::format("{} baseline {} time {} channel {}", names[f],
+                                      row / file.times(), row % file.times(), chan);
+        }
+      }
+    }
+  }
+  const double wall_mine = MPI_Wtime() - t0;
+
+  // To rank 0: each rank's totals (and its host), the slowest rank's time.
+  double wall = 0;
+  MPI_Reduce(&wall_mine, &wall, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+  std::vector<RankTotals> all(static_cast<size_t>(size));
+  static_assert(std::is_trivially_copyable_v<RankTotals>);
+  MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm);
+  char host[64] = {};
+  const std::string me = host_name().substr(0, sizeof host - 1);
+  std::copy(me.begin(), me.end(), host);
+  std::vector<char> hosts(static_cast<size_t>(size) * sizeof host);
+  MPI_Gather(host, sizeof host, MPI_CHAR, hosts.data(), sizeof host, MPI_CHAR, 0, comm);
+  // The first wrong value, from the first rank that found one.
+  int wrong_rank = mine.values_wrong > 0 ? rank : size, first_rank = size;
+  MPI_Allreduce(&wrong_rank, &first_rank, 1, MPI_INT, MPI_MIN, comm);
+  if (first_rank < size && first_rank != 0) {
+    if (rank == first_rank) {
+      MPI_Send(first_wrong.data(), static_cast<int>(first_wrong.size()), MPI_CHAR, 0, 0, comm);
+    } else if (rank == 0) {
+      MPI_Status status;
+      MPI_Probe(first_rank, 0, comm, &status);
+      int n = 0;
+      MPI_Get_count(&status, MPI_CHAR, &n);
+      first_wrong.assign(static_cast<size_t>(n), '\0');
+      MPI_Recv(first_wrong.data(), n, MPI_CHAR, first_rank, 0, comm, MPI_STATUS_IGNORE);
+    }
+  }
+
+  report::Report r;
+  r.mode = "read";
+  if (rank != 0) return r;
+  report::Reading d;
+  d.files = o.files;
+  d.backend = files[0]->backend();  // rank 0 reads file 0
+  d.ranks = size;
+  d.direct = storage::option_flag(o.storage, "posix.direct");
+  d.caches_dropped = o.drop_caches;
+  d.checked = o.check;
+  d.first_wrong = first_wrong;
+  for (int k = 0; k < size; ++k) {
+    const auto& t = all[static_cast<size_t>(k)];
+    d.chunks += t.chunks;
+    d.bytes += t.bytes;
+    d.open_s += t.open_s;
+    d.read_s += t.read_s;
+    d.values_checked += t.values_checked;
+    d.values_wrong += t.values_wrong;
+    d.values_right += t.values_right;
+    d.per_rank.push_back({k, std::string(hosts.data() + static_cast<size_t>(k) * sizeof host),
+                          t.files, t.chunks, t.bytes, t.open_s, t.read_s});
+  }
+  if (o.check) {
+    const auto& first = *files[0];
+    if (!first.provenance()->stonewalled)
+      d.values_expected = first.baselines() * first.times() * first.channels();
+    d.passed = d.values_wrong == 0 && (d.values_expected < 0 || d.values_right == d.values_expected);
+  }
+  d.wall_s = wall;
+  d.bytes_per_s = wall > 0 ? static_cast<double>(d.bytes) / wall : 0;
+  r.reading = d;
+  return r;
+}
+
+}  // namespace iotest::pipeline

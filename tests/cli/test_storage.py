@@ -1,0 +1,137 @@
+"""Every storage back-end writes, reads back and verifies (issue 10): the
+back-end chosen by --storage or by the output's name, `iotest read`
+reading through the same back-ends under mpirun, `iotest verify` through
+the same interface."""
+import os
+import struct
+
+import pytest
+
+from conftest import load
+
+DEGRID = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+          "--freq=260e6:300e6/32/16", "--dec=-40"]
+OBS = [*DEGRID, "--no-progress"]  # run's
+CHUNK_BYTES = 8 * 16 * 16  # time chunk x freq chunk x complex double
+
+# Every back-end that keeps what it writes, by its output's name.
+BACKENDS = {"hdf5": "h5", "posix": "bin"}
+
+
+def outputs(folder, ext):
+    return sorted(str(p) for p in folder.glob(f"out*.{ext}"))
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 5])
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_synthetic_run_reads_back_exactly_on_any_ranks(mpirun, tmp_path, backend, ranks):
+    # Written by `ranks` streamers (one writer each), read back on 2 ranks
+    # with every value checked, and verified.
+    ext = BACKENDS[backend]
+    mpirun(ranks, "--synthetic-vis", *OBS, str(tmp_path / f"out%d.{ext}"),
+           f"--report={tmp_path / 'run.json'}", check=0)
+    run = load(tmp_path / "run.json")
+    assert run["config"]["backend"] == backend
+    files = outputs(tmp_path, ext)
+    assert len(files) == ranks
+    report = tmp_path / "read.json"
+    mpirun(2, "read", "--check", *files, f"--report={report}", check=0)
+    d = load(report)["read"]
+    assert d["backend"] == backend and d["ranks"] == 2 and d["checked"]
+    # Every chunk each writer wrote (a chunk split over streamers is in
+    # each of their files), whole.
+    assert d["chunks"] == run["counts"]["chunks_written"]
+    assert d["bytes"] == d["chunks"] * CHUNK_BYTES
+    assert d["values_checked"] >= run["counts"]["visibilities"]
+    assert d["values_wrong"] == 0 and d["passed"]
+    assert d["values_right"] == d["values_expected"] == run["counts"]["visibilities"]
+    assert sum(k["files"] for k in d["per_rank"]) == ranks
+    assert d["wall_s"] > 0 and d["bytes_per_s"] > 0
+    proc = mpirun(1, "verify", *files, check=0)
+    assert "passed" in proc.stdout
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_sky_run_verifies_with_any_back_end(mpirun, iotest, tmp_path, backend):
+    ext = BACKENDS[backend]
+    mpirun(3, *OBS, "--source-count=10", "--writer-count=2", f"--storage={backend}",
+           str(tmp_path / f"out%d.{ext}"), check=0)
+    files = outputs(tmp_path, ext)
+    assert len(files) == 4
+    report = tmp_path / "v.json"
+    iotest("verify", *files, f"--report={report}", check=0)
+    v = load(report)["verification"]
+    assert v["passed"] and v["chunks_present"] == v["chunks_expected"]
+    # One process too: degrid writes one file through the same back-end.
+    single = tmp_path / f"one.{ext}"
+    iotest("degrid", *DEGRID, "--source-count=10", str(single), check=0)
+    iotest("verify", str(single), check=0)
+
+
+def test_posix_o_direct_writes_and_reads(mpirun, tmp_path):
+    mpirun(2, "--synthetic-vis", *OBS, "--writer-count=2", "--posix.direct",
+           "--posix.fsync=chunk", str(tmp_path / "out%d.bin"), check=0)
+    files = outputs(tmp_path, "bin")
+    report = tmp_path / "read.json"
+    mpirun(3, "read", "--check", "--posix.direct", *files, f"--report={report}", check=0)
+    d = load(report)["read"]
+    assert d["direct"] and d["values_wrong"] == 0 and d["values_checked"] > 0
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_read_check_catches_one_flipped_value(mpirun, tmp_path, backend):
+    ext = BACKENDS[backend]
+    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=2", str(tmp_path / f"out%d.{ext}"),
+           check=0)
+    files = outputs(tmp_path, ext)
+    victim = files[1]
+    if backend == "posix":
+        # The first chunk's slot starts after the 4 KiB header: its 3rd value.
+        with open(victim, "r+b") as f:
+            f.seek(4096 + 2 * 16)
+            f.write(struct.pack("<d", 12345.5))
+    else:
+        import h5py
+        with h5py.File(victim, "r+") as f:  # h5py reads the {r, i} compound as complex
+            vis = f["Data/visdata"]
+            data = vis[...]
+            at = tuple(int(axis[0]) for axis in data.nonzero())  # the first written value
+            data[at] += 1
+            vis[...] = data
+    report = tmp_path / "read.json"
+    proc = mpirun(2, "read", "--check", *files, f"--report={report}")
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    d = load(report)["read"]
+    assert d["values_wrong"] == 1 and not d["passed"]
+    assert os.path.basename(victim) in d["first_wrong"]
+    assert d["values_right"] == d["values_expected"] - 1
+
+
+def test_read_refuses_what_it_cannot_do(mpirun, tmp_path):
+    mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.h5"), check=0)
+    files = outputs(tmp_path, "h5")
+    # --check needs the synthetic pattern; posix options do not apply to hdf5.
+    for args, option in ((["--check"], "--check"), (["--posix.direct"], "--posix.direct")):
+        proc = mpirun(2, "read", *args, *files)
+        assert proc.returncode == 2, proc.stderr
+        errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
+        assert len(errors) == 1 and option in errors[0], proc.stderr
+    proc = mpirun(2, "read", str(tmp_path / "none.h5"))
+    assert proc.returncode == 2 and "none.h5" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping the page cache needs root")
+def test_read_can_drop_the_page_cache_first(mpirun, tmp_path):
+    mpirun(1, "--synthetic-vis", *OBS, str(tmp_path / "out%d.bin"), check=0)
+    report = tmp_path / "read.json"
+    mpirun(2, "read", "--drop-caches", *outputs(tmp_path, "bin"), f"--report={report}", check=0)
+    assert load(report)["read"]["caches_dropped"]
+
+
+def test_unknown_back_ends_and_misplaced_options_are_usage_errors(iotest, tmp_path):
+    for args, option in ((["--storage=tape"], "--storage"),
+                         (["--storage=hdf5", "--posix.direct"], "--posix.direct"),
+                         (["--posix.fsync=sometimes"], "--posix.fsync")):
+        proc = iotest("degrid", *DEGRID, *args, str(tmp_path / "x.bin"), check=2)
+        assert option in proc.stderr
+    assert not list(tmp_path.iterdir())
