@@ -9,9 +9,11 @@
 # ranks:
 # - fio: sequential reads, O_DIRECT, of two files of the same total size
 #   (fio's own, laid out by fio beforehand), as many jobs as ranks;
-# - iotest read --check: posix with --posix.direct; hdf5 (through the page
-#   cache, so the cache is dropped first: root only).
-# Every value read is checked against the synthetic pattern.
+# - iotest read: posix with --posix.direct; hdf5 (through the page cache,
+#   so the cache is dropped first: root only).
+# The timed reads do not check values (--check compares every value, CPU
+# time the disk does not need); one untimed `iotest read --check` per set
+# checks that every visibility is there, exactly once.
 #
 # The last line: ratio=<best iotest / best fio at 64 KiB>.
 #
@@ -50,6 +52,8 @@ for kib in 64 1024; do
       --time=-5400:5400/384/64 --freq=260e6:300e6/2048/$freq_chunk --dec=10 \
       --writer-count=2 --fork-writer --visibility-queue=4096 --bls-per-task=16 --no-progress \
       --storage=$storage "$dir/vis%d.$ext" > /dev/null
+    $mpirun -np 2 build/bin/iotest read --check "$dir"/vis*."$ext" > "$dir/check.txt" ||
+      { cat "$dir/check.txt"; exit 1; }
   done
   for ranks in 1 2; do
     drop
@@ -74,12 +78,11 @@ PY
       direct=$([ "$name" = posix ] && echo --posix.direct || true)
       drop
       # shellcheck disable=SC2086
-      $mpirun -np $ranks build/bin/iotest read --check $direct "$dir"/vis*."$ext" \
+      $mpirun -np $ranks build/bin/iotest read $direct "$dir"/vis*."$ext" \
         --report="$dir/read.json" > "$dir/read.txt"
       python3 - "$dir/read.json" "$name" $kib $ranks >> "$results" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["read"]
-assert d["passed"] and d["values_right"] == d["values_expected"], d
 label = "iotest " + sys.argv[2] + (" O_DIRECT" if d["direct"] else " (page cache dropped)")
 print(f"{label} {sys.argv[3]} {sys.argv[4]} {d['bytes_per_s']}")
 PY

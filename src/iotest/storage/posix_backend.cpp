@@ -407,12 +407,17 @@ class PosixReader final : public Reader {
   bool read_chunk(const ChunkKey& key, cplx* out) const override {
     const std::int64_t slot = slot_of(chunk_id(key.row_chunk, key.freq_chunk));
     if (slot < 0) return false;
+    // O_DIRECT straight into `out` where it is a page-aligned whole slot,
+    // else through the aligned buffer.
+    const bool straight = direct_fd_ >= 0 && chunk_bytes_ == slot_bytes_ &&
+                          reinterpret_cast<std::uintptr_t>(out) % kBlock == 0;
     const bool read =
-        direct_fd_ < 0
-            ? pread_all(fd_, out, chunk_bytes_, slot_offset(slot), path_)
-            : pread_all(direct_fd_, buffer_.get(), slot_bytes_, slot_offset(slot), path_);
+        direct_fd_ < 0 ? pread_all(fd_, out, chunk_bytes_, slot_offset(slot), path_)
+        : straight     ? pread_all(direct_fd_, out, slot_bytes_, slot_offset(slot), path_)
+                       : pread_all(direct_fd_, buffer_.get(), slot_bytes_, slot_offset(slot), path_);
     if (!read) throw std::runtime_error(path_ + ": reading a chunk failed (the file is short)");
-    if (direct_fd_ >= 0) std::memcpy(out, buffer_.get(), static_cast<size_t>(chunk_bytes_));
+    if (direct_fd_ >= 0 && !straight)
+      std::memcpy(out, buffer_.get(), static_cast<size_t>(chunk_bytes_));
     // Past the observation's edges the writer's values are ignored: zero.
     const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_);
     const index_t chans = std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_);

@@ -32,6 +32,7 @@ class Uvh5Reader final : public Reader {
   bool chunk_present(index_t row, index_t channel) const override;
   cplx visibility(index_t row, index_t channel) const override;
   bool read_chunk(const ChunkKey& key, cplx* out) const override;
+  std::vector<ChunkKey> stored_chunks() const override;
 
   // Whether `path` is an HDF5 file (by its signature).
   static bool recognises(const std::string& path);
