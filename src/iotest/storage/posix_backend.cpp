@@ -113,6 +113,17 @@ std::int64_t get_i64(const char* at) {
   return v;
 }
 
+// A second descriptor of `path` with O_DIRECT (--posix.direct); a file
+// system that refuses it (EINVAL: tmpfs on older kernels) is said so.
+int open_direct(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC);
+  if (fd < 0 && errno == EINVAL)
+    throw std::runtime_error("'" + path + "': the file system does not support O_DIRECT "
+                             "(--posix.direct)");
+  if (fd < 0) fail("opening with O_DIRECT", path);
+  return fd;
+}
+
 // Page-aligned memory, as O_DIRECT needs.
 struct Free {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -200,13 +211,7 @@ class PosixBackend final : public Backend {
     if (fd_ < 0) fail("creating", temp);
     temp_ = temp;  // ours from here: abort removes it
     try {
-      if (direct_) {
-        direct_fd_ = ::open(temp_.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-        if (direct_fd_ < 0 && errno == EINVAL)
-          throw std::runtime_error("'" + temp_ + "': the file system does not support O_DIRECT "
-                                   "(--posix.direct)");
-        if (direct_fd_ < 0) fail("opening with O_DIRECT", temp_);
-      }
+      if (direct_) direct_fd_ = open_direct(temp_, O_RDWR);
       std::array<char, kBlock> header{};
       std::memcpy(header.data(), kMagic, kMagicBytes);
       put_i64(header.data() + 16, kBlock);
@@ -346,11 +351,7 @@ class PosixReader final : public Reader {
     try {
       load();
       if (direct) {
-        direct_fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-        if (direct_fd_ < 0 && errno == EINVAL)
-          throw std::runtime_error("'" + path + "': the file system does not support O_DIRECT "
-                                   "(--posix.direct)");
-        if (direct_fd_ < 0) fail("opening with O_DIRECT", path);
+        direct_fd_ = open_direct(path, O_RDONLY);
         buffer_ = page_buffer(slot_bytes_);
       }
     } catch (...) {
