@@ -101,8 +101,8 @@ void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o, bool
     for (const auto& opt : b.options) {
       const std::string group = "Storage: --storage=" + b.name + " (" + b.summary + ")";
       if (opt.flag) {
-        app->add_flag_callback("--" + opt.key, [&o, key = opt.key] { o.values[key] = "true"; },
-                               opt.help)
+        app->add_flag_callback(
+               "--" + opt.key, [&o, key = opt.key] { o.values[key] = "true"; }, opt.help)
             ->group(group);
       } else {
         const std::string help =
@@ -144,8 +144,8 @@ iotest::report::Environment environment(const iotest::report::Report& report,
     // An output pattern (OUT%d.h5) is looked up by its folder.
     const auto folder = std::filesystem::path(data_path).parent_path();
     if (const auto m = iotest::mount_of(folder.empty() ? "." : folder.string()))
-      e.output = iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type,
-                                                         m->options};
+      e.output =
+          iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type, m->options};
   }
   return e;
 }
@@ -360,8 +360,9 @@ int main(int argc, char** argv) {
 
   iotest::pipeline::ReadOptions read_opts;
   auto* read = app.add_subcommand(
-      "read", "read a run's output back as the imaging direction will (under mpirun: each rank "
-              "its share of the files), and measure it");
+      "read",
+      "read a run's output back as the imaging direction will (under mpirun: each rank "
+      "its share of the files), and measure it");
   read->add_option("files", read_opts.files, "files written by iotest (any back-end)")->required();
   read->add_flag("--drop-caches", read_opts.drop_caches,
                  "empty the page cache before reading (root: /proc/sys/vm/drop_caches)");

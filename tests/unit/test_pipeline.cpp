@@ -2,7 +2,6 @@
 // of busy subgrids, and the writers' shared-memory queues (threads and
 // forked processes) with the null back-end.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 

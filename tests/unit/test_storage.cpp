@@ -65,10 +65,10 @@ TEST(Storage, ChunkAssemblerPlacesRunsInChunks) {
     EXPECT_GT(count, 0);
   };
   const std::vector<cplx> vis = {{1, 0}, {2, 0}, {3, 0}};
-  chunks.add(9, 6, 2, vis.data(), emit);      // row 9 (baseline 1, time 1), channels 6-7
-  chunks.add(10, 8, 3, vis.data(), emit);     // row 10, channels 8-10: frequency chunk 1
+  chunks.add(9, 6, 2, vis.data(), emit);   // row 9 (baseline 1, time 1), channels 6-7
+  chunks.add(10, 8, 3, vis.data(), emit);  // row 10, channels 8-10: frequency chunk 1
   EXPECT_TRUE(out.empty());
-  chunks.add(12, 0, 1, vis.data(), emit);     // row chunk 3: chunk (2, *) are done
+  chunks.add(12, 0, 1, vis.data(), emit);  // row chunk 3: chunk (2, *) are done
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].first.row_chunk, 2);
   EXPECT_EQ(out[0].first.freq_chunk, 0);
@@ -109,8 +109,8 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   std::vector<cplx> vis;
   const auto run_row_chunk = [&](size_t i) { return (runs[i].baseline * 8 + runs[i].time) / 4; };
   const auto run_count = [&](size_t i) { return runs[i].count(); };
-  for (const auto& [first, last] : binning::cut_at_row_chunks(runs.size(), run_row_chunk,
-                                                              run_count, 1, 1 << 22))
+  for (const auto& [first, last] :
+       binning::cut_at_row_chunks(runs.size(), run_row_chunk, run_count, 1, 1 << 22))
     degrid::synthesize_to_chunks(8, runs.data() + first, runs.data() + last, vis, assembler, emit);
   index_t expected = 0;
   for (const auto& r : runs) expected += r.count();
@@ -384,11 +384,10 @@ TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
   std::filesystem::remove_all(dir);
 }
 
-
 // Written parts: one visit's touching ranges become one; others stay apart.
 TEST(Storage, WrittenPartsMerge) {
-  const auto merged = merge_written_parts({{0, 7, 4, 6}, {0, 7, 0, 2}, {0, 7, 2, 4}, {1, 7, 6, 8},
-                                           {0, 3, 9, 10}, {0, 7, 8, 9}});
+  const auto merged = merge_written_parts(
+      {{0, 7, 4, 6}, {0, 7, 0, 2}, {0, 7, 2, 4}, {1, 7, 6, 8}, {0, 3, 9, 10}, {0, 7, 8, 9}});
   const std::vector<WrittenPart> want{{0, 3, 9, 10}, {0, 7, 0, 6}, {0, 7, 8, 9}, {1, 7, 6, 8}};
   EXPECT_EQ(merged, want);
 }

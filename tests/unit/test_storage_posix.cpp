@@ -198,8 +198,8 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
     backend->close();
   }
   const Uvh5Reader uvh5(h5);
-  for (const index_t row : {index_t{0}, index_t{1}, index_t{7}, index_t{8}, index_t{1001},
-                            layout.rows() - 1}) {
+  for (const index_t row :
+       {index_t{0}, index_t{1}, index_t{7}, index_t{8}, index_t{1001}, layout.rows() - 1}) {
     const auto got = reader->uvw(row), want = uvh5.uvw(row);
     for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-9) << "row " << row;
   }
@@ -296,9 +296,8 @@ TEST(Posix, ChosenByPathWithItsOwnOptions) {
   EXPECT_NO_THROW(check_storage(
       StorageOptions{"", {{"posix.direct", "true"}, {"posix.fsync", "chunk"}}}, "out%d.bin"));
   const auto& all = backends();
-  const auto posix = std::find_if(all.begin(), all.end(), [](const BackendSpec& b) {
-    return b.name == "posix";
-  });
+  const auto posix =
+      std::find_if(all.begin(), all.end(), [](const BackendSpec& b) { return b.name == "posix"; });
   ASSERT_NE(posix, all.end());
   ASSERT_EQ(posix->options.size(), 2u);
   EXPECT_EQ(posix->options[0].key, "posix.direct");

@@ -8,13 +8,13 @@
 #include <map>
 #include <mutex>
 
-#include "iotest/job/job.hpp"
-#include "iotest/job/memory.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/job/job.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
@@ -153,8 +153,7 @@ report::Report degrid(const DegridRunOptions& o) {
           // visibilities (the centre) does not leave the others waiting.
           const auto* tower = &st.degrid;
           const auto* pieces = &visit;
-          for (const auto& [first, last] :
-               visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+          for (const auto& [first, last] : visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
 #pragma omp task default(shared) firstprivate(first, last, s, off0, off1, tower, pieces)
             failures.capture([&] {
               auto& ts = state[static_cast<size_t>(omp_get_thread_num())];

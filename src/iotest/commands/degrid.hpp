@@ -28,7 +28,7 @@ struct DegridRunOptions {
   // Tower height from a target error (<= 0: twice the error at w = 0)
   // instead of the margin's conservative bound.
   std::optional<double> target_err;
-  std::string output;  // the file to write; empty: a dry run (null back-end)
+  std::string output;               // the file to write; empty: a dry run (null back-end)
   storage::StorageOptions storage;  // --storage and its options
 };
 

@@ -11,9 +11,9 @@
 #include <set>
 #include <unordered_set>
 
+#include "iotest/binning/binning.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
-#include "iotest/binning/binning.hpp"
 #include "iotest/config/rec_set.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
@@ -110,7 +110,8 @@ class WrittenRuns {
       throw UsageError(path, fmt::format("its binning cannot be rebuilt: pixel {} here, {} in the "
                                          "file (written by another iotest version?)",
                                          g.pixel_lm, pv.pixel_lm));
-    binner_ = std::make_unique<binning::Binner>(p_, obs_, g, binning::RunSplit{true, pv.w_stack_step});
+    binner_ =
+        std::make_unique<binning::Binner>(p_, obs_, g, binning::RunSplit{true, pv.w_stack_step});
     const index_t subgrids = binner_->locator().per_axis() * binner_->locator().per_axis();
     const index_t rows = obs_.baseline_count() * obs_.time.steps;
     const index_t row_chunks = (rows + obs_.time.chunk - 1) / obs_.time.chunk;
@@ -267,8 +268,9 @@ report::Report verify(const VerifyOptions& o) {
                             ? i
                             : static_cast<index_t>(rng() % static_cast<std::uint64_t>(chunks));
       const index_t row = std::min(
-          rows - 1, c / chan_chunks * first.chunk_rows() +
-                        static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_rows())));
+          rows - 1,
+          c / chan_chunks * first.chunk_rows() +
+              static_cast<index_t>(rng() % static_cast<std::uint64_t>(first.chunk_rows())));
       const index_t chan = std::min(
           first.channels() - 1,
           c % chan_chunks * first.chunk_channels() +
@@ -295,9 +297,10 @@ report::Report verify(const VerifyOptions& o) {
   if (v.chunks_present < v.chunks_expected) {
     v.passed = false;
     v.reason = fmt::format(
-        "{}: {} of {} chunks{} missing (first missing: baseline-time row {}, channel {})",
-        set_name, v.chunks_expected - v.chunks_present, v.chunks_expected,
-        v.stonewalled ? " of the written parts" : "", first_missing / chan_chunks * first.chunk_rows(),
+        "{}: {} of {} chunks{} missing (first missing: baseline-time row {}, channel {})", set_name,
+        v.chunks_expected - v.chunks_present, v.chunks_expected,
+        v.stonewalled ? " of the written parts" : "",
+        first_missing / chan_chunks * first.chunk_rows(),
         first_missing % chan_chunks * first.chunk_channels());
   }
 

@@ -71,8 +71,8 @@ std::optional<MountInfo> mount_of(const std::string& path) {
     }
     std::string type, source, super;
     fields >> type >> source >> super;
-    const bool holds = target == point ||
-                       (target.rfind(point, 0) == 0 && (point == "/" || target[point.size()] == '/'));
+    const bool holds = target == point || (target.rfind(point, 0) == 0 &&
+                                           (point == "/" || target[point.size()] == '/'));
     // The longest matching mount point; a later one of equal length is
     // mounted over the earlier.
     if (holds && (!best || point.size() >= best->mount_point.size()))

@@ -25,8 +25,8 @@ inline double madd(double a, double x, double c) {
 // them in registers instead of transposing). S, the support, is a
 // compile-time constant so that no lane beyond it is computed.
 template <int S>
-void horner_taps(const std::vector<Taps>& coeffs, int degree, int support, const double* pos,
-                 int n, Taps* w, index_t* first) {
+void horner_taps(const std::vector<Taps>& coeffs, int degree, int support, const double* pos, int n,
+                 Taps* w, index_t* first) {
   constexpr int kLanes = 4;  // positions per interleaved group (a0..a3 below)
   using Lane = std::array<double, S>;
   const auto load = [](const Taps& t) {
@@ -70,7 +70,6 @@ GridKernel::HornerTaps horner_for(int support, std::integer_sequence<int, H...>)
 }
 }  // namespace
 
-
 GridKernel::GridKernel(int support, double x0)
     : support_(support), x0_(x0), alpha_(1 - x0), pswf_(std::numbers::pi * support * (1 - x0)) {
   if (support < 2 || support > kMaxSupport || support % 2 != 0)
@@ -113,7 +112,8 @@ GridKernel::GridKernel(int support, double x0)
   while (degree_ > 1) {
     double largest = 0;
     for (int j = 0; j < support_; ++j)
-      largest = std::max(largest, std::abs(coeffs_[static_cast<size_t>(degree_)][static_cast<size_t>(j)]));
+      largest = std::max(largest,
+                         std::abs(coeffs_[static_cast<size_t>(degree_)][static_cast<size_t>(j)]));
     if (dropped + largest > kFitError) break;
     dropped += largest;
     --degree_;

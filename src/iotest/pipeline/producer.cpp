@@ -124,7 +124,7 @@ RankResult run_producer(Context& ctx) {
   const auto& rec = *ctx.rec;
   const int threads = ctx.producer_threads;
   const std::vector<index_t> facets = ctx.facets_of_producer();  // round-robin
-  std::vector<Array2D>& prepared = ctx.prepared_facets;            // allocated in setup
+  std::vector<Array2D>& prepared = ctx.prepared_facets;          // allocated in setup
   std::vector<Array2D> columns;
   for (size_t i = 0; i < facets.size(); ++i) columns.push_back(rec.make_column());
   std::vector<swiftly::ColumnWorkspace> column_ws;
@@ -217,8 +217,8 @@ RankResult run_producer(Context& ctx) {
         ++st.contributions;
       }
       st.send_queue_max = std::max<index_t>(
-          st.send_queue_max,
-          std::count_if(slots.begin(), slots.end(), [](const SendSlot& s) { return !s.requests.empty(); }));
+          st.send_queue_max, std::count_if(slots.begin(), slots.end(),
+                                           [](const SendSlot& s) { return !s.requests.empty(); }));
       next += batch;
     }
     progress.update(static_cast<index_t>(k + 1));

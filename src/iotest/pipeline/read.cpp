@@ -28,8 +28,7 @@ void drop_page_cache() {
 }
 
 struct RankTotals {
-  index_t files = 0, chunks = 0, bytes = 0, values_checked = 0, values_wrong = 0,
-          values_right = 0;
+  index_t files = 0, chunks = 0, bytes = 0, values_checked = 0, values_wrong = 0, values_right = 0;
   double open_s = 0, read_s = 0;
 };
 
@@ -60,7 +59,8 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
       const auto& pv = files.back()->provenance();
       if (o.check && !(pv && pv->synthetic))
         throw UsageError("--check", fmt::format("{} is not a --synthetic-vis set (check sky sets "
-                                                "with iotest verify)", o.files[i]));
+                                                "with iotest verify)",
+                                                o.files[i]));
     }
   });
   mine.files = static_cast<index_t>(files.size());
@@ -78,7 +78,8 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   std::string first_wrong;
   // Page-aligned, so O_DIRECT reads land in it without a copy.
   index_t largest = 0;
-  for (const auto& file : files) largest = std::max(largest, file->chunk_rows() * file->chunk_channels());
+  for (const auto& file : files)
+    largest = std::max(largest, file->chunk_rows() * file->chunk_channels());
   const size_t chunk_bytes = static_cast<size_t>(largest) * sizeof(cplx);
   std::unique_ptr<cplx, decltype(&std::free)> buffer(
       static_cast<cplx*>(std::aligned_alloc(4096, (chunk_bytes + 4095) / 4096 * 4096)), &std::free);
@@ -174,7 +175,8 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
     const auto& first = *files[0];
     if (!first.provenance()->stonewalled)
       d.values_expected = first.baselines() * first.times() * first.channels();
-    d.passed = d.values_wrong == 0 && (d.values_expected < 0 || d.values_right == d.values_expected);
+    d.passed =
+        d.values_wrong == 0 && (d.values_expected < 0 || d.values_right == d.values_expected);
   }
   d.wall_s = wall;
   d.bytes_per_s = wall > 0 ? static_cast<double>(d.bytes) / wall : 0;

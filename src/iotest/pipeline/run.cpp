@@ -15,10 +15,10 @@
 #include <thread>
 #include <type_traits>
 
-#include "iotest/job/memory.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/storage/backend.hpp"
@@ -191,10 +191,9 @@ void check_options(const RunOptions& o, int size) {
   if (o.duration && !(*o.duration > 0))
     throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
   if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > size - (o.assigner ? 1 : 0)))
-    throw UsageError("--facet-workers",
-                     fmt::format("expected 0 to {} producers for {} rank(s){}",
-                                 size - (o.assigner ? 1 : 0), size,
-                                 o.assigner ? " and an assigner" : ""));
+    throw UsageError("--facet-workers", fmt::format("expected 0 to {} producers for {} rank(s){}",
+                                                    size - (o.assigner ? 1 : 0), size,
+                                                    o.assigner ? " and an assigner" : ""));
 }
 
 Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int rank, int size) {
@@ -261,7 +260,9 @@ void require_node_memory(const report::Memory& m, const Roles& roles, MPI_Comm c
   const index_t mine = roles.is_producer()   ? m.producer_bytes
                        : roles.is_assigner() ? m.assigner_bytes
                                              : m.streamer_bytes;
-  const char* role = roles.is_producer() ? "producer" : roles.is_assigner() ? "assigner" : "streamer";
+  const char* role = roles.is_producer()   ? "producer"
+                     : roles.is_assigner() ? "assigner"
+                                           : "streamer";
   index_t total = 0;
   MPI_Request request;
   MPI_Iallreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, local, &request);
@@ -320,10 +321,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   report::Memory memory;
   const auto count_and_check = [&] {
     if (ctx.job.obs) {
-      ctx.binner = std::make_unique<binning::Binner>(p, *ctx.job.obs, *ctx.job.geometry,
-                                                     ctx.job.split());
-      counts = count_visits(*ctx.binner, comm,
-                            roles.is_producer() ? ctx.producer_threads : ctx.threads);
+      ctx.binner =
+          std::make_unique<binning::Binner>(p, *ctx.job.obs, *ctx.job.geometry, ctx.job.split());
+      counts =
+          count_visits(*ctx.binner, comm, roles.is_producer() ? ctx.producer_threads : ctx.threads);
     }
     memory = job::estimate_memory(ctx.job, shape, ctx.job.obs ? &counts : nullptr);
     if (ctx.job.obs) {
@@ -543,7 +544,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   r.counts.subgrids_checked = checked;
   {
     std::map<std::pair<index_t, index_t>, bool> columns;
-    for (const auto& v : ctx.plan.visits) columns[{v.stack, v.subgrid / p.subgrids_per_axis}] = true;
+    for (const auto& v : ctx.plan.visits)
+      columns[{v.stack, v.subgrid / p.subgrids_per_axis}] = true;
     r.counts.subgrid_columns = static_cast<index_t>(columns.size());
   }
   r.counts.bytes_sent = sent;
@@ -574,8 +576,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       r.stonewall = sw;
     }
     if (!o.duration && written != ctx.job.obs->visibility_count())
-      throw std::logic_error(fmt::format("wrote {} visibilities of {}", written,
-                                         ctx.job.obs->visibility_count()));
+      throw std::logic_error(
+          fmt::format("wrote {} visibilities of {}", written, ctx.job.obs->visibility_count()));
   }
   if (!o.synthetic_vis) r.accuracy = accuracy;  // synthetic: no sky, no accuracy
   report::Timing timing;
@@ -594,7 +596,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   rates.write_bytes_per_s = write_s > 0 ? bytes_written / write_s : 0;
   r.rates = rates;
   r.memory.peak_rss_bytes = 0;
-  for (const auto& k : ranks) r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
+  for (const auto& k : ranks)
+    r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
   return r;
 }
 

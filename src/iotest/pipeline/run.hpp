@@ -36,20 +36,20 @@ struct RunOptions {
   int threads = 0;           // per streamer (0: this host's cores over its ranks)
   int producer_threads = 0;  // per producer (0: as threads)
   // Queues (DESIGN.md section 2).
-  index_t send_queue = 8;          // contributions in flight per producer thread
-  index_t subgrid_queue = 32;      // subgrids a streamer receives at once
-  index_t task_queue = 128;        // degrid tasks outstanding per streamer
-  index_t bls_per_task = 256;      // baselines' time chunks per degrid task
-  index_t visibility_queue = 1024; // chunks waiting for a streamer's writers
-  int writer_count = 1;            // writers per streamer
-  bool fork_writer = false;        // writers as processes
-  std::string output;              // OUT%d.h5; empty: dry run (null back-end)
-  storage::StorageOptions storage; // --storage and its options
+  index_t send_queue = 8;           // contributions in flight per producer thread
+  index_t subgrid_queue = 32;       // subgrids a streamer receives at once
+  index_t task_queue = 128;         // degrid tasks outstanding per streamer
+  index_t bls_per_task = 256;       // baselines' time chunks per degrid task
+  index_t visibility_queue = 1024;  // chunks waiting for a streamer's writers
+  int writer_count = 1;             // writers per streamer
+  bool fork_writer = false;         // writers as processes
+  std::string output;               // OUT%d.h5; empty: dry run (null back-end)
+  storage::StorageOptions storage;  // --storage and its options
   // Storage only (DESIGN.md section 9): no producers, no towers, no
   // degridding; the streamers walk their parts as ever and write a pattern
   // (degrid::synthetic_visibility) in the same chunks.
   bool synthetic_vis = false;
-  bool progress = true;            // rank 0 shows progress on stderr
+  bool progress = true;  // rank 0 shows progress on stderr
   // Stonewalling (as IOR calls it): after this many seconds no new work is
   // started, what is in flight drains and the run ends normally, reporting
   // the fraction done and a projection for the whole observation.

@@ -11,6 +11,7 @@
 // return to MPI; with the queue it can, and the others block on a condition
 // variable instead of spinning.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,7 +19,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <unistd.h>
 
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
@@ -186,13 +186,14 @@ RankResult run_streamer(Context& ctx) {
 
   // Which visits to check against the direct transform: spread over the walk.
   const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
-  const index_t check = zero_data || ctx.job.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
+  const index_t check =
+      zero_data || ctx.job.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
   const auto checked = [&](index_t k) {
     return check > 0 && (k * check) % visits < check;  // about `check` visits, evenly spaced
   };
   const sky::UnitRoots roots(check > 0 ? p.N : 1);
-  const auto samples = with_vis ? degrid::pick_samples(*ctx.job.obs, o.vis_samples, o.seed)
-                                : std::vector<index_t>{};
+  const auto samples =
+      with_vis ? degrid::pick_samples(*ctx.job.obs, o.vis_samples, o.seed) : std::vector<index_t>{};
 
   std::vector<ThreadState> state;
   for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
@@ -234,8 +235,8 @@ RankResult run_streamer(Context& ctx) {
       ++st.messages_sent;
     }
   };
-  Progress progress(o.progress && ctx.roles.rank == 0, dynamic ? 0 : static_cast<index_t>(todo.size()),
-                    "subgrids");
+  Progress progress(o.progress && ctx.roles.rank == 0,
+                    dynamic ? 0 : static_cast<index_t>(todo.size()), "subgrids");
   index_t assembled = 0;
 
   // One subgrid, as a task: sum its contributions, free its slot, check it,
@@ -346,8 +347,8 @@ RankResult run_streamer(Context& ctx) {
         ds.busy_s += seconds_since(td);
         const auto tc = Clock::now();
         if (!zero_data && !ctx.job.sources.empty())
-          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin, end,
-                                                  ds.vis, ds.vis_error);
+          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin,
+                                                  end, ds.vis, ds.vis_error);
         ds.check_s += seconds_since(tc);
         finish_task();
       });
@@ -505,7 +506,8 @@ RankResult run_streamer(Context& ctx) {
   if (writers) {
     if (ctx.deadline) {  // what the files hold, so verify checks exactly that
       std::vector<storage::WrittenPart> written;
-      for (const auto& ts : state) written.insert(written.end(), ts.written.begin(), ts.written.end());
+      for (const auto& ts : state)
+        written.insert(written.end(), ts.written.begin(), ts.written.end());
       writers->record_written(storage::merge_written_parts(std::move(written)));
     }
     const double write_wait = writers->wait_s();

@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
@@ -70,7 +70,8 @@ size_t round_up(size_t n, size_t to) {
 }  // namespace
 
 ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values) {
-  const size_t header = round_up(sizeof(Shared) + static_cast<size_t>(slots) * sizeof(Shared::Entry), 64);
+  const size_t header =
+      round_up(sizeof(Shared) + static_cast<size_t>(slots) * sizeof(Shared::Entry), 64);
   bytes_ = header + static_cast<size_t>(slots * chunk_values) * sizeof(cplx);
   void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (at == MAP_FAILED) throw std::runtime_error("cannot map the visibility queue");
@@ -325,7 +326,7 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
     storage::ChunkKey key;
     const cplx* chunk = nullptr;
     index_t visibilities = 0;
-    std::vector<char> parts;  // WrittenPart records, as they came
+    std::vector<char> parts;                        // WrittenPart records, as they came
     while (queue.peek(key, chunk, visibilities)) {  // whole chunks go from their slot: no copy
       if (key.row_chunk == kWrittenPartsEntry) {
         const auto* bytes = reinterpret_cast<const char*>(chunk);

@@ -12,9 +12,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
-#include <thread>
 #include <vector>
 
 #include "iotest/storage/backend.hpp"
@@ -72,10 +72,10 @@ class ChunkQueue {
 
 struct WriterOptions {
   storage::StorageOptions storage;  // the back-end (from the paths unless named)
-  std::vector<std::string> paths;  // one output per writer
-  index_t queue_slots = 64;        // chunks waiting, per writer
-  index_t partial_slots = 0;       // parts of chunks held until whole, per writer (0: none)
-  bool fork = false;               // processes instead of threads
+  std::vector<std::string> paths;   // one output per writer
+  index_t queue_slots = 64;         // chunks waiting, per writer
+  index_t partial_slots = 0;        // parts of chunks held until whole, per writer (0: none)
+  bool fork = false;                // processes instead of threads
 };
 
 // A chunk whose runs fall in several subgrids (or w-stacks) arrives in

@@ -79,8 +79,8 @@ std::string advice_text(const Advice& a, const std::optional<Observation>& obser
   std::string s = fmt::format(
       "  ranks: {} on {} node(s), {} per node: {} producer(s) x {} thread(s), {} streamer(s) x {} "
       "thread(s), {}\n",
-      a.recommended_ranks, a.nodes, a.ranks_per_node, a.producers, a.producer_threads,
-      a.streamers, a.threads, a.assigner ? "1 assigner" : "static assignment");
+      a.recommended_ranks, a.nodes, a.ranks_per_node, a.producers, a.producer_threads, a.streamers,
+      a.threads, a.assigner ? "1 assigner" : "static assignment");
   s += fmt::format("  run: mpirun -np {} --map-by slot iotest --facet-workers={}{} ...\n",
                    a.recommended_ranks, a.producers, a.assigner ? " --assigner" : "");
   s += fmt::format("  rule: {}\n", a.rule);
@@ -223,7 +223,7 @@ json to_json(const Report& r) {
     const auto& t = *r.timing;
     j["timing"] = {{"wall_s", t.wall_s},   {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
                    {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s},
-                   {"write_s", t.write_s}, {"open_s", t.open_s}, {"stream_s", t.stream_s}};
+                   {"write_s", t.write_s}, {"open_s", t.open_s},         {"stream_s", t.stream_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -261,18 +261,30 @@ json to_json(const Report& r) {
     const auto& d = *r.reading;
     json ranks = json::array();
     for (const auto& k : d.per_rank)
-      ranks.push_back({{"rank", k.rank}, {"host", k.host}, {"files", k.files},
-                       {"chunks", k.chunks}, {"bytes", k.bytes}, {"open_s", k.open_s},
+      ranks.push_back({{"rank", k.rank},
+                       {"host", k.host},
+                       {"files", k.files},
+                       {"chunks", k.chunks},
+                       {"bytes", k.bytes},
+                       {"open_s", k.open_s},
                        {"read_s", k.read_s}});
-    j["read"] = {{"files", d.files},       {"backend", d.backend},
-                 {"ranks", d.ranks},       {"direct", d.direct},
+    j["read"] = {{"files", d.files},
+                 {"backend", d.backend},
+                 {"ranks", d.ranks},
+                 {"direct", d.direct},
                  {"caches_dropped", d.caches_dropped},
-                 {"chunks", d.chunks},     {"bytes", d.bytes},
-                 {"open_s", d.open_s},     {"read_s", d.read_s},
-                 {"wall_s", d.wall_s},     {"bytes_per_s", d.bytes_per_s},
-                 {"checked", d.checked},   {"values_checked", d.values_checked},
-                 {"values_wrong", d.values_wrong}, {"values_right", d.values_right},
-                 {"values_expected", d.values_expected}, {"passed", d.passed},
+                 {"chunks", d.chunks},
+                 {"bytes", d.bytes},
+                 {"open_s", d.open_s},
+                 {"read_s", d.read_s},
+                 {"wall_s", d.wall_s},
+                 {"bytes_per_s", d.bytes_per_s},
+                 {"checked", d.checked},
+                 {"values_checked", d.values_checked},
+                 {"values_wrong", d.values_wrong},
+                 {"values_right", d.values_right},
+                 {"values_expected", d.values_expected},
+                 {"passed", d.passed},
                  {"per_rank", ranks}};
     if (!d.first_wrong.empty()) j["read"]["first_wrong"] = d.first_wrong;
   }
@@ -394,9 +406,9 @@ namespace {
 std::string environment_text(const Environment& e) {
   std::string hosts;
   for (const auto& h : e.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
-  std::string s = fmt::format("  iotest {} ({}) on {}, {}; HDF5 {}, {}, {}\n", e.iotest_version,
-                              e.git_revision, hosts, e.date, e.hdf5_version, e.mpi_version,
-                              e.fftw_version);
+  std::string s =
+      fmt::format("  iotest {} ({}) on {}, {}; HDF5 {}, {}, {}\n", e.iotest_version, e.git_revision,
+                  hosts, e.date, e.hdf5_version, e.mpi_version, e.fftw_version);
   if (e.output)
     s += fmt::format("  {} on {} ({}, mounted at {})\n", e.output->path, e.output->type,
                      e.output->options, e.output->mount_point);
@@ -545,13 +557,12 @@ std::string render_body(const Report& r) {
     const auto& pl = *r.pipeline;
     const auto& t = *r.timing;
     const auto& q = *r.rates;
-    s += fmt::format("  stream {:.3f} s (planning {:.3f} s, wall {:.3f} s): {:.1f} subgrids/s, "
-                     "network {}/s",
-                     t.stream_s, t.planning_s, t.wall_s, q.subgrids_per_s,
-                     bytes_text(q.net_bytes_per_s));
+    s += fmt::format(
+        "  stream {:.3f} s (planning {:.3f} s, wall {:.3f} s): {:.1f} subgrids/s, "
+        "network {}/s",
+        t.stream_s, t.planning_s, t.wall_s, q.subgrids_per_s, bytes_text(q.net_bytes_per_s));
     if (r.observation)
-      s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s,
-                       q.w_planes_per_s);
+      s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s, q.w_planes_per_s);
     s += "\n";
     if (r.counts.bytes_sent)
       s += fmt::format("  sent {} in contributions, received {}\n",
@@ -566,10 +577,10 @@ std::string render_body(const Report& r) {
     for (const auto& k : pl.per_rank)
       s += fmt::format(
           "  {:<5} {:<9} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
-                       k.rank, k.role, k.busy_s, k.wait_s, k.idle_s, k.cpu_s,
-                       bytes_text(static_cast<double>(k.bytes_sent)),
-                       bytes_text(static_cast<double>(k.bytes_received)), k.subgrids,
-                       k.visibilities, bytes_text(static_cast<double>(k.bytes_written)));
+          k.rank, k.role, k.busy_s, k.wait_s, k.idle_s, k.cpu_s,
+          bytes_text(static_cast<double>(k.bytes_sent)),
+          bytes_text(static_cast<double>(k.bytes_received)), k.subgrids, k.visibilities,
+          bytes_text(static_cast<double>(k.bytes_written)));
     s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
                      pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
   }
@@ -605,20 +616,19 @@ std::string render_body(const Report& r) {
 std::string render_run_plan(const Report& r) {
   const auto& p = r.rec;
   const auto& pl = *r.pipeline;
-  std::string s = fmt::format("iotest run: {} ({}), {} facets, {} subgrid visits in {} parts\n",
-                              p.name, p.canonical, r.counts.facets, pl.subgrid_visits,
-                              pl.subgrid_parts);
-  s += fmt::format(
-      "  {} ranks: {} producer(s) x {} thread(s), {} streamer(s) x {} thread(s){}{}\n", pl.ranks,
-      pl.producers, pl.producer_threads, pl.streamers, pl.threads,
-      pl.assigner ? ", 1 assigner" : ", static assignment",
-      pl.writers_per_streamer > 0
-          ? fmt::format(", {} writer {} per streamer", pl.writers_per_streamer,
-                        pl.fork_writer ? "process(es)" : "thread(s)")
-          : std::string());
-  s += fmt::format(
-      "  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n", pl.send_queue,
-      pl.subgrid_queue, pl.task_queue, pl.bls_per_task, pl.visibility_queue);
+  std::string s =
+      fmt::format("iotest run: {} ({}), {} facets, {} subgrid visits in {} parts\n", p.name,
+                  p.canonical, r.counts.facets, pl.subgrid_visits, pl.subgrid_parts);
+  s += fmt::format("  {} ranks: {} producer(s) x {} thread(s), {} streamer(s) x {} thread(s){}{}\n",
+                   pl.ranks, pl.producers, pl.producer_threads, pl.streamers, pl.threads,
+                   pl.assigner ? ", 1 assigner" : ", static assignment",
+                   pl.writers_per_streamer > 0
+                       ? fmt::format(", {} writer {} per streamer", pl.writers_per_streamer,
+                                     pl.fork_writer ? "process(es)" : "thread(s)")
+                       : std::string());
+  s += fmt::format("  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n",
+                   pl.send_queue, pl.subgrid_queue, pl.task_queue, pl.bls_per_task,
+                   pl.visibility_queue);
   if (pl.synthetic_vis)
     s += "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
          "written as the real run would\n";
@@ -631,7 +641,7 @@ std::string render_run_plan(const Report& r) {
                      bytes_text(static_cast<double>(r.observation->visibility_bytes)),
                      r.observation->vis_set, r.counts.subgrids_used.value_or(0),
                      r.settings && !r.settings->output.empty() ? r.settings->output
-                                                              : std::string("null (dry run)"));
+                                                               : std::string("null (dry run)"));
   return s;
 }
 

@@ -41,16 +41,16 @@ struct RunSettings {  // what the user chose besides the recombination set
 
 struct Counts {
   index_t facets = 0;
-  std::optional<index_t> baselines;       // with a visibility set
-  std::optional<index_t> visibilities;    // with a visibility set
-  std::optional<index_t> subgrids_used;   // subgrids holding visibilities
-  std::optional<index_t> bytes_written;   // chunk bytes written to storage, rewrites included
-  std::optional<index_t> chunks_written;  // distinct storage chunks written
+  std::optional<index_t> baselines;             // with a visibility set
+  std::optional<index_t> visibilities;          // with a visibility set
+  std::optional<index_t> subgrids_used;         // subgrids holding visibilities
+  std::optional<index_t> bytes_written;         // chunk bytes written to storage, rewrites included
+  std::optional<index_t> chunks_written;        // distinct storage chunks written
   std::optional<index_t> visibilities_written;  // carried by the chunk writes
-  std::optional<index_t> chunks_rewritten;  // writes to a chunk already written (accumulated)
-  std::optional<index_t> bytes_sent;        // contributions sent by producers (run)
-  std::optional<index_t> bytes_received;    // contributions received by streamers (run)
-  index_t subgrids = 0;                   // of the whole grid
+  std::optional<index_t> chunks_rewritten;      // writes to a chunk already written (accumulated)
+  std::optional<index_t> bytes_sent;            // contributions sent by producers (run)
+  std::optional<index_t> bytes_received;        // contributions received by streamers (run)
+  index_t subgrids = 0;                         // of the whole grid
   index_t subgrids_processed = 0;
   index_t subgrid_columns = 0;
   index_t subgrids_checked = 0;
@@ -130,8 +130,7 @@ struct Pipeline {
   // --synthetic-vis: storage only. The streamers walk their parts as ever
   // but write a pattern instead of degridding; no producers, no sky.
   bool synthetic_vis = false;
-  index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0,
-          visibility_queue = 0;
+  index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0, visibility_queue = 0;
   index_t subgrid_visits = 0;  // (w-stack, subgrid) pairs walked, busy ones split in parts
   index_t subgrid_parts = 0;   // work items handed to streamers
   std::vector<RankStats> per_rank;
@@ -220,9 +219,9 @@ struct Reading {
   bool direct = false;          // O_DIRECT (--posix.direct): past the page cache
   bool caches_dropped = false;  // --drop-caches before reading
   index_t chunks = 0, bytes = 0;
-  double open_s = 0;  // opening the files, summed over ranks (apart from reads)
-  double read_s = 0;  // inside the read calls, summed over ranks
-  double wall_s = 0;  // the reading phase, barrier to barrier
+  double open_s = 0;       // opening the files, summed over ranks (apart from reads)
+  double read_s = 0;       // inside the read calls, summed over ranks
+  double wall_s = 0;       // the reading phase, barrier to barrier
   double bytes_per_s = 0;  // bytes over wall_s
   // --check: every value read against the synthetic pattern. A chunk split
   // over writers is in each of their files, zero where another holds the
@@ -244,7 +243,7 @@ struct Reading {
 
 struct Stonewall {
   double duration_s = 0;
-  bool ended_early = false;  // the deadline came before the walk's end
+  bool ended_early = false;                     // the deadline came before the walk's end
   index_t visits_total = 0, visits_walked = 0;  // visits whose contributions were sent
   index_t parts_total = 0, parts_done = 0;      // parts whose every degrid task ran
   index_t visibilities_total = 0, visibilities_done = 0;

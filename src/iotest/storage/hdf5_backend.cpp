@@ -4,11 +4,10 @@
 // HDF5 chunk. flags and nsamples are fill values (false, 1): they take no
 // space until written.
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
-#include <unistd.h>
-
 #include <cstdio>
 #include <mutex>
 #include <numbers>
@@ -104,9 +103,9 @@ void write_rows(hid_t group, const char* name, hid_t type, long long baselines, 
                 hsize_t columns, long long block, Fill&& fill) {
   const auto rows = static_cast<hsize_t>(baselines * times);
   const Id shape = columns == 1 ? space({rows}) : space({rows, columns});
-  Id set(check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                  name),
-         H5Dclose);
+  Id set(
+      check_id(H5Dcreate2(group, name, type, shape, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name),
+      H5Dclose);
   std::vector<T> buffer(static_cast<size_t>(std::min(block, baselines) * times) * columns);
   for (long long b0 = 0; b0 < baselines; b0 += block) {
     const long long b1 = std::min(baselines, b0 + block);
@@ -129,9 +128,9 @@ void write_constant_rows(hid_t group, const char* name, hid_t type, hsize_t rows
   const hsize_t chunk[1] = {std::max<hsize_t>(1, std::min<hsize_t>(rows, 1 << 20))};
   check(H5Pset_chunk(props, 1, chunk), name);
   check(H5Pset_fill_value(props, type, value), name);
-  Id set(check_id(H5Dcreate2(group, name, type, space({rows}), H5P_DEFAULT, props, H5P_DEFAULT),
-                  name),
-         H5Dclose);
+  Id set(
+      check_id(H5Dcreate2(group, name, type, space({rows}), H5P_DEFAULT, props, H5P_DEFAULT), name),
+      H5Dclose);
 }
 
 // East-north-up offsets to Earth-centred ones at the array centre.
@@ -332,17 +331,16 @@ class Hdf5Backend final : public Backend {
                            for (long long t = 0; t < nt; ++t)
                              *out++ = kJd0 + obs.time.at(t) / kSiderealPerSolar / 86400;
                        });
-    write_rows<double>(
-        header, "uvw_array", H5T_NATIVE_DOUBLE, nbl, nt, 3, block,
-        [&](long long b0, long long b1, double* out) {
-          for (long long b = b0; b < b1; ++b)
-            for (long long t = 0; t < nt; ++t) {
-              const auto [a1, a2] = baselines[static_cast<size_t>(b)];
-              const auto& p1 = antenna_uvw[static_cast<size_t>(t * nant + a1)];
-              const auto& p2 = antenna_uvw[static_cast<size_t>(t * nant + a2)];
-              *out++ = p2.u - p1.u, *out++ = p2.v - p1.v, *out++ = p2.w - p1.w;
-            }
-        });
+    write_rows<double>(header, "uvw_array", H5T_NATIVE_DOUBLE, nbl, nt, 3, block,
+                       [&](long long b0, long long b1, double* out) {
+                         for (long long b = b0; b < b1; ++b)
+                           for (long long t = 0; t < nt; ++t) {
+                             const auto [a1, a2] = baselines[static_cast<size_t>(b)];
+                             const auto& p1 = antenna_uvw[static_cast<size_t>(t * nant + a1)];
+                             const auto& p2 = antenna_uvw[static_cast<size_t>(t * nant + a2)];
+                             *out++ = p2.u - p1.u, *out++ = p2.v - p1.v, *out++ = p2.w - p1.w;
+                           }
+                       });
     const double dt_solar = obs.time.step() / kSiderealPerSolar;
     const double integration = dt_solar > 0 ? dt_solar : 1.0;
     write_constant_rows(header, "integration_time", H5T_NATIVE_DOUBLE, rows, &integration);

@@ -83,8 +83,8 @@ std::string partial_path(const std::string& path) {
 void publish(const std::string& path) {
   const std::string from = partial_path(path);
   if (std::rename(from.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("renaming '" + from + "' to '" + path + "' failed: " +
-                             std::strerror(errno));
+    throw std::runtime_error("renaming '" + from + "' to '" + path +
+                             "' failed: " + std::strerror(errno));
 }
 
 BackendSpec null_spec() {

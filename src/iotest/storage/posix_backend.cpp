@@ -68,7 +68,9 @@ constexpr std::size_t kFooterMagicBytes = sizeof(kFooterMagic) - 1;
 constexpr std::int64_t kFooterBytes = 64;
 constexpr std::int64_t kCplxBytes = static_cast<std::int64_t>(sizeof(cplx));
 
-std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
+std::int64_t round_up(std::int64_t n, std::int64_t to) {
+  return (n + to - 1) / to * to;
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw std::runtime_error(what + " '" + path + "' failed: " + std::strerror(errno));
@@ -106,7 +108,9 @@ bool pread_all(int fd, void* out, std::int64_t bytes, std::int64_t offset,
   return true;
 }
 
-void put_i64(char* at, std::int64_t v) { std::memcpy(at, &v, sizeof v); }
+void put_i64(char* at, std::int64_t v) {
+  std::memcpy(at, &v, sizeof v);
+}
 std::int64_t get_i64(const char* at) {
   std::int64_t v = 0;
   std::memcpy(&v, at, sizeof v);
@@ -118,7 +122,8 @@ std::int64_t get_i64(const char* at) {
 int open_direct(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC);
   if (fd < 0 && errno == EINVAL)
-    throw std::runtime_error("'" + path + "': the file system does not support O_DIRECT "
+    throw std::runtime_error("'" + path +
+                             "': the file system does not support O_DIRECT "
                              "(--posix.direct)");
   if (fd < 0) fail("opening with O_DIRECT", path);
   return fd;
@@ -297,8 +302,10 @@ class PosixBackend final : public Backend {
     json doc;
     doc["format"] = "iotest-posix";
     doc["version"] = 1;
-    doc["layout"] = {{"baselines", layout().baselines}, {"times", layout().times},
-                     {"channels", layout().channels}, {"time_chunk", layout().time_chunk},
+    doc["layout"] = {{"baselines", layout().baselines},
+                     {"times", layout().times},
+                     {"channels", layout().channels},
+                     {"time_chunk", layout().time_chunk},
                      {"freq_chunk", layout().freq_chunk}};
     doc["chunk_bytes"] = chunk_bytes_;
     doc["slot_bytes"] = slot_bytes_;
@@ -308,8 +315,7 @@ class PosixBackend final : public Backend {
     doc["frequencies_hz"] = freq;
     // The observation as written (what a run's Provenance::observation
     // holds, present also without provenance): (u, v, w) are rebuilt from it.
-    doc["observation"] =
-        options_json({obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg});
+    doc["observation"] = options_json({obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg});
     doc["provenance"] = layout().provenance ? provenance_json(*layout().provenance) : json(nullptr);
     json parts = json::array();
     for (const auto& p : written_parts())
@@ -330,8 +336,8 @@ class PosixBackend final : public Backend {
 
   const bool direct_, fsync_each_chunk_;
   std::string path_, temp_;  // temp_: the partial file while it is ours to remove
-  int fd_ = -1;         // buffered: header, trailer, and chunks without O_DIRECT
-  int direct_fd_ = -1;  // O_DIRECT chunk writes and read-backs
+  int fd_ = -1;              // buffered: header, trailer, and chunks without O_DIRECT
+  int direct_fd_ = -1;       // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
   PageBuffer buffer_;  // one slot: padding and read-backs for rewrites
   // Slot -> chunk id (the index written at close) and chunk id -> slot (for
@@ -415,7 +421,7 @@ class PosixReader final : public Reader {
     const bool read =
         direct_fd_ < 0 ? pread_all(fd_, out, chunk_bytes_, slot_offset(slot), path_)
         : straight     ? pread_all(direct_fd_, out, slot_bytes_, slot_offset(slot), path_)
-                       : pread_all(direct_fd_, buffer_.get(), slot_bytes_, slot_offset(slot), path_);
+                   : pread_all(direct_fd_, buffer_.get(), slot_bytes_, slot_offset(slot), path_);
     if (!read) throw std::runtime_error(path_ + ": reading a chunk failed (the file is short)");
     if (direct_fd_ >= 0 && !straight)
       std::memcpy(out, buffer_.get(), static_cast<size_t>(chunk_bytes_));
@@ -436,7 +442,8 @@ class PosixReader final : public Reader {
     std::sort(by_slot.begin(), by_slot.end());
     std::vector<ChunkKey> keys;
     keys.reserve(by_slot.size());
-    for (const auto& [slot, id] : by_slot) keys.push_back({id / channel_chunks(), id % channel_chunks()});
+    for (const auto& [slot, id] : by_slot)
+      keys.push_back({id / channel_chunks(), id % channel_chunks()});
     return keys;
   }
 
@@ -517,8 +524,7 @@ class PosixReader final : public Reader {
     } catch (const std::runtime_error& e) {  // a layout file of one's own, now unreadable
       refuse(std::string("its observation cannot be rebuilt: ") + e.what());
     }
-    if (obs_.baseline_count() != nbls_ || obs_.time.steps != ntimes_ ||
-        obs_.freq.steps != nfreqs_)
+    if (obs_.baseline_count() != nbls_ || obs_.time.steps != ntimes_ || obs_.freq.steps != nfreqs_)
       refuse("its observation, rebuilt, has another shape than its data");
     baselines_ = obs_.baselines();
 
@@ -569,8 +575,8 @@ BackendSpec posix_spec() {
   s.options = {
       {"posix.direct", "O_DIRECT chunk writes and read-backs (page-aligned; not every file system)",
        true, ""},
-      {"posix.fsync", "sync after every chunk (chunk: fdatasync) or once at flush and close",
-       false, "close"},
+      {"posix.fsync", "sync after every chunk (chunk: fdatasync) or once at flush and close", false,
+       "close"},
   };
   s.make = [](const StorageOptions& options) -> std::unique_ptr<Backend> {
     const bool direct = option_flag(options, "posix.direct");

@@ -25,7 +25,8 @@ std::string names() {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -64,8 +65,7 @@ std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::
 }
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
-  if (!std::filesystem::is_regular_file(path))
-    throw UsageError(path, "cannot open: no such file");
+  if (!std::filesystem::is_regular_file(path)) throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) {
       // Options of another back-end would be silently ignored: refused.

@@ -63,8 +63,7 @@ std::string read_string(hid_t file, const char* name) {
 
 }  // namespace
 
-Uvh5Reader::Uvh5Reader(const std::string& path)
-    : h_(std::make_unique<Handles>()), path_(path) {
+Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()), path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   h_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (h_->file < 0) throw UsageError(path, "cannot open as HDF5");
@@ -103,8 +102,9 @@ Uvh5Reader::Uvh5Reader(const std::string& path)
     pv.stonewalled = present("Header/extra_keywords/iotest_stonewalled") &&
                      scalar("Header/extra_keywords/iotest_stonewalled") != 0;
     if (pv.stonewalled && !present("iotest/written_parts"))
-      throw UsageError(path, "is from a stonewalled run (--duration) but lists no written parts: "
-                             "not completely written");
+      throw UsageError(path,
+                       "is from a stonewalled run (--duration) but lists no written parts: "
+                       "not completely written");
     provenance_ = pv;
   }
   h_->visdata = H5Dopen2(h_->file, "Data/visdata", H5P_DEFAULT);
@@ -129,7 +129,8 @@ std::array<double, 3> Uvh5Reader::uvw(index_t row) const {
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offset, nullptr, count, nullptr);
   const hid_t memory = H5Screate_simple(2, count, nullptr);
   std::array<double, 3> out{};
-  const herr_t status = H5Dread(set, H5T_NATIVE_DOUBLE, memory, file_space, H5P_DEFAULT, out.data());
+  const herr_t status =
+      H5Dread(set, H5T_NATIVE_DOUBLE, memory, file_space, H5P_DEFAULT, out.data());
   H5Sclose(memory);
   H5Sclose(file_space);
   H5Dclose(set);
