@@ -135,3 +135,26 @@ def test_unknown_back_ends_and_misplaced_options_are_usage_errors(iotest, tmp_pa
         proc = iotest("degrid", *DEGRID, *args, str(tmp_path / "x.bin"), check=2)
         assert option in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend):
+    # Two writers, then one with the same options: out1 is the first run's.
+    ext = BACKENDS[backend]
+    out = str(tmp_path / f"out%d.{ext}")
+    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=2", out, check=0)
+    report = tmp_path / "run.json"
+    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=1", out, f"--report={report}", check=0)
+    nonce = load(report)["config"]["nonce"]
+    assert nonce > 0
+    files = outputs(tmp_path, ext)
+    assert len(files) == 2
+    v = tmp_path / "v.json"
+    iotest("verify", *files, f"--report={v}", check=1)
+    result = load(v)["verification"]
+    assert not result["passed"] and "out1" in result["reason"] and "another run" in result["reason"]
+    # Its values carry the other nonce: reading with --check fails too.
+    assert mpirun(2, "read", "--check", *files).returncode == 1
+    # The run's own file passes, also against its report's nonce; not another's.
+    iotest("verify", files[0], f"--nonce={nonce}", check=0)
+    iotest("verify", files[0], f"--nonce={nonce ^ 1}", check=1)

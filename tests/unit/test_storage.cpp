@@ -111,7 +111,8 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   const auto run_count = [&](size_t i) { return runs[i].count(); };
   for (const auto& [first, last] :
        binning::cut_at_row_chunks(runs.size(), run_row_chunk, run_count, 1, 1 << 22))
-    degrid::synthesize_to_chunks(8, runs.data() + first, runs.data() + last, vis, assembler, emit);
+    degrid::synthesize_to_chunks(8, 77, runs.data() + first, runs.data() + last, vis, assembler,
+                                 emit);
   index_t expected = 0;
   for (const auto& r : runs) expected += r.count();
   EXPECT_EQ(emitted, expected);
@@ -122,12 +123,16 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
       const index_t row = key.first * 4 + i / 8, chan = key.second * 8 + i % 8;
       const index_t b = row / 8, t = row % 8;
       const bool covered = t % 2 == 0 && chan >= 2 && chan < 13;
-      const cplx want = covered ? degrid::synthetic_visibility(b, t, chan) : cplx{};
+      const cplx want = covered ? degrid::synthetic_visibility(b, t, chan, 77) : cplx{};
       EXPECT_EQ(values[static_cast<size_t>(i)], want) << "row " << row << " channel " << chan;
       nonzero += covered;
     }
   EXPECT_EQ(nonzero, expected);
-  EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5), cplx(3, 3 * 1048576 + 5));
+  EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5, 0), cplx(3, 3 * 1048576 + 5));
+  // The run's nonce in every value: exact up to the largest nonce.
+  EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5, 77), cplx(77 * 1048576 + 3, 3 * 1048576 + 5));
+  const cplx top = degrid::synthetic_visibility((1 << 20) - 2, 0, 0, 0xffffffffu);
+  EXPECT_EQ(top.real(), 4294967295.0 * 1048576 + (1 << 20) - 1);  // 2^52 - 1, exact
 }
 
 TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {
@@ -340,7 +345,7 @@ TEST(Storage, VerifyChecksASyntheticSetAgainstThePattern) {
     std::vector<cplx> out(32);
     for (index_t i = 0; i < 32; ++i) {
       const index_t row = key.row_chunk * 4 + i / 8, chan = key.freq_chunk * 8 + i % 8;
-      out[static_cast<size_t>(i)] = degrid::synthetic_visibility(row / 8, row % 8, chan);
+      out[static_cast<size_t>(i)] = degrid::synthetic_visibility(row / 8, row % 8, chan, 0);
     }
     return out;
   };

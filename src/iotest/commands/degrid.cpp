@@ -58,7 +58,7 @@ report::Report degrid(const DegridRunOptions& o) {
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
   auto backend = storage::make_backend(o.storage, o.output);
   auto layout = storage::layout_of(obs);
-  layout.provenance = job::provenance(job, o.rec_set, o.seed, false);
+  layout.provenance = job::provenance(job, o.rec_set, o.seed, false, storage::draw_nonce());
   backend->open(o.output, layout);
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
@@ -227,6 +227,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.counts.chunks_rewritten = backend->stats().chunks_rewritten;
   r.counts.visibilities_written = backend->stats().visibilities;
   r.settings->backend = std::string(backend->name());
+  r.settings->nonce = layout.provenance->nonce;
   r.settings->output = o.output;
   timing.check_s = check_s;
   report::Rates rates;

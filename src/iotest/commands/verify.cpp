@@ -89,9 +89,9 @@ Reference sky_reference(const storage::Reader& first, const storage::Provenance&
   };
 }
 
-Reference pattern_reference(index_t times) {
-  return [times](const Sample& s) {
-    return degrid::synthetic_visibility(s.row / times, s.row % times, s.chan);
+Reference pattern_reference(index_t times, std::uint32_t nonce) {
+  return [times, nonce](const Sample& s) {
+    return degrid::synthetic_visibility(s.row / times, s.row % times, s.chan, nonce);
   };
 }
 
@@ -224,6 +224,18 @@ report::Report verify(const VerifyOptions& o) {
   const storage::Reader& first = *files[0];
   const auto& pv = *first.provenance();
   const index_t chan_chunks = first.channel_chunks();
+  // One run's files: a file of another run (one an earlier run with the
+  // same options left behind) fails, as does a set from another run than
+  // --nonce's.
+  v.nonce = o.nonce.value_or(pv.nonce);
+  for (size_t i = 0; i < files.size(); ++i)
+    if (const auto nonce = files[i]->provenance()->nonce; nonce != v.nonce) {
+      v.passed = false;
+      v.reason = fmt::format("{} is from another run (its nonce is {}, {}'s {})", o.files[i], nonce,
+                             o.nonce ? "--nonce" : o.files[0], v.nonce);
+      r.verification = v;
+      return r;
+    }
 
   std::vector<Sample> samples;
   index_t first_missing = -1;  // a chunk expected in no file
@@ -309,7 +321,7 @@ report::Report verify(const VerifyOptions& o) {
   // written once, zeros elsewhere, and the values are small integers).
   v.synthetic = pv.synthetic;
   const auto reference =
-      pv.synthetic ? pattern_reference(first.times()) : sky_reference(first, pv, o);
+      pv.synthetic ? pattern_reference(first.times(), pv.nonce) : sky_reference(first, pv, o);
   RelativeError e;
   index_t compared = 0, wrong = 0;
   const Sample* first_wrong = nullptr;

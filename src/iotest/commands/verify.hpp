@@ -28,6 +28,9 @@ struct VerifyOptions {
   std::optional<std::uint64_t> seed;    // default: the files'
   index_t samples = 1000;               // over the whole set, at most one per chunk
   double tolerance = 1e-6;              // relative RMSE allowed
+  // The run the files must come from (its report's config.nonce); default:
+  // the first file's, and every file must share it.
+  std::optional<std::uint32_t> nonce;
 };
 
 // The report says whether the files passed (verification.passed).

@@ -37,13 +37,14 @@ void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const bi
   runs_to_chunks(d.observation().time.steps, begin, end, vis, chunks, emit);
 }
 
-void synthesize_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
-                          std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::VisRun* begin,
+                          const binning::VisRun* end, std::vector<cplx>& vis,
+                          storage::ChunkAssembler& chunks,
                           const storage::ChunkAssembler::Emit& emit) {
   vis.clear();
   for (const auto* run = begin; run != end; ++run)
     for (index_t c = run->chan_begin; c < run->chan_end; ++c)
-      vis.push_back(synthetic_visibility(run->baseline, run->time, c));
+      vis.push_back(synthetic_visibility(run->baseline, run->time, c, nonce));
   runs_to_chunks(times, begin, end, vis, chunks, emit);
 }
 

@@ -31,20 +31,25 @@ void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const bi
                       const storage::ChunkAssembler::Emit& emit);
 
 // The storage-only mode (--synthetic-vis): a cheap value that names its
-// visibility, (baseline + 1) + i (time * 2^20 + channel). Small integers,
-// so exact in a double and through the accumulate-on-rewrite path (each
-// visibility is written once, zeros elsewhere), and never zero, so a
-// missing visibility shows. Unique while channels < 2^20.
-inline cplx synthetic_visibility(index_t baseline, index_t time, index_t channel) {
-  return {static_cast<double>(baseline + 1),
-          static_cast<double>(time * (index_t{1} << 20) + channel)};
+// visibility and its run, (nonce * 2^20 + baseline + 1) + i (time * 2^20 +
+// channel). Integers below 2^52, so exact in a double and through the
+// accumulate-on-rewrite path (each visibility is written once, zeros
+// elsewhere), and never zero, so a missing visibility shows. Unique while
+// baselines and channels < 2^20; a file of another run (another nonce)
+// differs in every value.
+inline cplx synthetic_visibility(index_t baseline, index_t time, index_t channel,
+                                 std::uint32_t nonce) {
+  constexpr index_t kShift = index_t{1} << 20;
+  return {static_cast<double>(static_cast<index_t>(nonce) * kShift + baseline + 1),
+          static_cast<double>(time * kShift + channel)};
 }
 
 // degrid_to_chunks' twin for the storage-only mode: the same runs in the
 // same order into `vis` and the same chunks to `emit`, with the pattern in
 // place of degridded values. `times`: the observation's time steps.
-void synthesize_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
-                          std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::VisRun* begin,
+                          const binning::VisRun* end, std::vector<cplx>& vis,
+                          storage::ChunkAssembler& chunks,
                           const storage::ChunkAssembler::Emit& emit);
 
 // Random visibilities to check, as sorted linear indices

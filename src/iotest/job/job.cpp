@@ -141,7 +141,7 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
 }
 
 storage::Provenance provenance(const Job& job, const std::string& rec_set, std::uint64_t seed,
-                               bool synthetic) {
+                               bool synthetic, std::uint32_t nonce) {
   storage::Provenance pv;
   pv.rec_set = rec_set;
   pv.pixel_lm = job.geometry->pixel_lm;
@@ -152,6 +152,7 @@ storage::Provenance provenance(const Job& job, const std::string& rec_set, std::
   pv.observation = {obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg};
   pv.margin = job.w.margin;
   pv.w_stack_step = job.w.stack_step;
+  pv.nonce = nonce;
   return pv;
 }
 

@@ -81,7 +81,7 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
 // What the job's visibility files record of it: the sky, and what
 // rebuilds its binning (for `verify`).
 storage::Provenance provenance(const Job& job, const std::string& rec_set, std::uint64_t seed,
-                               bool synthetic);
+                               bool synthetic, std::uint32_t nonce);
 
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).

@@ -103,8 +103,8 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
         if (row >= file.baselines() * file.times()) break;
         for (index_t c = 0; c < chans && key.freq_chunk * chans + c < file.channels(); ++c) {
           const index_t chan = key.freq_chunk * chans + c;
-          const cplx want =
-              degrid::synthetic_visibility(row / file.times(), row % file.times(), chan);
+          const cplx want = degrid::synthetic_visibility(row / file.times(), row % file.times(),
+                                                         chan, file.provenance()->nonce);
           const cplx got = chunk[r * chans + c];
           ++mine.values_checked;
           if (got == cplx{}) continue;  // held by another file (the pattern is never zero)

@@ -86,6 +86,7 @@ struct Context {
   // touch of its prepared facets and their first preparation (run.cpp's
   // first_touch_threads).
   int setup_threads = 1;
+  std::uint32_t nonce = 0;  // this run's (storage::Provenance::nonce), rank 0's
   // Pools a streamer allocates (and touches) up front, from the memory
   // model: planes per w-tower and visibilities per degrid task.
   index_t tower_planes = 0, task_visibilities = 0;

@@ -312,6 +312,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   ctx.producer_threads = shape.producer_threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
+  // One nonce for the run, rank 0's, in every file it writes.
+  if (rank == 0) ctx.nonce = storage::draw_nonce();
+  MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
 
   const double t_plan = MPI_Wtime();
@@ -441,6 +444,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
                                calibration);
     s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
     s.backend = storage::backend_for(o.storage, o.output);
+    s.nonce = ctx.nonce;
     s.output = o.output;
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));
   }

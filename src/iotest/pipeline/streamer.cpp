@@ -154,7 +154,7 @@ void open_writers(Context& ctx) {
   if (!ctx.job.obs) return;
   const auto& o = ctx.options;
   ctx.layout = storage::layout_of(*ctx.job.obs);
-  auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis);
+  auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis, ctx.nonce);
   pv.stonewalled = o.duration.has_value();
   ctx.layout.provenance = pv;
   // --writer-count per streamer, files numbered across streamers.
@@ -333,8 +333,8 @@ RankResult run_streamer(Context& ctx) {
           writers->write(key, data, n);
         };
         if (synthetic)
-          degrid::synthesize_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis, ds.chunks,
-                                       to_writers);
+          degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis,
+                                       ds.chunks, to_writers);
         else
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
                                    ds.chunks, to_writers);

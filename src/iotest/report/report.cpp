@@ -130,6 +130,7 @@ json to_json(const Report& r) {
     }
     if (!s.backend.empty()) {  // with visibilities (degridded or synthetic)
       j["config"]["backend"] = s.backend;
+      j["config"]["nonce"] = s.nonce;
       j["config"]["output"] = s.output;
     }
   }
@@ -181,6 +182,7 @@ json to_json(const Report& r) {
                          {"tolerance", v.tolerance},
                          {"synthetic", v.synthetic},
                          {"stonewalled", v.stonewalled},
+                         {"nonce", v.nonce},
                          {"passed", v.passed},
                          {"reason", v.reason}};
     if (v.stonewalled) {

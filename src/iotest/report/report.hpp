@@ -36,6 +36,7 @@ struct RunSettings {  // what the user chose besides the recombination set
   double tower_error_at_zero = 0;  // and the calibration's error at w = 0
   index_t vis_samples = 0;         // visibilities checked against the direct transform
   std::string backend;             // storage back-end (degrid)
+  std::uint32_t nonce = 0;         // the run's, recorded in its files (0: none)
   std::string output;              // output path, empty for a dry run
 };
 
@@ -204,6 +205,7 @@ struct Verification {
   // the chunks expected are those the parts' visibilities fall in.
   bool stonewalled = false;
   index_t written_parts = 0, visibilities_written = 0;
+  std::uint32_t nonce = 0;  // the run the files come from
   bool passed = false;
   std::string reason;  // why not, in one line
 };

@@ -41,7 +41,13 @@ struct Provenance {
   // --duration: the run wrote part of the observation, listed in the
   // files as WrittenParts; only those visibilities are in them.
   bool stonewalled = false;
+  // The run's own random number (storage::draw_nonce): every file of one
+  // run has it, so a stale file of an earlier run with the same options
+  // shows; a synthetic set's values carry it too. 0: files from before.
+  std::uint32_t nonce = 0;
 };
+// A run's nonce: random, never 0.
+std::uint32_t draw_nonce();
 
 // A stonewalled run's unit of written work: visit (w_stack, subgrid)'s
 // visibilities in storage row chunks [row_chunk_begin, row_chunk_end).

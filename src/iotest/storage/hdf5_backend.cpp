@@ -396,6 +396,7 @@ class Hdf5Backend final : public Backend {
       write_scalar(extra, "iotest_margin", static_cast<long long>(pv.margin));
       write_scalar(extra, "iotest_w_stack_step", pv.w_stack_step);
       if (pv.stonewalled) write_scalar(extra, "iotest_stonewalled", 1LL);
+      write_scalar(extra, "iotest_nonce", static_cast<long long>(pv.nonce));
     }
     const long long centre_id = 0;
     const double frame_pa = 0.0;

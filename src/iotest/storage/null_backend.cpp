@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
@@ -95,6 +96,13 @@ BackendSpec null_spec() {
     return std::make_unique<NullBackend>();
   };
   return s;
+}
+
+std::uint32_t draw_nonce() {
+  std::random_device device;
+  std::uint32_t n = 0;
+  while (n == 0) n = device();
+  return n;
 }
 
 std::vector<WrittenPart> merge_written_parts(std::vector<WrittenPart> parts) {

@@ -171,6 +171,7 @@ json provenance_json(const Provenance& pv) {
   j["margin"] = pv.margin;
   j["w_stack_step"] = pv.w_stack_step;
   j["stonewalled"] = pv.stonewalled;
+  j["nonce"] = pv.nonce;
   return j;
 }
 
@@ -185,6 +186,7 @@ Provenance provenance_from(const json& j) {
   pv.margin = j.at("margin").get<index_t>();
   pv.w_stack_step = j.at("w_stack_step").get<double>();
   pv.stonewalled = j.at("stonewalled").get<bool>();
+  pv.nonce = j.at("nonce").get<std::uint32_t>();
   return pv;
 }
 

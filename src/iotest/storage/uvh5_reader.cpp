@@ -99,6 +99,9 @@ Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()
       pv.margin = scalar("Header/extra_keywords/iotest_margin");
       pv.w_stack_step = real("Header/extra_keywords/iotest_w_stack_step");
     }
+    // Absent in files from before run nonces: 0.
+    if (present("Header/extra_keywords/iotest_nonce"))
+      pv.nonce = static_cast<std::uint32_t>(scalar("Header/extra_keywords/iotest_nonce"));
     pv.stonewalled = present("Header/extra_keywords/iotest_stonewalled") &&
                      scalar("Header/extra_keywords/iotest_stonewalled") != 0;
     if (pv.stonewalled && !present("iotest/written_parts"))
