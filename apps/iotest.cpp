@@ -376,6 +376,8 @@ int main(int argc, char** argv) {
       "verify", "re-read visibility files and check every chunk against the direct transform");
   verify->add_option("files", verify_opts.files, "files written by iotest (any back-end)")
       ->required();
+  verify->add_flag("--all", verify_opts.all,
+                   "check every value, not samples (--synthetic-vis sets: exactly)");
   verify->add_option("--nonce", verify_opts.nonce,
                      "the run the files must come from (its report's config.nonce)");
   verify->add_option("--source-count", verify_opts.source_count,

@@ -158,3 +158,43 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
     # The run's own file passes, also against its report's nonce; not another's.
     iotest("verify", files[0], f"--nonce={nonce}", check=0)
     iotest("verify", files[0], f"--nonce={nonce ^ 1}", check=1)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_verify_all_catches_one_flipped_value_in_any_chunk(mpirun, iotest, tmp_path, backend):
+    ext = BACKENDS[backend]
+    mpirun(2, "--synthetic-vis", *OBS, str(tmp_path / f"out%d.{ext}"), check=0)
+    files = outputs(tmp_path, ext)
+    report = tmp_path / "v.json"
+    iotest("verify", "--all", *files, f"--report={report}", check=0)
+    v = load(report)["verification"]
+    assert v["all"] and v["values_checked"] >= 351 * 16 * 32 and v["values_wrong"] == 0
+    # One value, in the last chunk written (samples would likely miss it).
+    victim = files[-1]
+    if backend == "posix":
+        size = os.path.getsize(victim)
+        with open(victim, "r+b") as f:  # the last slot ends where the index starts
+            f.seek(size - 64 + 16)
+            index_offset = struct.unpack("<q", f.read(8))[0]
+            f.seek(index_offset - 4096 + 8)  # the last slot's first value, its imaginary part
+            value = struct.unpack("<d", f.read(8))[0]
+            f.seek(index_offset - 4096 + 8)
+            f.write(struct.pack("<d", value + 1))
+    else:
+        import h5py
+        with h5py.File(victim, "r+") as f:
+            vis = f["Data/visdata"]
+            data = vis[...]
+            nonzero = data.nonzero()
+            at = tuple(int(axis[-1]) for axis in nonzero)  # the last written value
+            data[at] += 1j
+            vis[...] = data
+    proc = iotest("verify", "--all", *files, f"--report={report}", check=1)
+    v = load(report)["verification"]
+    assert v["values_wrong"] == 1 and "differ from the synthetic pattern" in v["reason"]
+
+
+def test_verify_all_refuses_a_sky_set(mpirun, iotest, tmp_path):
+    mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.bin"), check=0)
+    proc = iotest("verify", "--all", *outputs(tmp_path, "bin"), check=2)
+    assert "--all" in proc.stderr

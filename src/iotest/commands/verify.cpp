@@ -224,6 +224,10 @@ report::Report verify(const VerifyOptions& o) {
   const storage::Reader& first = *files[0];
   const auto& pv = *first.provenance();
   const index_t chan_chunks = first.channel_chunks();
+  if (o.all && !pv.synthetic)
+    throw UsageError("--all", fmt::format("checks every value of --synthetic-vis sets; {} holds a "
+                                          "sky's (its values are checked by samples)",
+                                          o.files[0]));
   // One run's files: a file of another run (one an earlier run with the
   // same options left behind) fails, as does a set from another run than
   // --nonce's.
@@ -353,6 +357,31 @@ report::Report verify(const VerifyOptions& o) {
   a.vis_rmse_max = tally.worst;  // one set: the same figure
   a.vis_samples = compared;
   r.accuracy = a;
+  if (o.all) {
+    // Every value of every file, in the order they lie.
+    degrid::PatternCheck check;
+    std::vector<cplx> chunk(static_cast<size_t>(first.chunk_rows() * first.chunk_channels()));
+    for (size_t i = 0; i < files.size(); ++i)
+      for (const auto& key : files[i]->stored_chunks()) {
+        if (!files[i]->read_chunk(key, chunk.data()))
+          throw std::runtime_error(o.files[i] + ": a chunk of its index could not be read");
+        check.add(*files[i], o.files[i], key, chunk.data());
+      }
+    v.all = true;
+    v.values_checked = check.checked;
+    v.values_wrong = check.wrong;
+    const index_t expected = first.baselines() * first.times() * first.channels();
+    if (v.passed && check.wrong > 0) {
+      v.passed = false;
+      v.reason = fmt::format("{}: {} values differ from the synthetic pattern (first: {})",
+                             set_name, check.wrong, check.first_wrong);
+    } else if (v.passed && !pv.stonewalled && check.right != expected) {
+      v.passed = false;
+      v.reason = fmt::format("{}: {} of the observation's {} visibilities found ({})", set_name,
+                             check.right, expected,
+                             check.right < expected ? "some missing" : "some twice");
+    }
+  }
   r.verification = v;
   return r;
 }

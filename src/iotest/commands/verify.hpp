@@ -31,6 +31,8 @@ struct VerifyOptions {
   // The run the files must come from (its report's config.nonce); default:
   // the first file's, and every file must share it.
   std::optional<std::uint32_t> nonce;
+  // Every value, not samples: exactly, for --synthetic-vis sets.
+  bool all = false;
 };
 
 // The report says whether the files passed (verification.passed).

@@ -1,5 +1,7 @@
 #include "iotest/degrid/tasks.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <random>
 #include <tuple>
@@ -46,6 +48,29 @@ void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::Vis
     for (index_t c = run->chan_begin; c < run->chan_end; ++c)
       vis.push_back(synthetic_visibility(run->baseline, run->time, c, nonce));
   runs_to_chunks(times, begin, end, vis, chunks, emit);
+}
+
+void PatternCheck::add(const storage::Reader& file, const std::string& name,
+                       const storage::ChunkKey& key, const cplx* values) {
+  const index_t rows = file.chunk_rows(), chans = file.chunk_channels(), times = file.times();
+  const std::uint32_t nonce = file.provenance() ? file.provenance()->nonce : 0;
+  // Inside the observation only: the writer zeroes what lies past its edges.
+  for (index_t r = 0; r < rows; ++r) {
+    const index_t row = key.row_chunk * rows + r;
+    if (row >= file.baselines() * times) break;
+    for (index_t c = 0; c < chans && key.freq_chunk * chans + c < file.channels(); ++c) {
+      const index_t chan = key.freq_chunk * chans + c;
+      const cplx got = values[r * chans + c];
+      ++checked;
+      if (got == cplx{}) continue;  // held by another file (the pattern is never zero)
+      if (got == synthetic_visibility(row / times, row % times, chan, nonce)) {
+        ++right;
+      } else if (wrong++ == 0) {
+        first_wrong =
+            fmt::format("{} baseline {} time {} channel {}", name, row / times, row % times, chan);
+      }
+    }
+  }
 }
 
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,

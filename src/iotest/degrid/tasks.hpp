@@ -11,6 +11,7 @@
 #include "iotest/common/accuracy.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
+#include "iotest/storage/reader.hpp"
 
 namespace iotest::degrid {
 
@@ -43,6 +44,19 @@ inline cplx synthetic_visibility(index_t baseline, index_t time, index_t channel
   return {static_cast<double>(static_cast<index_t>(nonce) * kShift + baseline + 1),
           static_cast<double>(time * kShift + channel)};
 }
+
+// Every value of chunks read back from a synthetic set against the pattern
+// (`iotest read --check`, `iotest verify --all`). A chunk split over
+// writers is in each of their files, zero where another holds the value:
+// each non-zero value must be the pattern's, and over a whole set `right`
+// must equal the observation's visibilities (each there exactly once).
+struct PatternCheck {
+  index_t checked = 0, right = 0, wrong = 0;
+  std::string first_wrong;  // "FILE baseline B time T channel C"
+  // `values`: chunk `key` of `file` (named `name`), as read_chunk gives it.
+  void add(const storage::Reader& file, const std::string& name, const storage::ChunkKey& key,
+           const cplx* values);
+};
 
 // degrid_to_chunks' twin for the storage-only mode: the same runs in the
 // same order into `vis` and the same chunks to `emit`, with the pattern in

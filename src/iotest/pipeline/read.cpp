@@ -75,7 +75,7 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   }
   MPI_Barrier(comm);
   const double t0 = MPI_Wtime();
-  std::string first_wrong;
+  degrid::PatternCheck pattern;
   // Page-aligned, so O_DIRECT reads land in it without a copy.
   index_t largest = 0;
   for (const auto& file : files)
@@ -95,31 +95,14 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
       mine.read_s += seconds_since(start);
       ++mine.chunks;
       mine.bytes += rows * chans * static_cast<index_t>(sizeof(cplx));
-      if (!o.check) continue;
-      // Inside the observation every value is the pattern's (the writer
-      // zeroes what lies past the edges).
-      for (index_t r = 0; r < rows; ++r) {
-        const index_t row = key.row_chunk * rows + r;
-        if (row >= file.baselines() * file.times()) break;
-        for (index_t c = 0; c < chans && key.freq_chunk * chans + c < file.channels(); ++c) {
-          const index_t chan = key.freq_chunk * chans + c;
-          const cplx want = degrid::synthetic_visibility(row / file.times(), row % file.times(),
-                                                         chan, file.provenance()->nonce);
-          const cplx got = chunk[r * chans + c];
-          ++mine.values_checked;
-          if (got == cplx{}) continue;  // held by another file (the pattern is never zero)
-          if (got == want) {
-            ++mine.values_right;
-            continue;
-          }
-          if (mine.values_wrong++ == 0)
-            first_wrong = fmt::format("{} baseline {} time {} channel {}", names[f],
-                                      row / file.times(), row % file.times(), chan);
-        }
-      }
+      if (o.check) pattern.add(file, names[f], key, chunk);
     }
   }
   const double wall_mine = MPI_Wtime() - t0;
+  mine.values_checked = pattern.checked;
+  mine.values_right = pattern.right;
+  mine.values_wrong = pattern.wrong;
+  std::string first_wrong = pattern.first_wrong;
 
   // To rank 0: each rank's totals (and its host), the slowest rank's time.
   double wall = 0;

@@ -183,6 +183,9 @@ json to_json(const Report& r) {
                          {"synthetic", v.synthetic},
                          {"stonewalled", v.stonewalled},
                          {"nonce", v.nonce},
+                         {"all", v.all},
+                         {"values_checked", v.values_checked},
+                         {"values_wrong", v.values_wrong},
                          {"passed", v.passed},
                          {"reason", v.reason}};
     if (v.stonewalled) {

@@ -206,6 +206,9 @@ struct Verification {
   bool stonewalled = false;
   index_t written_parts = 0, visibilities_written = 0;
   std::uint32_t nonce = 0;  // the run the files come from
+  // --all: every value read and checked (synthetic sets).
+  bool all = false;
+  index_t values_checked = 0, values_wrong = 0;
   bool passed = false;
   std::string reason;  // why not, in one line
 };
