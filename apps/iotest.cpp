@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "iotest/checkpoint/h5_checkpoint.hpp"
 #include "iotest/commands/degrid.hpp"
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
@@ -211,6 +212,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
     }
     // A read-back that found wrong values fails, as verify does.
     if (report->reading && !report->reading->passed) status = iotest::kExitFailure;
+    if (report->checkpoint && report->checkpoint->values_wrong > 0) status = iotest::kExitFailure;
   }
   MPI_Finalize();
   return status;
@@ -371,6 +373,42 @@ int main(int argc, char** argv) {
   read->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
   add_storage_options(read, read_opts.storage, false);
 
+  iotest::checkpoint::H5Options h5_opts;
+  std::vector<long long> h5_grid, h5_domain, h5_chunk;
+  std::string h5_transfer = "collective";
+  bool h5_fill = false;
+  auto* h5 = app.add_subcommand(
+      "h5",
+      "the checkpoint kernel of seism-core under mpirun: a 3-D process grid writes a 4-D "
+      "dataset, one 3-D slice per step, through parallel HDF5");
+  h5->add_option("file", h5_opts.path, "the shared HDF5 file (a new one)")->required();
+  h5->add_option("--grid", h5_grid, "process grid PX,PY,PZ (default: from the rank count)")
+      ->delimiter(',')
+      ->expected(3);
+  h5->add_option("--domain", h5_domain, "values per rank NX,NY,NZ (doubles; default 64,64,64)")
+      ->delimiter(',')
+      ->expected(3);
+  h5->add_option("--chunk", h5_chunk, "HDF5 chunk CX,CY,CZ of a step (default: the domain)")
+      ->delimiter(',')
+      ->expected(3);
+  h5->add_option("--steps", h5_opts.steps, "time steps (3-D slices)")->capture_default_str();
+  h5->add_option("--transfer", h5_transfer, "collective or independent")->capture_default_str();
+  h5->add_flag("--collective-metadata", h5_opts.collective_metadata,
+               "collective metadata reads and writes");
+  h5->add_flag("--fill", h5_fill, "fill the dataset at allocation (default: never fill)");
+  h5->add_option("--alloc", h5_opts.alloc, "allocation time: early, late or incremental")
+      ->capture_default_str();
+  h5->add_flag("--precreate", h5_opts.precreate,
+               "rank 0 creates and allocates the file alone, then all ranks open it");
+  h5->add_option("--alignment", h5_opts.alignment, "align objects to this many bytes");
+  h5->add_option("--chunk-cache", h5_opts.chunk_cache, "chunk cache bytes per dataset");
+  h5->add_option("--hint", h5_opts.hints,
+                 "MPI-IO hint KEY=VALUE, repeatable (striping_factor, striping_unit, cb_nodes, "
+                 "romio_cb_write)");
+  h5->add_flag("--check", h5_opts.check, "read every value back and check it");
+  h5->add_flag("--keep", h5_opts.keep, "keep the file (default: removed at the end)");
+  h5->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
@@ -477,6 +515,23 @@ int main(int argc, char** argv) {
   }
 
   if (report_path == "-") report_path = "/dev/stdout";
+  if (*h5) {
+    const auto triple = [](const std::vector<long long>& v, auto& out) {
+      for (size_t a = 0; a < 3 && a < v.size(); ++a)
+        out[a] = static_cast<std::remove_reference_t<decltype(out[a])>>(v[a]);
+    };
+    triple(h5_grid, h5_opts.grid);
+    triple(h5_domain, h5_opts.domain);
+    triple(h5_chunk, h5_opts.chunk);
+    h5_opts.never_fill = !h5_fill;
+    std::string bad;
+    if (h5_transfer == "independent")
+      h5_opts.collective = false;
+    else if (h5_transfer != "collective")
+      bad = "--transfer: expected collective or independent, got '" + h5_transfer + "'";
+    return run_mpi([&](MPI_Comm comm) { return iotest::checkpoint::h5(h5_opts, comm); },
+                   report_path, bad, h5_opts.path);
+  }
   if (*read)
     return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); },
                    report_path, "", read_opts.files.front());

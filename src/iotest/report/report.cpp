@@ -1,6 +1,7 @@
 #include "iotest/report/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -293,6 +294,37 @@ json to_json(const Report& r) {
                  {"per_rank", ranks}};
     if (!d.first_wrong.empty()) j["read"]["first_wrong"] = d.first_wrong;
   }
+  if (r.checkpoint) {
+    const auto& c = *r.checkpoint;
+    j["h5"] = {{"path", c.path},
+               {"ranks", c.ranks},
+               {"grid", c.grid},
+               {"domain", c.domain},
+               {"chunk", c.chunk},
+               {"steps", c.steps},
+               {"transfer", c.transfer},
+               {"collective_metadata", c.collective_metadata},
+               {"never_fill", c.never_fill},
+               {"alloc", c.alloc},
+               {"precreate", c.precreate},
+               {"alignment", c.alignment},
+               {"chunk_cache", c.chunk_cache},
+               {"hints", c.hints},
+               {"bytes_per_step", c.bytes_per_step},
+               {"bytes", c.bytes},
+               {"create_s", c.create_s},
+               {"write_s", c.write_s},
+               {"close_s", c.close_s},
+               {"step_s", c.step_s},
+               {"raw_bytes_per_s", c.raw_bytes_per_s},
+               {"aggregate_bytes_per_s", c.aggregate_bytes_per_s},
+               {"io_mode", c.io_mode},
+               {"no_collective_cause", c.no_collective_cause},
+               {"metadata_reads_collective", c.metadata_reads_collective},
+               {"metadata_writes_collective", c.metadata_writes_collective},
+               {"checked", c.checked},
+               {"values_wrong", c.values_wrong}};
+  }
   if (r.environment) {
     const auto& e = *r.environment;
     j["environment"] = {{"iotest_version", e.iotest_version}, {"git_revision", e.git_revision},
@@ -431,6 +463,33 @@ namespace {
 std::string render_body(const Report& r) {
   const auto& p = r.rec;
   std::string s;
+  if (r.checkpoint) {  // nor does the checkpoint kernel
+    const auto& c = *r.checkpoint;
+    s += fmt::format(
+        "iotest h5: {} rank(s) in a {}x{}x{} grid, {}x{}x{} doubles each, chunks {}x{}x{}, {} "
+        "step(s) of {} to {}\n",
+        c.ranks, c.grid[0], c.grid[1], c.grid[2], c.domain[0], c.domain[1], c.domain[2], c.chunk[0],
+        c.chunk[1], c.chunk[2], c.steps, bytes_text(static_cast<double>(c.bytes_per_step)), c.path);
+    s += fmt::format(
+        "  {} transfers, metadata {}, fill {}, allocation {}{}{}\n", c.transfer,
+        c.collective_metadata ? "collective" : "independent", c.never_fill ? "never" : "default",
+        c.alloc, c.precreate ? ", precreated by rank 0" : "",
+        c.hints.empty() ? "" : ", hints " + fmt::format("{}", fmt::join(c.hints, " ")));
+    s += fmt::format(
+        "  create {:.3f} s, write {:.3f} s ({:.3f} GB/s raw), flush and close {:.3f} s: {} at "
+        "{:.3f} GB/s aggregate\n",
+        c.create_s, c.write_s, c.raw_bytes_per_s / 1e9, c.close_s,
+        bytes_text(static_cast<double>(c.bytes)), c.aggregate_bytes_per_s / 1e9);
+    s += fmt::format("  HDF5 did: raw data {}{}; metadata reads {}, writes {}\n", c.io_mode,
+                     c.no_collective_cause.empty() ? "" : " (" + c.no_collective_cause + ")",
+                     c.metadata_reads_collective ? "collective" : "independent",
+                     c.metadata_writes_collective ? "collective" : "independent");
+    if (c.checked)
+      s += c.values_wrong == 0
+               ? "  every value read back: right\n"
+               : fmt::format("  {} values read back wrong: FAILED\n", c.values_wrong);
+    return s;
+  }
   if (r.reading) {  // a read-back carries no recombination
     const auto& d = *r.reading;
     s += fmt::format(

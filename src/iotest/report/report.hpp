@@ -246,6 +246,35 @@ struct Reading {
   std::vector<Rank> per_rank;
 };
 
+// `iotest h5`: the checkpoint kernel (parallel HDF5 on its own).
+struct Checkpoint {
+  std::string path;
+  int ranks = 0, steps = 0;
+  std::array<int, 3> grid{};
+  std::array<long long, 3> domain{}, chunk{};  // per rank; per HDF5 chunk (one step)
+  std::string transfer;                        // collective or independent
+  bool collective_metadata = false, never_fill = false, precreate = false;
+  std::string alloc;  // early, late, incremental
+  long long alignment = 0, chunk_cache = 0;
+  std::vector<std::string> hints;  // MPI-IO hints passed through
+  index_t bytes_per_step = 0, bytes = 0;
+  // The slowest rank's seconds, barrier to barrier: creating (or opening a
+  // precreated) file and dataset, each step's write, flushing to the
+  // device (MPI_File_sync) and closing.
+  double create_s = 0, write_s = 0, close_s = 0;
+  std::vector<double> step_s;
+  double raw_bytes_per_s = 0;        // bytes over write_s
+  double aggregate_bytes_per_s = 0;  // bytes over create + write + close
+  // What HDF5 did rather than what was asked: the raw data's actual I/O
+  // mode of the last step (H5Pget_mpio_actual_io_mode), why not collective
+  // if so, and the open file's metadata settings.
+  std::string io_mode, no_collective_cause;
+  bool metadata_reads_collective = false, metadata_writes_collective = false;
+  // --check: every value read back.
+  bool checked = false;
+  index_t values_wrong = 0;
+};
+
 struct Stonewall {
   double duration_s = 0;
   bool ended_early = false;                     // the deadline came before the walk's end
@@ -312,6 +341,7 @@ struct Report {
   std::optional<Sky> sky;
   std::optional<Verification> verification;
   std::optional<Reading> reading;
+  std::optional<Checkpoint> checkpoint;
   std::optional<Advice> advice;
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;

@@ -18,43 +18,16 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/hdf5_handles.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
 
 namespace iotest::storage {
 namespace {
 
-void check(herr_t status, const char* what) {
-  if (status < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
-}
-hid_t check_id(hid_t id, const char* what) {
-  if (id < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
-  return id;
-}
-
-// Owns one HDF5 identifier and closes it with the right function.
-class Id {
- public:
-  Id() = default;
-  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  Id(Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
-  Id& operator=(Id&& o) noexcept {
-    reset();
-    id_ = std::exchange(o.id_, -1);
-    close_ = o.close_;
-    return *this;
-  }
-  ~Id() { reset(); }
-  void reset() {
-    if (id_ >= 0) close_(id_);
-    id_ = -1;
-  }
-  operator hid_t() const { return id_; }
-
- private:
-  hid_t id_ = -1;
-  herr_t (*close_)(hid_t) = nullptr;
-};
+using hdf5::check;
+using hdf5::check_id;
+using hdf5::Id;
 
 Id space(std::initializer_list<hsize_t> dims) {
   std::vector<hsize_t> d(dims);

@@ -1,0 +1,46 @@
+// HDF5 identifiers owned and closed (every HDF5 user of iotest: the hdf5
+// back-end and the checkpoint kernel), and the checks that turn HDF5's
+// negative returns into exceptions naming the call.
+#pragma once
+
+#include <hdf5.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace iotest::storage::hdf5 {
+
+inline void check(herr_t status, const char* what) {
+  if (status < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+}
+inline hid_t check_id(hid_t id, const char* what) {
+  if (id < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+  return id;
+}
+
+// Owns one HDF5 identifier and closes it with the right function.
+class Id {
+ public:
+  Id() = default;
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Id(Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  Id& operator=(Id&& o) noexcept {
+    reset();
+    id_ = std::exchange(o.id_, -1);
+    close_ = o.close_;
+    return *this;
+  }
+  ~Id() { reset(); }
+  void reset() {
+    if (id_ >= 0) close_(id_);
+    id_ = -1;
+  }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+}  // namespace iotest::storage::hdf5
