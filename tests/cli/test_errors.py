@@ -202,11 +202,11 @@ def alive(pid):
         return False
 
 
-def kill_mid_run(tmp_path, ranks, args, victim):
+def kill_mid_run(tmp_path, ranks, args, victim, ext="h5"):
     """Starts the job, kills `victim(ranks by world rank)` with SIGKILL once
-    every streamer has opened its output, and returns the finished process
-    and the pids of the writer processes it had."""
-    cmd = [*MPIRUN, "-np", str(ranks), iotest_binary(), *args, str(tmp_path / "out%d.h5")]
+    every streamer has opened its output (out%d.EXT: the back-end), and
+    returns the finished process and the pids of the writer processes it had."""
+    cmd = [*MPIRUN, "-np", str(ranks), iotest_binary(), *args, str(tmp_path / f"out%d.{ext}")]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=mpi_env())
     try:
@@ -226,13 +226,14 @@ def kill_mid_run(tmp_path, ranks, args, victim):
 
 
 @needs_proc_children
-@pytest.mark.parametrize("ranks,extra,victim", [
-    (3, [], 0),                   # the producer
-    (3, ["--fork-writer"], 2),    # a streamer: its writer process goes too
-    (4, ["--assigner"], 3),       # the assigner
+@pytest.mark.parametrize("ranks,extra,victim,ext", [
+    (3, [], 0, "h5"),                   # the producer
+    (3, ["--fork-writer"], 2, "h5"),    # a streamer: its writer process goes too
+    (3, ["--fork-writer"], 2, "bin"),   # the same with the posix back-end
+    (4, ["--assigner"], 3, "h5"),       # the assigner
 ])
-def test_a_killed_rank_ends_the_job(tmp_path, ranks, extra, victim):
-    job, writers = kill_mid_run(tmp_path, ranks, [*LONG, *extra], lambda r: r[victim])
+def test_a_killed_rank_ends_the_job(tmp_path, ranks, extra, victim, ext):
+    job, writers = kill_mid_run(tmp_path, ranks, [*LONG, *extra], lambda r: r[victim], ext)
     assert job.returncode == 128 + signal.SIGKILL, job.stderr
     assert "signal 9" in job.stderr
     nothing_looks_complete(tmp_path)
@@ -244,11 +245,12 @@ def test_a_killed_rank_ends_the_job(tmp_path, ranks, extra, victim):
 
 
 @needs_proc_children
-def test_a_killed_writer_process_ends_the_job(tmp_path):
+@pytest.mark.parametrize("ext", BACKENDS)
+def test_a_killed_writer_process_ends_the_job(tmp_path, ext):
     # A queue of one chunk per writer fills at once: its streamer must see
     # that the writer died rather than wait for it.
     args = [*LONG, "--fork-writer", "--visibility-queue=1"]
-    job, writers = kill_mid_run(tmp_path, 3, args, lambda r: children(r[1])[0])
+    job, writers = kill_mid_run(tmp_path, 3, args, lambda r: children(r[1])[0], ext)
     assert job.returncode == 1, job.stderr
     lines = error_lines(job)
     assert len(lines) == 1 and "(rank 1)" in lines[0] and "writer process" in lines[0], job.stderr
