@@ -153,8 +153,11 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
     iotest("verify", *files, f"--report={v}", check=1)
     result = load(v)["verification"]
     assert not result["passed"] and "out1" in result["reason"] and "another run" in result["reason"]
-    # Its values carry the other nonce: reading with --check fails too.
-    assert mpirun(2, "read", "--check", *files).returncode == 1
+    # Its values carry the other nonce: reading with --check fails in them.
+    read = tmp_path / "read.json"
+    assert mpirun(2, "read", "--check", *files, f"--report={read}").returncode == 1
+    d = load(read)["read"]
+    assert "out1" in d["first_wrong"] and d["values_wrong"] > 0
     # The run's own file passes, also against its report's nonce; not another's.
     iotest("verify", files[0], f"--nonce={nonce}", check=0)
     iotest("verify", files[0], f"--nonce={nonce ^ 1}", check=1)

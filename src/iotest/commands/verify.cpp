@@ -365,7 +365,7 @@ report::Report verify(const VerifyOptions& o) {
       for (const auto& key : files[i]->stored_chunks()) {
         if (!files[i]->read_chunk(key, chunk.data()))
           throw std::runtime_error(o.files[i] + ": a chunk of its index could not be read");
-        check.add(*files[i], o.files[i], key, chunk.data());
+        check.add(*files[i], o.files[i], key, chunk.data(), v.nonce);
       }
     v.all = true;
     v.values_checked = check.checked;

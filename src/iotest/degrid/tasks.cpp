@@ -51,9 +51,8 @@ void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::Vis
 }
 
 void PatternCheck::add(const storage::Reader& file, const std::string& name,
-                       const storage::ChunkKey& key, const cplx* values) {
+                       const storage::ChunkKey& key, const cplx* values, std::uint32_t nonce) {
   const index_t rows = file.chunk_rows(), chans = file.chunk_channels(), times = file.times();
-  const std::uint32_t nonce = file.provenance() ? file.provenance()->nonce : 0;
   // Inside the observation only: the writer zeroes what lies past its edges.
   for (index_t r = 0; r < rows; ++r) {
     const index_t row = key.row_chunk * rows + r;

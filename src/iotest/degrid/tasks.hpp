@@ -53,9 +53,10 @@ inline cplx synthetic_visibility(index_t baseline, index_t time, index_t channel
 struct PatternCheck {
   index_t checked = 0, right = 0, wrong = 0;
   std::string first_wrong;  // "FILE baseline B time T channel C"
-  // `values`: chunk `key` of `file` (named `name`), as read_chunk gives it.
+  // `values`: chunk `key` of `file` (named `name`), as read_chunk gives it;
+  // `nonce`: the set's run (a file of another run is wrong throughout).
   void add(const storage::Reader& file, const std::string& name, const storage::ChunkKey& key,
-           const cplx* values);
+           const cplx* values, std::uint32_t nonce);
 };
 
 // degrid_to_chunks' twin for the storage-only mode: the same runs in the

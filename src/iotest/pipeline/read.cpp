@@ -64,6 +64,11 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
     }
   });
   mine.files = static_cast<index_t>(files.size());
+  // The set's run: file 0's (rank 0 reads it). A file of another run (a
+  // stale one) then fails --check in every value.
+  std::uint32_t nonce =
+      files.empty() || !files[0]->provenance() ? 0 : files[0]->provenance()->nonce;
+  MPI_Bcast(&nonce, 1, MPI_UINT32_T, 0, comm);
 
   if (o.drop_caches) {  // once per node, before anyone reads
     MPI_Comm node;
@@ -95,7 +100,7 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
       mine.read_s += seconds_since(start);
       ++mine.chunks;
       mine.bytes += rows * chans * static_cast<index_t>(sizeof(cplx));
-      if (o.check) pattern.add(file, names[f], key, chunk);
+      if (o.check) pattern.add(file, names[f], key, chunk, nonce);
     }
   }
   const double wall_mine = MPI_Wtime() - t0;
