@@ -40,8 +40,10 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   MPI_Comm_size(comm, &size);
   agree_on_usage(comm, [&] {
     if (o.files.empty()) throw UsageError("FILES", "expected the files of a run's output");
-    if (o.drop_caches && ::geteuid() != 0)
-      throw UsageError("--drop-caches", "needs root (it writes /proc/sys/vm/drop_caches)");
+    // Root, and a /proc/sys that is not read-only (containers often mount it so).
+    if (o.drop_caches && ::access("/proc/sys/vm/drop_caches", W_OK) != 0)
+      throw UsageError("--drop-caches", "needs to write /proc/sys/vm/drop_caches (root, outside "
+                                        "a container that mounts /proc/sys read-only)");
   });
 
   // This rank's files, opened (and their indexes read) before the timing.
