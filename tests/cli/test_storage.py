@@ -191,31 +191,53 @@ def test_verify_all_catches_one_flipped_value_in_any_chunk(mpirun, iotest, tmp_p
     v = load(report)["verification"]
     assert v["all"] and v["values_checked"] >= 351 * 16 * 32 and v["values_wrong"] == 0
     # One value, in the last chunk written (samples would likely miss it).
-    victim = files[-1]
-    if backend == "posix":
-        size = os.path.getsize(victim)
-        with open(victim, "r+b") as f:  # the last slot ends where the index starts
-            f.seek(size - 64 + 16)
-            index_offset = struct.unpack("<q", f.read(8))[0]
-            f.seek(index_offset - 4096 + 8)  # the last slot's first value, its imaginary part
-            value = struct.unpack("<d", f.read(8))[0]
-            f.seek(index_offset - 4096 + 8)
-            f.write(struct.pack("<d", value + 1))
-    else:
-        import h5py
-        with h5py.File(victim, "r+") as f:
-            vis = f["Data/visdata"]
-            data = vis[...]
-            nonzero = data.nonzero()
-            at = tuple(int(axis[-1]) for axis in nonzero)  # the last written value
-            data[at] += 1j
-            vis[...] = data
+    flip_last_chunk(files[-1], backend)
     proc = iotest("verify", "--all", *files, f"--report={report}", check=1)
     v = load(report)["verification"]
-    assert v["values_wrong"] == 1 and "differ from the synthetic pattern" in v["reason"]
+    assert v["values_wrong"] == 1 and v["checksums_wrong"] == 1
+    assert "differ from what their writers wrote" in v["reason"]
+    assert os.path.basename(files[-1]) in v["reason"]
 
 
-def test_verify_all_refuses_a_sky_set(mpirun, iotest, tmp_path):
-    mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.bin"), check=0)
-    proc = iotest("verify", "--all", *outputs(tmp_path, "bin"), check=2)
-    assert "--all" in proc.stderr
+def flip_last_chunk(victim, backend):
+    """The last non-zero value of the file changed in its last bits (in the
+    last chunk written, for posix), nothing else touched."""
+    if backend == "posix":
+        size = os.path.getsize(victim)
+        with open(victim, "r+b") as f:
+            f.seek(size - 64 + 16)
+            index_offset = struct.unpack("<q", f.read(8))[0]
+            f.seek(index_offset - 4096)  # the last slot
+            slot = list(struct.unpack("<512d", f.read(4096)))
+            i = max(k for k, x in enumerate(slot) if x != 0)
+            f.seek(index_offset - 4096 + 8 * i)
+            f.write(struct.pack("<d", slot[i] * (1 + 1e-12)))
+    else:
+        import h5py
+        with h5py.File(victim, "r+") as f:  # one element: only its chunk is rewritten
+            vis = f["Data/visdata"]
+            at = tuple(int(axis[-1]) for axis in vis[...].nonzero())
+            vis[at] = vis[at] * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_verify_all_checks_every_chunk_of_a_sky_set(mpirun, iotest, tmp_path, backend):
+    # Chunks past the edges of the observation too (7 dumps of 16 in chunks
+    # of 6 rows, 30 channels in chunks of 16): every chunk against the CRC-32
+    # its writer recorded, which samples against the direct transform would
+    # not see for a change in the last bit.
+    ext = BACKENDS[backend]
+    obs = [a for a in OBS if not a.startswith(("--time", "--freq"))]
+    mpirun(3, *obs, "--time=-1800:1800/16/6", "--freq=260e6:300e6/30/16", "--source-count=10",
+           "--writer-count=2", str(tmp_path / f"out%d.{ext}"), check=0)
+    files = outputs(tmp_path, ext)
+    report = tmp_path / "v.json"
+    iotest("verify", "--all", *files, f"--report={report}", check=0)
+    v = load(report)["verification"]
+    assert v["all"] and v["checksums_wrong"] == 0
+    assert v["chunks_checksummed"] >= v["chunks_expected"]
+    flip_last_chunk(files[-1], backend)
+    iotest("verify", *files, check=0)  # samples miss a last-bit change
+    iotest("verify", "--all", *files, f"--report={report}", check=1)
+    v = load(report)["verification"]
+    assert v["checksums_wrong"] == 1 and os.path.basename(files[-1]) in v["reason"]

@@ -187,6 +187,8 @@ json to_json(const Report& r) {
                          {"all", v.all},
                          {"values_checked", v.values_checked},
                          {"values_wrong", v.values_wrong},
+                         {"chunks_checksummed", v.chunks_checksummed},
+                         {"checksums_wrong", v.checksums_wrong},
                          {"passed", v.passed},
                          {"reason", v.reason}};
     if (v.stonewalled) {

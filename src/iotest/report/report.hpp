@@ -209,6 +209,7 @@ struct Verification {
   // --all: every value read and checked (synthetic sets).
   bool all = false;
   index_t values_checked = 0, values_wrong = 0;
+  index_t chunks_checksummed = 0, checksums_wrong = 0;  // against the writers' CRC-32s
   bool passed = false;
   std::string reason;  // why not, in one line
 };

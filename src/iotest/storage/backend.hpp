@@ -59,6 +59,16 @@ struct WrittenPart {
 // Sorted, with ranges of one visit that touch made one.
 std::vector<WrittenPart> merge_written_parts(std::vector<WrittenPart> parts);
 
+// A chunk's CRC-32 (zlib's) over its bytes as written (time_chunk x
+// freq_chunk complex doubles), stored with the output so `verify --all`
+// can check every value of a sky set, whose values it cannot recompute
+// cheaply. `chunk`: row_chunk * freq_chunks + freq_chunk.
+struct ChunkChecksum {
+  std::int64_t chunk = 0;
+  std::uint32_t crc32 = 0;
+};
+std::uint32_t chunk_crc32(const void* bytes, index_t count);
+
 struct VisibilityLayout {
   const telescope::Observation* observation = nullptr;
   index_t baselines = 0, times = 0, channels = 0;
@@ -131,12 +141,18 @@ class Backend {
   virtual void do_close() = 0;  // complete, under the temporary name
   virtual void do_publish() = 0;
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
+  // Back-ends call this with each chunk's final bytes (after accumulating),
+  // and store checksums() with the output at close. 16 B per chunk this
+  // writer writes, in write order.
+  void record_checksum(const ChunkKey& key, const void* bytes);
+  const std::vector<ChunkChecksum>& checksums() const { return checksums_; }
 
  private:
   VisibilityLayout layout_;
   std::vector<bool> written_;  // per chunk, row_chunk * freq_chunks + freq_chunk
   WriteStats stats_;
   std::vector<WrittenPart> written_parts_;
+  std::vector<ChunkChecksum> checksums_;
 };
 
 // The HDF5 library's version ("1.10.8"), for the reports.

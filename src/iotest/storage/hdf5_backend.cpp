@@ -188,6 +188,7 @@ class Hdf5Backend final : public Backend {
     }
     if (H5Dwrite_chunk(visdata_, H5P_DEFAULT, 0, offset, bytes, out) < 0)
       throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+    record_checksum(key, out);
   }
 
   void do_flush() override {
@@ -203,7 +204,7 @@ class Hdf5Backend final : public Backend {
   }
 
   void do_close() override {
-    if (layout().provenance && layout().provenance->stonewalled) write_parts();
+    write_iotest_group();
     do_flush();
     const std::lock_guard<std::mutex> hold(library_lock());
     visdata_.reset();
@@ -215,22 +216,33 @@ class Hdf5Backend final : public Backend {
   void do_publish() override { publish(path_); }
 
  private:
-  // A stonewalled file's written parts: /iotest/written_parts, one row
-  // (w_stack, subgrid, row_chunk_begin, row_chunk_end) each (pyuvdata
-  // ignores the group; verify reads it).
-  void write_parts() {
+  // What verify needs beyond UVH5, in /iotest (pyuvdata ignores the group):
+  // a stonewalled file's written parts, one row (w_stack, subgrid,
+  // row_chunk_begin, row_chunk_end) each, and every chunk's checksum, one
+  // row (chunk, crc32) each.
+  void write_iotest_group() {
     const std::lock_guard<std::mutex> hold(library_lock());
-    const auto& parts = written_parts();
     Id group(check_id(H5Gcreate2(file_, "iotest", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "iotest"),
              H5Gclose);
-    static_assert(sizeof(WrittenPart) == 4 * sizeof(long long));
-    Id set(check_id(H5Dcreate2(group, "written_parts", H5T_NATIVE_LLONG, space({parts.size(), 4}),
-                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                    "written_parts"),
-           H5Dclose);
-    if (!parts.empty())
-      check(H5Dwrite(set, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, parts.data()),
-            "written_parts");
+    const auto rows = [&](const char* name, const std::vector<long long>& flat, hsize_t columns) {
+      Id set(check_id(
+                 H5Dcreate2(group, name, H5T_NATIVE_LLONG, space({flat.size() / columns, columns}),
+                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 name),
+             H5Dclose);
+      if (!flat.empty())
+        check(H5Dwrite(set, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), name);
+    };
+    if (layout().provenance && layout().provenance->stonewalled) {
+      std::vector<long long> flat;
+      for (const auto& p : written_parts())
+        flat.insert(flat.end(), {p.w_stack, p.subgrid, p.row_chunk_begin, p.row_chunk_end});
+      rows("written_parts", flat, 4);
+    }
+    std::vector<long long> flat;
+    flat.reserve(2 * checksums().size());
+    for (const auto& c : checksums()) flat.insert(flat.end(), {c.chunk, c.crc32});
+    rows("chunk_crc32", flat, 2);
   }
 
   void write_header() {

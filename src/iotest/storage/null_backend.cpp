@@ -1,5 +1,7 @@
 // The back-end framework (accounting shared by all back-ends) and the
 // dry-run back-end, which counts what it is given and writes nothing.
+#include <zlib.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -36,6 +38,7 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
   layout_ = layout;
   written_.assign(static_cast<size_t>(layout.chunk_count()), false);
   stats_ = {};
+  checksums_.clear();
   const auto start = Clock::now();
   do_open(path);
   do_flush();
@@ -96,6 +99,42 @@ BackendSpec null_spec() {
     return std::make_unique<NullBackend>();
   };
   return s;
+}
+
+std::uint32_t chunk_crc32(const void* bytes, index_t count) {
+  return static_cast<std::uint32_t>(
+      crc32(0L, static_cast<const Bytef*>(bytes), static_cast<uInt>(count)));
+}
+
+void Backend::record_checksum(const ChunkKey& key, const void* bytes) {
+  const std::int64_t chunk = key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
+  // Of the chunk as readers give it: zero past the observation's edges,
+  // whatever the writer left there.
+  const index_t rows =
+      std::min(layout_.time_chunk, layout_.rows() - key.row_chunk * layout_.time_chunk);
+  const index_t chans =
+      std::min(layout_.freq_chunk, layout_.channels - key.freq_chunk * layout_.freq_chunk);
+  std::uint32_t crc = 0;
+  if (rows == layout_.time_chunk && chans == layout_.freq_chunk) {
+    crc = chunk_crc32(bytes, layout_.chunk_bytes());
+  } else {
+    std::vector<cplx> inside(static_cast<size_t>(layout_.chunk_values()));
+    const auto* values = static_cast<const cplx*>(bytes);
+    for (index_t r = 0; r < rows; ++r)
+      std::copy_n(values + r * layout_.freq_chunk, chans, inside.begin() + r * layout_.freq_chunk);
+    crc = chunk_crc32(inside.data(), layout_.chunk_bytes());
+  }
+  // A rewrite (rare: split chunks are held until whole) is most likely of a
+  // recent chunk: searched from the end.
+  if (written_[static_cast<size_t>(chunk)]) {
+    const auto it = std::find_if(checksums_.rbegin(), checksums_.rend(),
+                                 [&](const ChunkChecksum& c) { return c.chunk == chunk; });
+    if (it != checksums_.rend()) {
+      it->crc32 = crc;
+      return;
+    }
+  }
+  checksums_.push_back({chunk, crc});
 }
 
 std::uint32_t draw_nonce() {

@@ -245,6 +245,7 @@ class PosixBackend final : public Backend {
       auto* sum = reinterpret_cast<cplx*>(buffer);
       for (index_t i = 0; i < layout().chunk_values(); ++i) sum[i] += data[i];
       pwrite_all(fd, buffer, slot_bytes_, offset, temp_);
+      record_checksum(key, buffer);
     } else {
       const auto slot = static_cast<std::int64_t>(index_.size());
       // Straight from the caller's memory where it is a whole slot (and
@@ -259,6 +260,7 @@ class PosixBackend final : public Backend {
       pwrite_all(fd, out, slot_bytes_, slot_offset(slot), temp_);
       index_.push_back(id);
       slot_of_.emplace(id, slot);
+      record_checksum(key, out);
     }
     if (fsync_each_chunk_ && ::fdatasync(fd) != 0) fail("fdatasync of", temp_);
   }
@@ -323,6 +325,9 @@ class PosixBackend final : public Backend {
     for (const auto& p : written_parts())
       parts.push_back(json::array({p.w_stack, p.subgrid, p.row_chunk_begin, p.row_chunk_end}));
     doc["written_parts"] = std::move(parts);
+    json sums = json::array();
+    for (const auto& c : checksums()) sums.push_back(json::array({c.chunk, c.crc32}));
+    doc["chunk_crc32"] = std::move(sums);
     return doc;
   }
 
@@ -389,6 +394,7 @@ class PosixReader final : public Reader {
   }
 
   std::vector<WrittenPart> written_parts() const override { return parts_; }
+  std::vector<ChunkChecksum> checksums() const override { return checksums_; }
   index_t chunks_present() const override { return static_cast<index_t>(slots_.size()); }
 
   std::vector<bool> chunk_map() const override {
@@ -516,6 +522,8 @@ class PosixReader final : public Reader {
         parts_.push_back({p.at(0).get<std::int64_t>(), p.at(1).get<std::int64_t>(),
                           p.at(2).get<std::int64_t>(), p.at(3).get<std::int64_t>()});
       observation_ = options_from(doc.at("observation"));
+      for (const auto& c : doc.value("chunk_crc32", json::array()))
+        checksums_.push_back({c.at(0).get<std::int64_t>(), c.at(1).get<std::uint32_t>()});
     } catch (const json::exception& e) {
       refuse(std::string("its index is not iotest's posix JSON: ") + e.what());
     }
@@ -563,6 +571,7 @@ class PosixReader final : public Reader {
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
   std::vector<std::pair<std::int64_t, std::int64_t>> slots_;  // (chunk id, slot), by id
   std::vector<WrittenPart> parts_;
+  std::vector<ChunkChecksum> checksums_;
   telescope::ObservationOptions observation_;
   telescope::Observation obs_;
   std::vector<std::pair<int, int>> baselines_;

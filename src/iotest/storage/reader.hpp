@@ -35,6 +35,9 @@ class Reader {
   virtual std::array<double, 3> uvw(index_t row) const = 0;
   // A stonewalled output's written parts (empty otherwise).
   virtual std::vector<WrittenPart> written_parts() const = 0;
+  // Every chunk's checksum as its writer wrote it (empty for outputs from
+  // before checksums).
+  virtual std::vector<ChunkChecksum> checksums() const = 0;
   virtual index_t chunks_present() const = 0;
   // Per chunk (row_chunk * channel_chunks() + channel_chunk): present or
   // not, without reading any visibility.

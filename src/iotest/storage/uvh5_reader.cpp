@@ -153,6 +153,16 @@ std::vector<WrittenPart> Uvh5Reader::written_parts() const {
   return parts;
 }
 
+std::vector<ChunkChecksum> Uvh5Reader::checksums() const {
+  if (!exists(h_->file, "iotest/chunk_crc32")) return {};
+  const auto flat = read_all<long long>(h_->file, "iotest/chunk_crc32", H5T_NATIVE_LLONG, path_);
+  if (flat.size() % 2) throw UsageError(path_, "iotest/chunk_crc32 is not N x 2");
+  std::vector<ChunkChecksum> out;
+  for (size_t i = 0; i < flat.size(); i += 2)
+    out.push_back({flat[i], static_cast<std::uint32_t>(flat[i + 1])});
+  return out;
+}
+
 index_t Uvh5Reader::chunks_present() const {
   hsize_t n = 0;
   const hid_t space = H5Dget_space(h_->visdata);

@@ -25,6 +25,7 @@ class Uvh5Reader final : public Reader {
   std::string_view backend() const override { return "hdf5"; }
   std::array<double, 3> uvw(index_t row) const override;
   std::vector<WrittenPart> written_parts() const override;
+  std::vector<ChunkChecksum> checksums() const override;
   index_t chunks_present() const override;  // allocated HDF5 chunks (H5Dget_num_chunks)
   // One lookup per chunk (or one walk of the chunk index where few are
   // allocated), so ~1e6 chunks take well under a second.
