@@ -152,10 +152,21 @@ def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
     # Rank 2 (streamer 1) may write files up to 6 MB, and its file grows to
     # 9.7 MB: a write fails mid-run as on a full disk (iotest ignores
     # SIGXFSZ). The limit stays above Open MPI's shared-memory segments.
-    # With an assigner it is the 4th rank, after the streamers.
+    limit = ["prlimit", "--fsize=6000000"]
+    if "--assigner" in extra:
+        # The assigner is the 4th rank, and the streamers take parts as they
+        # come free, so either may write more: both are limited, with four
+        # times the observation (each writes ~23 MB on average), and the
+        # first to fail ends the job.
+        args = [*with_obs(time="-1800:1800/256/8"), *extra, str(tmp_path / f"out%d.{ext}")]
+        proc = mpmd((1, [], args), (2, limit, args), (1, [], args))
+        assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+        lines = error_lines(proc)
+        assert lines and all("failed" in line and f".{ext}" in line for line in lines), proc.stderr
+        nothing_looks_complete(tmp_path)
+        return
     args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / f"out%d.{ext}")]
-    rest = [(1, [], args)] if "--assigner" in extra else []
-    proc = mpmd((2, [], args), (1, ["prlimit", "--fsize=6000000"], args), *rest)
+    proc = mpmd((2, [], args), (1, limit, args))
     ends_with_one_error(proc, 1, "(rank 2)", f"out1.{ext}", "failed")
     nothing_looks_complete(tmp_path)
     assert f"out1.{ext}.partial" not in os.listdir(tmp_path)  # the failed writer dropped it

@@ -106,13 +106,17 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
                   static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
                                        sizeof(binning::TrackPiece))) +
           add("streamer", "visibility queue", s.writer_count * queue_slots * chunk);
-      // Held parts of chunks, the writers' chunk maps and HDF5's caches
-      // live with the writers: in the streamer unless they are forked.
-      const index_t writer = queue_slots * chunk + chunks / 8 + (s.writes ? kHdf5FileBytes : 0);
+      // Held parts of chunks, the writers' chunk maps, HDF5's caches and
+      // the checksums of the chunks written (16 B each, a writer's even
+      // share of the observation's) live with the writers: in the streamer
+      // unless they are forked.
+      const index_t share = chunks / std::max<index_t>(1, s.streamers * s.writer_count) + 1;
+      const index_t writer = queue_slots * chunk + chunks / 8 +
+                             (s.writes ? kHdf5FileBytes + 16 * share : 0);
       if (s.fork_writer)
-        add("writer", "held chunk parts, chunk map, HDF5 caches", writer);
+        add("writer", "held chunk parts, chunk map, HDF5 caches, checksums", writer);
       else
-        m.streamer_bytes += add("streamer", "held chunk parts, chunk maps, HDF5 caches",
+        m.streamer_bytes += add("streamer", "held chunk parts, chunk maps, HDF5 caches, checksums",
                                 s.writer_count * writer);
     } else {
       m.streamer_bytes += add("streamer", "towers", (t + 1) * 3 * m.subgrid_bytes) +

@@ -26,7 +26,7 @@ struct RunShape {
   index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
           visibility_queue = 1024;
   int writer_count = 1;
-  bool writes = false;       // an HDF5 output (else the null back-end)
+  bool writes = false;       // an output (else the null back-end)
   bool fork_writer = false;  // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;    // storage only: no towers, no degridding
 };
