@@ -50,7 +50,8 @@ def test_h5_removes_its_file_unless_kept_and_refuses_bad_input(mpirun, tmp_path)
     assert not path.exists()
     for args, option in ((["--grid=3,1,1"], "--grid"), (["--steps=0"], "--steps"),
                          (["--alloc=sometimes"], "--alloc"), (["--hint=novalue"], "--hint"),
-                         (["--transfer=both"], "--transfer"), (["--chunk=0,4,400"], "--chunk")):
+                         (["--transfer=both"], "--transfer"), (["--chunk=0,4,400"], "--chunk"),
+                         (["--bogus"], "--bogus")):  # a parse error, said once too
         proc = mpirun(2, "h5", str(path), "--domain=4,4,4", *args)
         assert proc.returncode == 2, (args, proc.stderr)
         errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
