@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import load
+from conftest import MPI_TIMEOUT_S, load
 
 
 @pytest.mark.parametrize("ranks,args,mode", [
@@ -18,7 +18,7 @@ from conftest import load
 def test_h5_writes_every_step_of_every_rank(mpirun, tmp_path, ranks, args, mode):
     path, report = tmp_path / "ck.h5", tmp_path / "r.json"
     mpirun(ranks, "h5", str(path), "--domain=8,8,16", "--steps=3", "--check", "--keep", *args,
-           f"--report={report}", check=0)
+           f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     c = load(report)["h5"]
     grid = c["grid"]
     assert grid[0] * grid[1] * grid[2] == ranks and c["steps"] == 3
@@ -46,17 +46,17 @@ def test_h5_writes_every_step_of_every_rank(mpirun, tmp_path, ranks, args, mode)
 
 def test_h5_removes_its_file_unless_kept_and_refuses_bad_input(mpirun, tmp_path):
     path = tmp_path / "ck.h5"
-    mpirun(2, "h5", str(path), "--domain=4,4,4", "--steps=2", check=0)
+    mpirun(2, "h5", str(path), "--domain=4,4,4", "--steps=2", check=0, timeout=MPI_TIMEOUT_S)
     assert not path.exists()
     for args, option in ((["--grid=3,1,1"], "--grid"), (["--steps=0"], "--steps"),
                          (["--alloc=sometimes"], "--alloc"), (["--hint=novalue"], "--hint"),
                          (["--transfer=both"], "--transfer"), (["--chunk=0,4,400"], "--chunk"),
                          (["--bogus"], "--bogus")):  # a parse error, said once too
-        proc = mpirun(2, "h5", str(path), "--domain=4,4,4", *args)
+        proc = mpirun(2, "h5", str(path), "--domain=4,4,4", *args, timeout=MPI_TIMEOUT_S)
         assert proc.returncode == 2, (args, proc.stderr)
         errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
         assert len(errors) == 1 and option in errors[0], proc.stderr
     path.write_bytes(b"old")
-    proc = mpirun(2, "h5", str(path), "--domain=4,4,4")
+    proc = mpirun(2, "h5", str(path), "--domain=4,4,4", timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2 and str(path) in proc.stderr
     assert path.read_bytes() == b"old"

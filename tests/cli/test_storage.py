@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from conftest import load
+from conftest import MPI_TIMEOUT_S, load
 
 DEGRID = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
           "--freq=260e6:300e6/32/16", "--dec=-40"]
@@ -29,13 +29,13 @@ def test_a_synthetic_run_reads_back_exactly_on_any_ranks(mpirun, tmp_path, backe
     # with every value checked, and verified.
     ext = BACKENDS[backend]
     mpirun(ranks, "--synthetic-vis", *OBS, str(tmp_path / f"out%d.{ext}"),
-           f"--report={tmp_path / 'run.json'}", check=0)
+           f"--report={tmp_path / 'run.json'}", check=0, timeout=MPI_TIMEOUT_S)
     run = load(tmp_path / "run.json")
     assert run["config"]["backend"] == backend
     files = outputs(tmp_path, ext)
     assert len(files) == ranks
     report = tmp_path / "read.json"
-    mpirun(2, "read", "--check", *files, f"--report={report}", check=0)
+    mpirun(2, "read", "--check", *files, f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     d = load(report)["read"]
     assert d["backend"] == backend and d["ranks"] == 2 and d["checked"]
     # Every chunk each writer wrote (a chunk split over streamers is in
@@ -47,7 +47,7 @@ def test_a_synthetic_run_reads_back_exactly_on_any_ranks(mpirun, tmp_path, backe
     assert d["values_right"] == d["values_expected"] == run["counts"]["visibilities"]
     assert sum(k["files"] for k in d["per_rank"]) == ranks
     assert d["wall_s"] > 0 and d["bytes_per_s"] > 0
-    proc = mpirun(1, "verify", *files, check=0)
+    proc = mpirun(1, "verify", *files, check=0, timeout=MPI_TIMEOUT_S)
     assert "passed" in proc.stdout
 
 
@@ -55,7 +55,7 @@ def test_a_synthetic_run_reads_back_exactly_on_any_ranks(mpirun, tmp_path, backe
 def test_a_sky_run_verifies_with_any_back_end(mpirun, iotest, tmp_path, backend):
     ext = BACKENDS[backend]
     mpirun(3, *OBS, "--source-count=10", "--writer-count=2", f"--storage={backend}",
-           str(tmp_path / f"out%d.{ext}"), check=0)
+           str(tmp_path / f"out%d.{ext}"), check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, ext)
     assert len(files) == 4
     report = tmp_path / "v.json"
@@ -85,10 +85,11 @@ def test_posix_o_direct_writes_and_reads(mpirun, tmp_path):
     if not direct_io_works(tmp_path):
         pytest.skip("the test folder's file system refuses O_DIRECT")
     mpirun(2, "--synthetic-vis", *OBS, "--writer-count=2", "--posix.direct",
-           "--posix.fsync=chunk", str(tmp_path / "out%d.bin"), check=0)
+           "--posix.fsync=chunk", str(tmp_path / "out%d.bin"), check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, "bin")
     report = tmp_path / "read.json"
-    mpirun(3, "read", "--check", "--posix.direct", *files, f"--report={report}", check=0)
+    mpirun(3, "read", "--check", "--posix.direct", *files, f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
     d = load(report)["read"]
     assert d["direct"] and d["values_wrong"] == 0 and d["values_checked"] > 0
 
@@ -97,7 +98,7 @@ def test_posix_o_direct_writes_and_reads(mpirun, tmp_path):
 def test_read_check_catches_one_flipped_value(mpirun, tmp_path, backend):
     ext = BACKENDS[backend]
     mpirun(1, "--synthetic-vis", *OBS, "--writer-count=2", str(tmp_path / f"out%d.{ext}"),
-           check=0)
+           check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, ext)
     victim = files[1]
     if backend == "posix":
@@ -114,7 +115,7 @@ def test_read_check_catches_one_flipped_value(mpirun, tmp_path, backend):
             data[at] += 1
             vis[...] = data
     report = tmp_path / "read.json"
-    proc = mpirun(2, "read", "--check", *files, f"--report={report}")
+    proc = mpirun(2, "read", "--check", *files, f"--report={report}", timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     d = load(report)["read"]
     assert d["values_wrong"] == 1 and not d["passed"]
@@ -123,22 +124,23 @@ def test_read_check_catches_one_flipped_value(mpirun, tmp_path, backend):
 
 
 def test_read_refuses_what_it_cannot_do(mpirun, tmp_path):
-    mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.h5"), check=0)
+    mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.h5"), check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, "h5")
     # --check needs the synthetic pattern; posix options do not apply to hdf5.
     for args, option in ((["--check"], "--check"), (["--posix.direct"], "--posix.direct")):
-        proc = mpirun(2, "read", *args, *files)
+        proc = mpirun(2, "read", *args, *files, timeout=MPI_TIMEOUT_S)
         assert proc.returncode == 2, proc.stderr
         errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
         assert len(errors) == 1 and option in errors[0], proc.stderr
-    proc = mpirun(2, "read", str(tmp_path / "none.h5"))
+    proc = mpirun(2, "read", str(tmp_path / "none.h5"), timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2 and "none.h5" in proc.stderr
 
 
 def test_read_can_drop_the_page_cache_first(mpirun, tmp_path):
-    mpirun(1, "--synthetic-vis", *OBS, str(tmp_path / "out%d.bin"), check=0)
+    mpirun(1, "--synthetic-vis", *OBS, str(tmp_path / "out%d.bin"), check=0, timeout=MPI_TIMEOUT_S)
     report = tmp_path / "read.json"
-    proc = mpirun(2, "read", "--drop-caches", *outputs(tmp_path, "bin"), f"--report={report}")
+    proc = mpirun(2, "read", "--drop-caches", *outputs(tmp_path, "bin"), f"--report={report}",
+                  timeout=MPI_TIMEOUT_S)
     if os.access("/proc/sys/vm/drop_caches", os.W_OK):
         assert proc.returncode == 0, proc.stderr
         assert load(report)["read"]["caches_dropped"]
@@ -160,9 +162,10 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
     # Two writers, then one with the same options: out1 is the first run's.
     ext = BACKENDS[backend]
     out = str(tmp_path / f"out%d.{ext}")
-    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=2", out, check=0)
+    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=2", out, check=0, timeout=MPI_TIMEOUT_S)
     report = tmp_path / "run.json"
-    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=1", out, f"--report={report}", check=0)
+    mpirun(1, "--synthetic-vis", *OBS, "--writer-count=1", out, f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
     nonce = load(report)["config"]["nonce"]
     assert nonce > 0
     files = outputs(tmp_path, ext)
@@ -173,7 +176,8 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
     assert not result["passed"] and "out1" in result["reason"] and "another run" in result["reason"]
     # Its values carry the other nonce: reading with --check fails in them.
     read = tmp_path / "read.json"
-    assert mpirun(2, "read", "--check", *files, f"--report={read}").returncode == 1
+    proc = mpirun(2, "read", "--check", *files, f"--report={read}", timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 1, proc.stderr
     d = load(read)["read"]
     assert "out1" in d["first_wrong"] and d["values_wrong"] > 0
     # The run's own file passes, also against its report's nonce; not another's.
@@ -184,7 +188,8 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_verify_all_catches_one_flipped_value_in_any_chunk(mpirun, iotest, tmp_path, backend):
     ext = BACKENDS[backend]
-    mpirun(2, "--synthetic-vis", *OBS, str(tmp_path / f"out%d.{ext}"), check=0)
+    mpirun(2, "--synthetic-vis", *OBS, str(tmp_path / f"out%d.{ext}"), check=0,
+           timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, ext)
     report = tmp_path / "v.json"
     iotest("verify", "--all", *files, f"--report={report}", check=0)
@@ -229,7 +234,7 @@ def test_verify_all_checks_every_chunk_of_a_sky_set(mpirun, iotest, tmp_path, ba
     ext = BACKENDS[backend]
     obs = [a for a in OBS if not a.startswith(("--time", "--freq"))]
     mpirun(3, *obs, "--time=-1800:1800/16/6", "--freq=260e6:300e6/30/16", "--source-count=10",
-           "--writer-count=2", str(tmp_path / f"out%d.{ext}"), check=0)
+           "--writer-count=2", str(tmp_path / f"out%d.{ext}"), check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, ext)
     report = tmp_path / "v.json"
     iotest("verify", "--all", *files, f"--report={report}", check=0)
