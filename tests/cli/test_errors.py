@@ -79,7 +79,7 @@ needs_prlimit = pytest.mark.skipif(shutil.which("prlimit") is None,
     (["--no-such-option"], "--no-such-option"),
 ])
 def test_a_parse_error_is_said_once(mpirun, tmp_path, args, option):
-    proc = mpirun(3, *OBS, *args, str(tmp_path / "out%d.h5"))
+    proc = mpirun(3, *OBS, *args, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, option)
     assert not os.listdir(tmp_path)
 
@@ -87,7 +87,8 @@ def test_a_parse_error_is_said_once(mpirun, tmp_path, args, option):
 @pytest.mark.parametrize("report", ["missing/r.json", "."])  # no such folder; a folder
 def test_the_report_path_checked_on_rank_0_stops_every_rank(mpirun, tmp_path, report):
     (tmp_path / "out").mkdir()
-    proc = mpirun(3, *OBS, str(tmp_path / "out" / "out%d.h5"), f"--report={tmp_path / report}")
+    proc = mpirun(3, *OBS, str(tmp_path / "out" / "out%d.h5"), f"--report={tmp_path / report}",
+                  timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, "--report")
     assert not os.listdir(tmp_path / "out")
 
@@ -97,7 +98,7 @@ def test_an_output_folder_one_streamer_lacks_stops_every_rank(mpirun, tmp_path, 
     # out0.h5 (rank 1) can be created, out1.h5 (rank 2) cannot: only rank 2
     # finds it, and every rank leaves with the usage status.
     (tmp_path / "d0").mkdir()
-    proc = mpirun(3, *OBS, str(tmp_path / "d%d" / f"out.{ext}"))
+    proc = mpirun(3, *OBS, str(tmp_path / "d%d" / f"out.{ext}"), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, "OUTPUT", "d1")
     assert not os.listdir(tmp_path / "d0")
 
@@ -106,7 +107,7 @@ def test_an_output_folder_one_node_lacks_stops_every_rank(tmp_path):
     # Node-local paths: rank 2's node has no such folder, rank 0's has.
     (tmp_path / "here").mkdir()
     proc = mpmd((2, [], [*OBS, str(tmp_path / "here" / "out%d.h5")]),
-                (1, [], [*OBS, str(tmp_path / "elsewhere" / "out%d.h5")]))
+                (1, [], [*OBS, str(tmp_path / "elsewhere" / "out%d.h5")]), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, "OUTPUT", "elsewhere")
     assert not os.listdir(tmp_path / "here")
 
@@ -116,19 +117,20 @@ def test_a_layout_file_one_node_cannot_read_stops_every_rank(tmp_path):
     shutil.copy(Path(__file__).parents[2] / "data" / "layouts" / "mkatplus.cfg", layout)
     here = with_obs(vis_set=layout, dec=-30)
     elsewhere = with_obs(vis_set=tmp_path / "missing" / "array.cfg", dec=-30)
-    proc = mpmd((2, [], here), (1, [], elsewhere))
+    proc = mpmd((2, [], here), (1, [], elsewhere), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, "--vis-set", "cannot read layout file")
 
 
 def test_a_job_the_node_cannot_hold_is_refused_by_every_rank(mpirun):
-    proc = mpirun(3, "--rec-set=huge", "--no-progress")
+    proc = mpirun(3, "--rec-set=huge", "--no-progress", timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 2, "--rec-set", "memory model", "available")
 
 
 def test_the_tower_height_measured_on_one_rank_is_every_ranks(mpirun, iotest, tmp_path):
     # --target-err: measured once and shared, so every rank plans the same walk.
     out, report = tmp_path / "out%d.h5", tmp_path / "r.json"
-    mpirun(3, *OBS, "--target-err=1e-6", str(out), f"--report={report}", check=0)
+    mpirun(3, *OBS, "--target-err=1e-6", str(out), f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
     assert load(report)["counts"]["visibilities_written"] == 351 * 16 * 32
     iotest("verify", *map(str, sorted(tmp_path.glob("out*.h5"))), check=0)
 
@@ -141,7 +143,7 @@ def test_an_allocation_failing_on_one_rank_ends_the_job():
     # small: the producer's prepared facets are 4.5 GiB, past its 2 GB of
     # address space; the other ranks are unlimited.
     args = ["--rec-set=small", *OBS[1:]]
-    proc = mpmd((1, ["prlimit", "--as=2000000000"], args), (2, [], args))
+    proc = mpmd((1, ["prlimit", "--as=2000000000"], args), (2, [], args), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 1, "(rank 0)", "out of memory")
 
 
@@ -159,14 +161,14 @@ def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
         # times the observation (each writes ~23 MB on average), and the
         # first to fail ends the job.
         args = [*with_obs(time="-1800:1800/256/8"), *extra, str(tmp_path / f"out%d.{ext}")]
-        proc = mpmd((1, [], args), (2, limit, args), (1, [], args))
+        proc = mpmd((1, [], args), (2, limit, args), (1, [], args), timeout=MPI_TIMEOUT_S)
         assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
         lines = error_lines(proc)
         assert lines and all("failed" in line and f".{ext}" in line for line in lines), proc.stderr
         nothing_looks_complete(tmp_path)
         return
     args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / f"out%d.{ext}")]
-    proc = mpmd((2, [], args), (1, limit, args))
+    proc = mpmd((2, [], args), (1, limit, args), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 1, "(rank 2)", f"out1.{ext}", "failed")
     nothing_looks_complete(tmp_path)
     assert f"out1.{ext}.partial" not in os.listdir(tmp_path)  # the failed writer dropped it
@@ -177,7 +179,7 @@ def test_a_report_that_cannot_be_written_at_the_end_fails_the_job(mpirun, tmp_pa
         pytest.skip("needs /dev/full")
     # /dev/full passes the check (it is writable) and fails the write: a disk
     # filling up between the two. Every other rank has finished by then.
-    proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), "--report=/dev/full")
+    proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), "--report=/dev/full", timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 1, "--report", "/dev/full")
 
 

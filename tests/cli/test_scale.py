@@ -117,6 +117,7 @@ def test_duration_longer_than_the_run_changes_nothing(mpirun, tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-3", "x"])
 def test_bad_duration_is_a_usage_error(mpirun, value):
-    proc = mpirun(2, "--rec-set=T05_", "--vis-set=vlaa", f"--duration={value}")
+    proc = mpirun(2, "--rec-set=T05_", "--vis-set=vlaa", f"--duration={value}",
+                  timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2
     assert "--duration" in proc.stderr
