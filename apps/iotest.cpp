@@ -91,11 +91,9 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
 // `choose`: the command writes, so the back-end is chosen (readers find
 // it from the files).
 void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o, bool choose = true) {
-  std::string names;
-  for (const auto& b : iotest::storage::backends()) names += (names.empty() ? "" : ", ") + b.name;
   if (choose)
     app->add_option("--storage", o.storage,
-                    "storage back-end: " + names +
+                    "storage back-end: " + iotest::storage::backend_names() +
                         " (default: from the output: none null, .h5 hdf5, other posix)")
         ->group("Storage");
   for (const auto& b : iotest::storage::backends())

@@ -219,8 +219,9 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
   Id dxpl(check_id(H5Pcreate(H5P_DATASET_XFER), "dxpl"), H5Pclose);
   check(H5Pset_dxpl_mpio(dxpl, o.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
         "H5Pset_dxpl_mpio");
-  const auto select = [&](int step) {
-    const hid_t slab = check_id(H5Dget_space(set), "H5Dget_space");
+  // This rank's block of step `step` in `dataset`'s file space.
+  const auto select = [&](hid_t dataset, int step) {
+    const hid_t slab = check_id(H5Dget_space(dataset), "H5Dget_space");
     const hsize_t start[4] = {static_cast<hsize_t>(step), static_cast<hsize_t>(origin[0]),
                               static_cast<hsize_t>(origin[1]), static_cast<hsize_t>(origin[2])};
     check(H5Sselect_hyperslab(slab, H5S_SELECT_SET, start, nullptr, block, nullptr), "hyperslab");
@@ -229,7 +230,7 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
   std::vector<double> step_s(static_cast<size_t>(o.steps));
   for (int step = 0; step < o.steps; ++step) {
     fill(step, values);  // outside the timing: the simulation's work
-    Id slab(select(step), H5Sclose);
+    Id slab(select(set, step), H5Sclose);
     MPI_Barrier(comm);
     t = MPI_Wtime();
     check(H5Dwrite(set, H5T_NATIVE_DOUBLE, memory, slab, dxpl, values.data()), "H5Dwrite");
@@ -256,13 +257,8 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
     Id data(check_id(H5Dopen2(again, "data", dapl), "the dataset"), H5Dclose);
     std::vector<double> want(values.size());
     for (int step = 0; step < o.steps; ++step) {
-      const hid_t slab = check_id(H5Dget_space(data), "H5Dget_space");
-      const hsize_t start[4] = {static_cast<hsize_t>(step), static_cast<hsize_t>(origin[0]),
-                                static_cast<hsize_t>(origin[1]), static_cast<hsize_t>(origin[2])};
-      H5Sselect_hyperslab(slab, H5S_SELECT_SET, start, nullptr, block, nullptr);
-      const herr_t status = H5Dread(data, H5T_NATIVE_DOUBLE, memory, slab, dxpl, values.data());
-      H5Sclose(slab);
-      check(status, "H5Dread");
+      Id slab(select(data, step), H5Sclose);
+      check(H5Dread(data, H5T_NATIVE_DOUBLE, memory, slab, dxpl, values.data()), "H5Dread");
       fill(step, want);
       for (size_t i = 0; i < values.size(); ++i) c.values_wrong += values[i] != want[i];
     }

@@ -42,8 +42,9 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
     if (o.files.empty()) throw UsageError("FILES", "expected the files of a run's output");
     // Root, and a /proc/sys that is not read-only (containers often mount it so).
     if (o.drop_caches && ::access("/proc/sys/vm/drop_caches", W_OK) != 0)
-      throw UsageError("--drop-caches", "needs to write /proc/sys/vm/drop_caches (root, outside "
-                                        "a container that mounts /proc/sys read-only)");
+      throw UsageError("--drop-caches",
+                       "needs to write /proc/sys/vm/drop_caches (root, outside "
+                       "a container that mounts /proc/sys read-only)");
   });
 
   // This rank's files, opened (and their indexes read) before the timing.
@@ -145,7 +146,7 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   d.files = o.files;
   d.backend = files[0]->backend();  // rank 0 reads file 0
   d.ranks = size;
-  d.direct = storage::option_flag(o.storage, "posix.direct");
+  d.direct = files[0]->direct();
   d.caches_dropped = o.drop_caches;
   d.checked = o.check;
   d.first_wrong = first_wrong;

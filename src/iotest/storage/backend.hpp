@@ -90,6 +90,11 @@ VisibilityLayout layout_of(const telescope::Observation& obs);
 struct ChunkKey {
   index_t row_chunk = 0, freq_chunk = 0;
 };
+// Zeroes the values of chunk `key` (chunk_rows x chunk_channels,
+// row-major) that lie past the observation's edges (`rows` baseline-times,
+// `channels`): what readers give there, whatever a writer left.
+void zero_past_edges(index_t rows, index_t channels, index_t chunk_rows, index_t chunk_channels,
+                     const ChunkKey& key, cplx* values);
 
 struct WriteStats {
   index_t chunk_writes = 0;      // write_chunk calls, rewrites included

@@ -106,24 +106,25 @@ std::uint32_t chunk_crc32(const void* bytes, index_t count) {
       crc32(0L, static_cast<const Bytef*>(bytes), static_cast<uInt>(count)));
 }
 
+void zero_past_edges(index_t rows, index_t channels, index_t chunk_rows, index_t chunk_channels,
+                     const ChunkKey& key, cplx* values) {
+  const index_t inside_rows = std::min(chunk_rows, rows - key.row_chunk * chunk_rows);
+  const index_t inside_channels =
+      std::min(chunk_channels, channels - key.freq_chunk * chunk_channels);
+  for (index_t r = 0; r < chunk_rows; ++r)
+    for (index_t c = r < inside_rows ? inside_channels : 0; c < chunk_channels; ++c)
+      values[r * chunk_channels + c] = cplx{};
+}
+
 void Backend::record_checksum(const ChunkKey& key, const void* bytes) {
   const std::int64_t chunk = key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
   // Of the chunk as readers give it: zero past the observation's edges,
   // whatever the writer left there.
-  const index_t rows =
-      std::min(layout_.time_chunk, layout_.rows() - key.row_chunk * layout_.time_chunk);
-  const index_t chans =
-      std::min(layout_.freq_chunk, layout_.channels - key.freq_chunk * layout_.freq_chunk);
-  std::uint32_t crc = 0;
-  if (rows == layout_.time_chunk && chans == layout_.freq_chunk) {
-    crc = chunk_crc32(bytes, layout_.chunk_bytes());
-  } else {
-    std::vector<cplx> inside(static_cast<size_t>(layout_.chunk_values()));
-    const auto* values = static_cast<const cplx*>(bytes);
-    for (index_t r = 0; r < rows; ++r)
-      std::copy_n(values + r * layout_.freq_chunk, chans, inside.begin() + r * layout_.freq_chunk);
-    crc = chunk_crc32(inside.data(), layout_.chunk_bytes());
-  }
+  const auto* values = static_cast<const cplx*>(bytes);
+  std::vector<cplx> inside(values, values + layout_.chunk_values());
+  zero_past_edges(layout_.rows(), layout_.channels, layout_.time_chunk, layout_.freq_chunk, key,
+                  inside.data());
+  const std::uint32_t crc = chunk_crc32(inside.data(), layout_.chunk_bytes());
   // A rewrite (rare: split chunks are held until whole) is most likely of a
   // recent chunk: searched from the end.
   if (written_[static_cast<size_t>(chunk)]) {

@@ -380,6 +380,7 @@ class PosixReader final : public Reader {
   PosixReader& operator=(const PosixReader&) = delete;
 
   std::string_view backend() const override { return "posix"; }
+  bool direct() const override { return direct_fd_ >= 0; }
 
   // From the rebuilt observation, as the hdf5 back-end computes its
   // uvw_array: antenna a2 minus antenna a1 at the row's time step. O(antennas)
@@ -433,12 +434,7 @@ class PosixReader final : public Reader {
     if (!read) throw std::runtime_error(path_ + ": reading a chunk failed (the file is short)");
     if (direct_fd_ >= 0 && !straight)
       std::memcpy(out, buffer_.get(), static_cast<size_t>(chunk_bytes_));
-    // Past the observation's edges the writer's values are ignored: zero.
-    const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_);
-    const index_t chans = std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_);
-    for (index_t r = 0; r < chunk_rows_; ++r)
-      for (index_t c = r < rows ? chans : 0; c < chunk_channels_; ++c)
-        out[r * chunk_channels_ + c] = cplx{};
+    zero_past_edges(key, out);  // the writer's values there are ignored
     return true;
   }
 

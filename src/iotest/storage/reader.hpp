@@ -19,6 +19,8 @@ class Reader {
  public:
   virtual ~Reader() = default;
   virtual std::string_view backend() const = 0;  // the back-end that wrote it
+  // Whether reads bypass the page cache (O_DIRECT, as opened).
+  virtual bool direct() const { return false; }
 
   index_t baselines() const { return nbls_; }
   index_t times() const { return ntimes_; }
@@ -55,6 +57,10 @@ class Reader {
   virtual std::vector<ChunkKey> stored_chunks() const;
 
  protected:
+  // read_chunk's last step: zero past the observation's edges.
+  void zero_past_edges(const ChunkKey& key, cplx* out) const {
+    storage::zero_past_edges(nbls_ * ntimes_, nfreqs_, chunk_rows_, chunk_channels_, key, out);
+  }
   index_t nbls_ = 0, ntimes_ = 0, nfreqs_ = 0, chunk_rows_ = 1, chunk_channels_ = 1;
   std::vector<double> freq_;
   std::optional<Provenance> provenance_;

@@ -18,10 +18,28 @@ const BackendSpec* find(std::string_view name) {
   return nullptr;
 }
 
-std::string names() {
-  std::string s;
-  for (const auto& b : backends()) s += (s.empty() ? "" : ", ") + b.name;
-  return s;
+// Options of another back-end than `name` would be silently ignored:
+// refused, naming the option (`what`: the back-end in use, in words).
+void check_owners(const StorageOptions& options, const std::string& name, const std::string& what) {
+  for (const auto& [key, value] : options.values) {
+    const auto owner = key.substr(0, key.find('.'));
+    if (owner != name)
+      throw UsageError("--" + key, fmt::format("applies to --storage={}, {}", owner, what));
+  }
+}
+
+// The writer back-end --storage or the path names, its options checked
+// but for their values (its make() checks those).
+const BackendSpec& chosen(const StorageOptions& options, const std::string& path) {
+  const std::string name = backend_for(options, path);
+  const BackendSpec* spec = find(name);
+  if (!spec)
+    throw UsageError("--storage",
+                     fmt::format("expected one of {}, got '{}'", backend_names(), name));
+  if (name != "null" && path.empty())
+    throw UsageError("--storage", fmt::format("--storage={} needs an output path", name));
+  check_owners(options, name, "not " + name);
+  return *spec;
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -44,40 +62,28 @@ std::string backend_for(const StorageOptions& options, const std::string& path) 
   return "posix";
 }
 
+std::string backend_names() {
+  std::string s;
+  for (const auto& b : backends()) s += (s.empty() ? "" : ", ") + b.name;
+  return s;
+}
+
 void check_storage(const StorageOptions& options, const std::string& path) {
-  const std::string name = backend_for(options, path);
-  const BackendSpec* chosen = find(name);
-  if (!chosen)
-    throw UsageError("--storage", fmt::format("expected one of {}, got '{}'", names(), name));
-  if (name != "null" && path.empty())
-    throw UsageError("--storage", fmt::format("--storage={} needs an output path", name));
-  for (const auto& [key, value] : options.values) {
-    const auto owner = key.substr(0, key.find('.'));
-    if (owner != name)
-      throw UsageError("--" + key, fmt::format("applies to --storage={}, not {}", owner, name));
-  }
-  chosen->make(options);  // the back-end's own checks of its values
+  chosen(options, path).make(options);  // a writer made and dropped: its checks of the values
 }
 
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path) {
-  check_storage(options, path);
-  return find(backend_for(options, path))->make(options);
+  return chosen(options, path).make(options);
 }
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
   if (!std::filesystem::is_regular_file(path)) throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) {
-      // Options of another back-end would be silently ignored: refused.
-      for (const auto& [key, value] : options.values) {
-        const auto owner = key.substr(0, key.find('.'));
-        if (owner != b.name)
-          throw UsageError("--" + key, fmt::format("applies to --storage={}, but {} is {}'s output",
-                                                   owner, path, b.name));
-      }
+      check_owners(options, b.name, fmt::format("but {} is {}'s output", path, b.name));
       return b.open(path, options);
     }
-  throw UsageError(path, "not an output of iotest's storage back-ends (" + names() + ")");
+  throw UsageError(path, "not an output of iotest's storage back-ends (" + backend_names() + ")");
 }
 
 std::vector<ChunkKey> Reader::stored_chunks() const {

@@ -44,6 +44,8 @@ struct BackendSpec {
 
 // Every back-end, in the order --help lists them.
 const std::vector<BackendSpec>& backends();
+// Their names, "null, hdf5, posix".
+std::string backend_names();
 
 // The back-end for an output: --storage if given, else from the path:
 // `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `posix` otherwise.

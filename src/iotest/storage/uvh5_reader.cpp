@@ -238,12 +238,7 @@ bool Uvh5Reader::read_chunk(const ChunkKey& key, cplx* out) const {
   std::uint32_t filters = 0;
   if (H5Dread_chunk(h_->visdata, H5P_DEFAULT, offset, &filters, out) < 0)
     throw std::runtime_error(path_ + ": reading a chunk failed");
-  // Past the observation's edges the chunk holds the fill value: zero.
-  const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - row0);
-  const index_t chans = std::min(chunk_channels_, nfreqs_ - chan0);
-  for (index_t r = 0; r < chunk_rows_; ++r)
-    for (index_t c = r < rows ? chans : 0; c < chunk_channels_; ++c)
-      out[r * chunk_channels_ + c] = cplx{};
+  zero_past_edges(key, out);  // the chunk holds the fill value there
   return true;
 }
 
