@@ -175,11 +175,13 @@ std::string what_failed(const std::exception& e) {
 // it once and all leave with the usage status. Any other failure is this
 // rank's alone, with peers perhaps blocked on it: only MPI_Abort reaches
 // them. `body` runs the command; `data_path` is its output or input.
+// `threads`: the MPI thread support the command needs (MPI_THREAD_MULTIPLE
+// when writer threads call MPI: the phdf5 back-end).
 int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
             const std::string& report_path, const std::string& parse_error,
-            const std::string& data_path) {
+            const std::string& data_path, int threads = MPI_THREAD_FUNNELED) {
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(nullptr, nullptr, threads, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = iotest::kExitOk;
@@ -187,6 +189,10 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
   try {
     // Every rank parsed the same command line: no need to agree.
     if (!parse_error.empty()) throw iotest::UsageError("", parse_error);
+    if (provided < threads)
+      throw iotest::UsageError("--storage",
+                               "this MPI library lacks MPI_THREAD_MULTIPLE, which a shared "
+                               "output's writer threads need (use --storage=hdf5 or posix)");
     // Rank 0 alone writes the report, so its check is agreed.
     iotest::pipeline::agree_on_usage(MPI_COMM_WORLD, [&] {
       if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
@@ -218,8 +224,10 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
 
 int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
                  const std::string& parse_error) {
+  const bool shared = iotest::storage::shares_output(options.storage, options.output);
   return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
-                 parse_error, options.output);
+                 parse_error, options.output,
+                 shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST(Writers, OutputPathsNumberTheWriters) {
 // A one-slot queue between a pushing and a popping thread: every chunk
 // arrives, in order, and the pusher waited for the slot.
 TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
-  ChunkQueue queue(1, 4);
+  ChunkQueue queue(1, 4, 1);
   std::thread consumer([&] {
     std::vector<cplx> data(4);
     storage::ChunkKey key;
@@ -84,17 +84,24 @@ TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
 // pusher's chunks arrive whole and in its order, though pushers copy in
 // without the lock and resume only once a full queue is half empty.
 TEST(Writers, QueueKeepsEachPushersOrder) {
-  ChunkQueue queue(4, 256);
+  ChunkQueue queue(4, 256, 4);
   std::thread writer([&] {
-    storage::ChunkKey key;
-    const cplx* data = nullptr;
-    index_t n = 0, count = 0;
+    ChunkQueue::Entry e;
+    index_t count = 0;
     std::vector<index_t> next(3, 0);
-    while (queue.peek(key, data, n)) {
-      const auto pusher = static_cast<size_t>(key.freq_chunk);
-      EXPECT_EQ(key.row_chunk, next[pusher]++);
-      EXPECT_EQ(data[0], data[255]);  // copied in whole
-      EXPECT_EQ(data[255], cplx(static_cast<double>(key.row_chunk), static_cast<double>(pusher)));
+    while (queue.peek(e) == ChunkQueue::Peek::chunk) {
+      const auto pusher = static_cast<size_t>(e.key.freq_chunk);
+      EXPECT_EQ(e.key.row_chunk, next[pusher]++);
+      EXPECT_EQ(e.data[0], e.data[255]);  // copied in whole
+      EXPECT_EQ(e.data[255],
+                cplx(static_cast<double>(e.key.row_chunk), static_cast<double>(pusher)));
+      // Odd chunks came with presence bits (pusher p's: word 3 = p), even ones without.
+      if (e.key.row_chunk % 2) {
+        ASSERT_NE(e.present, nullptr);
+        EXPECT_EQ(e.present[3], pusher);
+      } else {
+        EXPECT_EQ(e.present, nullptr);
+      }
       queue.release();
       ++count;
     }
@@ -105,7 +112,8 @@ TEST(Writers, QueueKeepsEachPushersOrder) {
     pushers.emplace_back([&queue, p] {
       for (index_t i = 0; i < 200; ++i) {
         const std::vector<cplx> data(256, cplx(static_cast<double>(i), static_cast<double>(p)));
-        queue.push({i, p}, data.data(), 256);
+        const std::vector<storage::PresenceWord> bits{0, 0, 0, static_cast<storage::PresenceWord>(p)};
+        queue.push({i, p}, data.data(), 256, i % 2 ? bits.data() : nullptr);
       }
     });
   for (auto& t : pushers) t.join();
@@ -123,29 +131,36 @@ TEST(Writers, PartialChunksWriteEachChunkOnceWhole) {
   PartialChunks partial(layout, 2);
   std::vector<std::pair<index_t, index_t>> written;  // (row chunk, visibilities)
   std::vector<cplx> last;
-  const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
+  std::vector<storage::PresenceWord> last_bits;  // empty: written whole (no bits)
+  const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
+                         const storage::PresenceWord* present) {
     written.emplace_back(key.row_chunk, n);
     last.assign(data, data + 32);
+    last_bits.assign(present ? 1 : 0, present ? present[0] : 0);
   };
   std::vector<cplx> a(32), b(32);
   for (size_t i = 0; i < 32; ++i) (i < 12 ? a : b)[i] = cplx(static_cast<double>(i + 1), 0);
-  partial.add({0, 0}, a.data(), 12, write);  // first part: held
+  const storage::PresenceWord a_bits = (1U << 12) - 1, b_bits = 0xffffffffU & ~a_bits;
+  partial.add({0, 0}, a.data(), 12, &a_bits, write);  // first part: held
   EXPECT_TRUE(written.empty());
-  partial.add({1, 0}, b.data(), 32, write);  // whole: straight on
-  partial.add({0, 0}, b.data(), 20, write);  // the rest: chunk 0 whole, merged
+  partial.add({1, 0}, b.data(), 32, nullptr, write);  // whole: straight on
+  partial.add({0, 0}, b.data(), 20, &b_bits, write);  // the rest: chunk 0 whole, merged
   ASSERT_EQ(written.size(), 2u);
   EXPECT_EQ(written[1], std::make_pair(index_t{0}, index_t{32}));
   for (size_t i = 0; i < 32; ++i) EXPECT_EQ(last[i], cplx(static_cast<double>(i + 1), 0));
+  EXPECT_TRUE(last_bits.empty());  // whole once merged
   EXPECT_EQ(partial.held(), 0);
 
-  partial.add({2, 0}, a.data(), 12, write);
-  partial.add({3, 0}, a.data(), 12, write);
-  partial.add({4, 0}, a.data(), 12, write);  // a third: chunk 2 goes as it is
+  partial.add({2, 0}, a.data(), 12, &a_bits, write);
+  partial.add({3, 0}, a.data(), 12, &a_bits, write);
+  partial.add({4, 0}, a.data(), 12, &a_bits, write);  // a third: chunk 2 goes as it is
   ASSERT_EQ(written.size(), 3u);
   EXPECT_EQ(written[2], std::make_pair(index_t{2}, index_t{12}));
-  partial.add({2, 0}, b.data(), 20, write);  // its rest goes straight on (a rewrite)
+  EXPECT_EQ(last_bits, std::vector<storage::PresenceWord>{a_bits});  // a part, with its bits
+  partial.add({2, 0}, b.data(), 20, &b_bits, write);  // its rest goes straight on (a rewrite)
   ASSERT_EQ(written.size(), 4u);
   EXPECT_EQ(written[3], std::make_pair(index_t{2}, index_t{20}));
+  EXPECT_EQ(last_bits, std::vector<storage::PresenceWord>{b_bits});
   partial.flush(write);  // chunks 3 and 4, in the order they came
   ASSERT_EQ(written.size(), 6u);
   EXPECT_EQ(written[4].first, 3);
@@ -154,7 +169,7 @@ TEST(Writers, PartialChunksWriteEachChunkOnceWhole) {
 }
 
 TEST(Writers, FailureReachesThePusher) {
-  ChunkQueue queue(2, 4);
+  ChunkQueue queue(2, 4, 1);
   queue.fail("disk full");
   const std::vector<cplx> data(4);
   try {
@@ -168,7 +183,7 @@ TEST(Writers, FailureReachesThePusher) {
 // A writer process killed from outside fails nothing itself: a pusher
 // waiting on its full queue must notice, not wait forever.
 TEST(Writers, DeadWriterProcessReachesThePusher) {
-  ChunkQueue queue(1, 4);
+  ChunkQueue queue(1, 4, 1);
   const pid_t child = fork();
   if (child == 0) _exit(0);  // a writer that never takes a chunk
   queue.watch(child);
@@ -237,8 +252,9 @@ TEST_P(WritersOfKind, HoldPartsUntilWhole) {
   o.fork = GetParam();
   Writers writers(o, layout);
   const std::vector<cplx> data(static_cast<size_t>(layout.chunk_values()));
-  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 20);
-  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 12);
+  const storage::PresenceWord first = (1U << 20) - 1, rest = 0xffffffffU & ~first;
+  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 20, &first);
+  for (index_t r = 0; r < 10; ++r) writers.write({r, 1}, data.data(), 12, &rest);
   const auto stats = writers.finish();
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].chunks_written, 10);

@@ -60,9 +60,13 @@ TEST(Storage, ChunkAssemblerPlacesRunsInChunks) {
   const auto layout = layout_of(obs);
   ChunkAssembler chunks(layout);
   std::vector<std::pair<ChunkKey, std::vector<cplx>>> out;
-  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count) {
+  std::vector<PresenceWord> bits;  // the emitted chunks' presence words (one each: 32 values)
+  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count,
+                        const PresenceWord* present) {
     out.emplace_back(key, std::vector<cplx>(data, data + 32));
     EXPECT_GT(count, 0);
+    ASSERT_NE(present, nullptr);
+    bits.push_back(present[0]);
   };
   const std::vector<cplx> vis = {{1, 0}, {2, 0}, {3, 0}};
   chunks.add(9, 6, 2, vis.data(), emit);   // row 9 (baseline 1, time 1), channels 6-7
@@ -77,6 +81,9 @@ TEST(Storage, ChunkAssemblerPlacesRunsInChunks) {
   EXPECT_EQ(out[1].first.freq_chunk, 1);
   EXPECT_EQ(out[1].second[2 * 8 + 2], cplx(3, 0));
   EXPECT_EQ(out[1].second[0], cplx(0, 0));
+  // Exactly the values the runs placed: row 1 channels 6-7, row 2 channels 0-2.
+  EXPECT_EQ(bits[0], (PresenceWord{1} << (1 * 8 + 6)) | (PresenceWord{1} << (1 * 8 + 7)));
+  EXPECT_EQ(bits[1], PresenceWord{7} << (2 * 8));
   chunks.flush(emit);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[2].first.row_chunk, 3);
@@ -99,10 +106,15 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   degrid::sort_for_storage(runs);
   std::map<std::pair<index_t, index_t>, std::vector<cplx>> chunks;  // summed over emissions
   index_t emitted = 0;
-  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count) {
+  std::map<std::pair<index_t, index_t>, PresenceWord> present_in;  // OR over emissions
+  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count,
+                        const PresenceWord* present) {
     auto& sum = chunks[{key.row_chunk, key.freq_chunk}];
     sum.resize(static_cast<size_t>(layout.chunk_values()));
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += data[i];
+    auto& bits = present_in[{key.row_chunk, key.freq_chunk}];
+    EXPECT_EQ(bits & present[0], 0U) << "a value emitted twice";
+    bits |= present[0];
     emitted += count;
   };
   ChunkAssembler assembler(layout);
@@ -125,6 +137,7 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
       const bool covered = t % 2 == 0 && chan >= 2 && chan < 13;
       const cplx want = covered ? degrid::synthetic_visibility(b, t, chan, 77) : cplx{};
       EXPECT_EQ(values[static_cast<size_t>(i)], want) << "row " << row << " channel " << chan;
+      EXPECT_EQ(present(&present_in[key], i), covered) << "row " << row << " channel " << chan;
       nonzero += covered;
     }
   EXPECT_EQ(nonzero, expected);

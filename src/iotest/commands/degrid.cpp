@@ -162,9 +162,10 @@ report::Report degrid(const DegridRunOptions& o) {
               const auto* end = begin + ts.runs.size();
               degrid::degrid_to_chunks(
                   degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
-                  [&](const storage::ChunkKey& key, const cplx* data, index_t count) {
+                  [&](const storage::ChunkKey& key, const cplx* data, index_t count,
+                      const storage::PresenceWord* present) {
                     const std::lock_guard<std::mutex> hold(backend_lock);
-                    backend->write_chunk(key, data, count);
+                    backend->write_chunk(key, data, count, present);
                   });
               ts.visibilities += static_cast<index_t>(ts.vis.size());
               // Untimed: the sampled visibilities of this task.

@@ -75,6 +75,9 @@ struct Context {
   Roles roles;
   MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
   MPI_Comm producers = MPI_COMM_NULL;  // the producers among themselves (others: null)
+  // The streamers among themselves when they share one output (phdf5;
+  // otherwise and elsewhere: null).
+  MPI_Comm shared_output = MPI_COMM_NULL;
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set

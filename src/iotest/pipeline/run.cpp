@@ -81,6 +81,7 @@ std::vector<std::string> Context::outputs() const {
   const auto& o = options;
   const index_t in_all = roles.streamers * o.writer_count,
                 first = roles.streamer_index() * o.writer_count;
+  if (shared_output != MPI_COMM_NULL) return {o.output};  // every streamer's one writer
   for (int w = 0; roles.is_streamer() && w < o.writer_count; ++w)
     paths.push_back(o.output.empty() ? std::string() : output_path(o.output, first + w, in_all));
   return paths;
@@ -186,6 +187,22 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
 void check_options(const RunOptions& o, int size) {
   job::check_shape_options(o);
   storage::check_storage(o.storage, o.output);
+  if (storage::shares_output(o.storage, o.output)) {
+    const std::string name = storage::backend_for(o.storage, o.output);
+    if (o.writer_count != 1)
+      throw UsageError("--writer-count",
+                       fmt::format("expected 1 with --storage={}: each streamer has one writer "
+                                   "of the one shared file, got {}",
+                                   name, o.writer_count));
+    if (o.fork_writer)
+      throw UsageError("--fork-writer", fmt::format("does not apply to --storage={}: its writers "
+                                                    "call MPI, so they are threads",
+                                                    name));
+    if (o.output.find("%d") != std::string::npos)
+      throw UsageError("OUTPUT", fmt::format("expected one file name without %d: --storage={} "
+                                             "writes one file shared by every streamer",
+                                             name));
+  }
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
@@ -316,6 +333,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   if (rank == 0) ctx.nonce = storage::draw_nonce();
   MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
+  // A back-end with one output for the run: its writers' communicator.
+  const bool shared = roles.is_streamer() && storage::shares_output(o.storage, o.output);
+  MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, rank, &ctx.shared_output);
 
   const double t_plan = MPI_Wtime();
   // The visits and their figures: counted in parallel over the ranks, the
@@ -493,6 +513,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Comm_free(&ctx.data);
   MPI_Comm_free(&ctx.control);
   if (ctx.producers != MPI_COMM_NULL) MPI_Comm_free(&ctx.producers);
+  if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_free(&ctx.shared_output);
   if (rank != 0) return r;
 
   RelativeError subgrid_error, vis_error;

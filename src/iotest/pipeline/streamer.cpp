@@ -164,6 +164,7 @@ void open_writers(Context& ctx) {
   wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
   wo.paths = ctx.outputs();
+  wo.shared = ctx.shared_output;
   ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
 }
 
@@ -329,8 +330,9 @@ RankResult run_streamer(Context& ctx) {
         tower->visit->runs(first, last, ds.runs);
         const auto* begin = ds.runs.data();
         const auto* end = begin + ds.runs.size();
-        const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
-          writers->write(key, data, n);
+        const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
+                                    const storage::PresenceWord* present) {
+          writers->write(key, data, n, present);
         };
         if (synthetic)
           degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis,
@@ -522,7 +524,9 @@ RankResult run_streamer(Context& ctx) {
     }
     st.visibility_queue_max = writers->high_water();
     wait_s += write_wait;
-    if (!o.output.empty()) out.outputs = ctx.outputs();
+    // A shared output is named once, by the first streamer.
+    if (!o.output.empty() && (ctx.shared_output == MPI_COMM_NULL || me == 0))
+      out.outputs = ctx.outputs();
   }
   const double total = seconds_since(t_start);
   double check_s = 0;

@@ -24,7 +24,7 @@ namespace iotest::pipeline {
 struct ChunkQueue::Shared {
   pthread_mutex_t lock;
   pthread_cond_t not_full, not_empty;
-  index_t slots = 0, chunk_values = 0;
+  index_t slots = 0, chunk_values = 0, presence_words = 0;
   index_t head = 0, count = 0, high_water = 0;  // count: slots taken, filled or being filled
   bool closed = false, failed = false;
   bool opened = false;  // the writer's output is open
@@ -34,7 +34,8 @@ struct ChunkQueue::Shared {
   struct Entry {
     storage::ChunkKey key;
     index_t visibilities = 0;
-    bool filled = false;  // copied in: the writer may take it
+    bool filled = false;   // copied in: the writer may take it
+    bool partial = false;  // its presence bits say which values it carries
   };
   Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
   void fail(const std::string& message) {
@@ -69,10 +70,18 @@ size_t round_up(size_t n, size_t to) {
 }
 }  // namespace
 
-ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values) {
+namespace {
+// A slot: a chunk's values, then its presence bits.
+size_t slot_bytes(index_t chunk_values, index_t presence_words) {
+  return static_cast<size_t>(chunk_values) * sizeof(cplx) +
+         static_cast<size_t>(presence_words) * sizeof(storage::PresenceWord);
+}
+}  // namespace
+
+ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values, index_t presence_words) {
   const size_t header =
       round_up(sizeof(Shared) + static_cast<size_t>(slots) * sizeof(Shared::Entry), 64);
-  bytes_ = header + static_cast<size_t>(slots * chunk_values) * sizeof(cplx);
+  bytes_ = header + static_cast<size_t>(slots) * slot_bytes(chunk_values, presence_words);
   void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (at == MAP_FAILED) throw std::runtime_error("cannot map the visibility queue");
   // Touched now: the queue is part of the memory model from the start.
@@ -80,6 +89,7 @@ ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values) {
   shared_ = new (at) Shared;
   shared_->slots = slots;
   shared_->chunk_values = chunk_values;
+  shared_->presence_words = presence_words;
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
   pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
@@ -105,8 +115,13 @@ ChunkQueue::~ChunkQueue() {
 cplx* ChunkQueue::slot(index_t i) const {
   const size_t header =
       round_up(sizeof(Shared) + static_cast<size_t>(shared_->slots) * sizeof(Shared::Entry), 64);
-  return reinterpret_cast<cplx*>(reinterpret_cast<char*>(shared_) + header) +
-         i * shared_->chunk_values;
+  return reinterpret_cast<cplx*>(reinterpret_cast<char*>(shared_) + header +
+                                 static_cast<size_t>(i) *
+                                     slot_bytes(shared_->chunk_values, shared_->presence_words));
+}
+
+storage::PresenceWord* ChunkQueue::presence(index_t i) const {
+  return reinterpret_cast<storage::PresenceWord*>(slot(i) + shared_->chunk_values);
 }
 
 namespace {
@@ -141,7 +156,8 @@ void ChunkQueue::wait_for_writer() {
     shared_->fail("a writer process (pid " + std::to_string(writer_) + ") died");
 }
 
-void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
+void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+                      const storage::PresenceWord* present) {
   Hold hold(*shared_);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
@@ -150,32 +166,46 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
   }
   if (shared_->failed) throw std::runtime_error(shared_->failure);
   const index_t i = (shared_->head + shared_->count) % shared_->slots;
-  shared_->entries()[i] = {key, visibilities, false};
+  shared_->entries()[i] = {key, visibilities, false, present != nullptr};
   shared_->high_water = std::max(shared_->high_water, ++shared_->count);
   // The copy goes without the lock: the writer takes and releases chunks
   // meanwhile (held, it stalled the writer for a copy per chunk).
   pthread_mutex_unlock(&shared_->lock);
   std::memcpy(slot(i), data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  if (present)
+    std::memcpy(presence(i), present,
+                static_cast<size_t>(shared_->presence_words) * sizeof(storage::PresenceWord));
   shared_->take();
   shared_->entries()[i].filled = true;
   if (i == shared_->head) pthread_cond_signal(&shared_->not_empty);
 }
 
-bool ChunkQueue::peek(storage::ChunkKey& key, const cplx*& data, index_t& visibilities) {
+ChunkQueue::Peek ChunkQueue::peek(Entry& entry, int wait_ms) {
   Hold hold(*shared_);
   const auto waiting = [&] {
     return (shared_->count == 0 && !shared_->closed) ||
            (shared_->count > 0 && !shared_->entries()[shared_->head].filled);
   };
-  while (waiting() && !shared_->failed)
-    shared_->taken(pthread_cond_wait(&shared_->not_empty, &shared_->lock));
-  if (shared_->count == 0 || shared_->failed) return false;
+  timespec until{};
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += wait_ms / 1000;
+  until.tv_nsec += (wait_ms % 1000) * 1'000'000L;
+  if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
+  while (waiting() && !shared_->failed) {
+    if (wait_ms < 0) {
+      shared_->taken(pthread_cond_wait(&shared_->not_empty, &shared_->lock));
+      continue;
+    }
+    const int rc = pthread_cond_timedwait(&shared_->not_empty, &shared_->lock, &until);
+    shared_->taken(rc);
+    if (rc == ETIMEDOUT && waiting() && !shared_->failed) return Peek::timeout;
+  }
+  if (shared_->count == 0 || shared_->failed) return Peek::closed;
   // Pushers fill only slots past head + count: this one stays put.
   const index_t i = shared_->head;
-  key = shared_->entries()[i].key;
-  visibilities = shared_->entries()[i].visibilities;
-  data = slot(i);
-  return true;
+  const auto& e = shared_->entries()[i];
+  entry = {e.key, slot(i), e.partial ? presence(i) : nullptr, e.visibilities};
+  return Peek::chunk;
 }
 
 void ChunkQueue::release() {
@@ -185,9 +215,11 @@ void ChunkQueue::release() {
 }
 
 bool ChunkQueue::pop(storage::ChunkKey& key, cplx* data, index_t& visibilities) {
-  const cplx* at = nullptr;
-  if (!peek(key, at, visibilities)) return false;
-  std::memcpy(data, at, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  Entry e;
+  if (peek(e) != Peek::chunk) return false;
+  key = e.key;
+  visibilities = e.visibilities;
+  std::memcpy(data, e.data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
   release();
   return true;
 }
@@ -239,8 +271,12 @@ double ChunkQueue::push_wait_s() const {
 PartialChunks::PartialChunks(const storage::VisibilityLayout& layout, index_t slots)
     : layout_(layout), slots_(slots) {
   // Every slot's buffer now: held parts are part of the memory model from the start.
-  for (index_t i = 0; i < slots; ++i)
-    spare_.emplace_back(static_cast<size_t>(layout.chunk_values()), cplx{});
+  for (index_t i = 0; i < slots; ++i) {
+    Part part;
+    part.values.assign(static_cast<size_t>(layout.chunk_values()), cplx{});
+    part.present.assign(static_cast<size_t>(layout.presence_words()), 0);
+    spare_.push_back(std::move(part));
+  }
 }
 
 index_t PartialChunks::index(const storage::ChunkKey& key) const {
@@ -258,18 +294,25 @@ index_t PartialChunks::whole(const storage::ChunkKey& key) const {
 void PartialChunks::write_out(index_t chunk, const Write& write) {
   const auto at = held_.find(chunk);
   const storage::ChunkKey key{chunk / layout_.freq_chunks(), chunk % layout_.freq_chunks()};
-  write(key, at->second.values.data(), at->second.visibilities);
-  spare_.push_back(std::move(at->second.values));
+  const bool complete = at->second.visibilities >= whole(key);
+  write(key, at->second.values.data(), at->second.visibilities,
+        complete ? nullptr : at->second.present.data());
+  spare_.push_back(std::move(at->second));
   held_.erase(at);
 }
 
 void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
-                        const Write& write) {
+                        const storage::PresenceWord* present, const Write& write) {
   const index_t chunk = index(key);
+  const auto words = static_cast<size_t>(layout_.presence_words());
   auto at = held_.find(chunk);
   if (at == held_.end()) {
-    if (slots_ < 1 || visibilities >= whole(key) || let_go_.count(chunk)) {
-      write(key, data, visibilities);
+    if (visibilities >= whole(key)) {
+      write(key, data, visibilities, nullptr);  // whole: every value present
+      return;
+    }
+    if (slots_ < 1 || let_go_.count(chunk)) {
+      write(key, data, visibilities, present);
       return;
     }
     while (static_cast<index_t>(held_.size()) >= slots_) {  // the oldest goes as it is
@@ -281,10 +324,14 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
     }
     Part part;
     if (!spare_.empty()) {
-      part.values = std::move(spare_.back());
+      part = std::move(spare_.back());
       spare_.pop_back();
     }
     part.values.assign(data, data + layout_.chunk_values());
+    if (present)
+      part.present.assign(present, present + words);
+    else  // all present, yet less than whole: cannot be
+      throw std::logic_error("a part of a chunk without its presence bits");
     part.visibilities = visibilities;
     held_.emplace(chunk, std::move(part));
     order_.push_back(chunk);
@@ -293,6 +340,8 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
   auto& part = at->second;
   for (index_t i = 0; i < layout_.chunk_values(); ++i)
     part.values[static_cast<size_t>(i)] += data[i];
+  if (!present) throw std::logic_error("a part of a chunk without its presence bits");
+  for (size_t w = 0; w < words; ++w) part.present[w] |= present[w];
   part.visibilities += visibilities;
   if (part.visibilities >= whole(key)) write_out(chunk, write);
 }
@@ -309,30 +358,42 @@ namespace {
 // `visibilities` of them), not a chunk: they travel as chunks do, since
 // the writer may be another process.
 constexpr index_t kWrittenPartsEntry = -1;
+// How long a shared output's writer waits for a chunk before it takes part
+// in its peers' collective calls with what it has.
+constexpr int kIdleMs = 2;
 
 // One writer's whole life: open, write what comes, close. Failures go to
 // the queue (pushers see them and stop) and leave no complete-looking output.
 void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const std::string& path,
-                const storage::VisibilityLayout& layout, index_t partial_slots) {
+                const storage::VisibilityLayout& layout, index_t partial_slots, MPI_Comm shared) {
   std::unique_ptr<storage::Backend> backend;
   try {
     backend = storage::make_backend(storage, path);
+    if (shared != MPI_COMM_NULL) backend->share(shared);
     backend->open(path, layout);
     queue.mark_opened();
     PartialChunks partial(layout, partial_slots);
-    const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n) {
-      backend->write_chunk(key, data, n);
+    const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
+                           const storage::PresenceWord* present) {
+      backend->write_chunk(key, data, n, present);
     };
-    storage::ChunkKey key;
-    const cplx* chunk = nullptr;
-    index_t visibilities = 0;
-    std::vector<char> parts;                        // WrittenPart records, as they came
-    while (queue.peek(key, chunk, visibilities)) {  // whole chunks go from their slot: no copy
-      if (key.row_chunk == kWrittenPartsEntry) {
-        const auto* bytes = reinterpret_cast<const char*>(chunk);
-        parts.insert(parts.end(), bytes, bytes + visibilities);
+    // A shared output's writers meet in collective calls: one with nothing
+    // to write looks in on them every few milliseconds (idle()).
+    const int wait_ms = backend->meets_others() ? kIdleMs : -1;
+    std::vector<char> parts;  // WrittenPart records, as they came
+    ChunkQueue::Entry e;
+    for (;;) {
+      const auto got = queue.peek(e, wait_ms);
+      if (got == ChunkQueue::Peek::closed) break;
+      if (got == ChunkQueue::Peek::timeout) {
+        backend->idle();
+        continue;
+      }
+      if (e.key.row_chunk == kWrittenPartsEntry) {  // whole chunks go from their slot: no copy
+        const auto* bytes = reinterpret_cast<const char*>(e.data);
+        parts.insert(parts.end(), bytes, bytes + e.visibilities);
       } else {
-        partial.add(key, chunk, visibilities, write);
+        partial.add(e.key, e.data, e.visibilities, e.present, write);
       }
       queue.release();
     }
@@ -360,7 +421,8 @@ Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& 
     : options_(options), layout_(layout) {
   if (options_.queue_slots < 1) throw std::logic_error("a writer queue needs a slot");
   for (size_t i = 0; i < options_.paths.size(); ++i) {
-    queues_.push_back(std::make_unique<ChunkQueue>(options_.queue_slots, layout.chunk_values()));
+    queues_.push_back(std::make_unique<ChunkQueue>(options_.queue_slots, layout.chunk_values(),
+                                                   layout.presence_words()));
     start(i);
   }
 }
@@ -370,7 +432,8 @@ void Writers::start(size_t i) {
   const auto& path = options_.paths[i];
   if (!options_.fork) {
     threads_.emplace_back([this, &queue, path] {
-      run_writer(queue, options_.storage, path, layout_, options_.partial_slots);
+      run_writer(queue, options_.storage, path, layout_, options_.partial_slots,
+                 options_.shared);
     });
     return;
   }
@@ -386,17 +449,18 @@ void Writers::start(size_t i) {
     if (getppid() != parent) _exit(1);  // the streamer died before prctl
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
-    run_writer(queue, options_.storage, path, layout_, options_.partial_slots);
+    run_writer(queue, options_.storage, path, layout_, options_.partial_slots, MPI_COMM_NULL);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);
   queue.watch(child);
 }
 
-void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities) {
+void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+                    const storage::PresenceWord* present) {
   const auto n = static_cast<index_t>(queues_.size());
   const index_t writer = (key.row_chunk * layout_.freq_chunks() + key.freq_chunk) % n;
-  queues_[static_cast<size_t>(writer)]->push(key, data, visibilities);
+  queues_[static_cast<size_t>(writer)]->push(key, data, visibilities, present);
 }
 
 void Writers::wait_opened() {

@@ -2,10 +2,12 @@
 // one output through a storage back-end, as a thread of the streamer or as
 // a forked process (--fork-writer: the serial HDF5 library lets one thread
 // in at a time, DESIGN.md section 5). The queue lives in shared memory
-// either way, so both kinds run the same code. No MPI here: a forked
-// writer never calls it.
+// either way, so both kinds run the same code. MPI only through a shared
+// output's back-end (phdf5), whose writers are threads: a forked writer
+// never calls it.
 #pragma once
 
+#include <mpi.h>
 #include <sys/types.h>
 
 #include <deque>
@@ -27,7 +29,8 @@ namespace iotest::pipeline {
 // back-pressure writers put on degridding.
 class ChunkQueue {
  public:
-  ChunkQueue(index_t slots, index_t chunk_values);
+  // Each slot holds a chunk's values and its presence bits.
+  ChunkQueue(index_t slots, index_t chunk_values, index_t presence_words);
   ~ChunkQueue();
   ChunkQueue(const ChunkQueue&) = delete;
   ChunkQueue& operator=(const ChunkQueue&) = delete;
@@ -36,12 +39,23 @@ class ChunkQueue {
   // A pusher that finds the queue full sleeps until it is half empty, so a
   // writer draining a full queue wakes it once per half queue, not once per
   // chunk (on 2 cores the wake-ups cost the writer a third of its speed).
-  void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
-  // The oldest chunk, in place (no copy), until release(); false once closed
-  // and empty. One consumer (the writer).
-  bool peek(storage::ChunkKey& key, const cplx*& data, index_t& visibilities);
+  // `present` may be nullptr: every value inside the observation.
+  void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+            const storage::PresenceWord* present = nullptr);
+  // The oldest chunk, in place (no copy), until release(). One consumer
+  // (the writer).
+  struct Entry {
+    storage::ChunkKey key;
+    const cplx* data = nullptr;
+    const storage::PresenceWord* present = nullptr;  // nullptr: all
+    index_t visibilities = 0;
+  };
+  enum class Peek { chunk, closed, timeout };
+  // Waits for a chunk: `closed` once closed and empty (or failed);
+  // `timeout` after `wait_ms` without one (-1: wait as long as it takes).
+  Peek peek(Entry& entry, int wait_ms = -1);
   void release();
-  // Takes the oldest chunk (a copy); false once closed and empty.
+  // Takes the oldest chunk's values (a copy); false once closed and empty.
   bool pop(storage::ChunkKey& key, cplx* data, index_t& visibilities);
   // The writer has opened its output; wait_opened() returns once it has
   // (or failed: then with the failure).
@@ -67,6 +81,7 @@ class ChunkQueue {
   size_t bytes_ = 0;
   pid_t writer_ = 0;  // a forked writer (0: a thread)
   cplx* slot(index_t i) const;
+  storage::PresenceWord* presence(index_t i) const;  // the slot's bits, after its values
   void wait_for_writer();  // once on not_full, the lock held
 };
 
@@ -76,6 +91,9 @@ struct WriterOptions {
   index_t queue_slots = 64;         // chunks waiting, per writer
   index_t partial_slots = 0;        // parts of chunks held until whole, per writer (0: none)
   bool fork = false;                // processes instead of threads
+  // A back-end whose one output all streamers share (phdf5): the
+  // streamers' communicator, for its one writer per streamer (a thread).
+  MPI_Comm shared = MPI_COMM_NULL;
 };
 
 // A chunk whose runs fall in several subgrids (or w-stacks) arrives in
@@ -87,12 +105,13 @@ struct WriterOptions {
 // are, at the end, parts of chunks shared with other streamers.
 class PartialChunks {
  public:
-  using Write = std::function<void(const storage::ChunkKey&, const cplx*, index_t)>;
+  using Write = std::function<void(const storage::ChunkKey&, const cplx*, index_t,
+                                   const storage::PresenceWord*)>;
   PartialChunks(const storage::VisibilityLayout& layout, index_t slots);
-  // A chunk or part of one; whole chunks go to `write` (at once, or once
-  // their last part has come).
+  // A chunk or part of one (`present`: which values; nullptr: all); whole
+  // chunks go to `write` (at once, or once their last part has come).
   void add(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
-           const Write& write);
+           const storage::PresenceWord* present, const Write& write);
   // Writes the parts still held.
   void flush(const Write& write);
   index_t held() const { return static_cast<index_t>(held_.size()); }
@@ -100,6 +119,7 @@ class PartialChunks {
  private:
   struct Part {
     std::vector<cplx> values;
+    std::vector<storage::PresenceWord> present;
     index_t visibilities = 0;
   };
   index_t whole(const storage::ChunkKey& key) const;  // visibilities of the whole chunk
@@ -110,7 +130,7 @@ class PartialChunks {
   std::unordered_map<index_t, Part> held_;  // by chunk index
   std::deque<index_t> order_;               // held chunks, oldest first (some since written)
   std::unordered_set<index_t> let_go_;      // written in part: later parts go straight on
-  std::vector<std::vector<cplx>> spare_;    // buffers of written parts, for reuse
+  std::vector<Part> spare_;                 // buffers of written parts, for reuse
 };
 
 // The writers of one streamer. Chunk (r, f) always goes to the same writer,
@@ -122,7 +142,8 @@ class Writers {
   // Returns once every writer has opened its output; throws the first
   // failure to.
   void wait_opened();
-  void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities);
+  void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+             const storage::PresenceWord* present = nullptr);
   // A stonewalled run: the parts every output holds, stored with it. After
   // the last chunk, before finish().
   void record_written(const std::vector<storage::WrittenPart>& parts);

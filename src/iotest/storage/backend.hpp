@@ -1,10 +1,11 @@
 // Storage back-ends for visibilities, behind one small interface (as IOR's
-// back-ends): `null` (a dry run: counts, writes nothing) and `hdf5` (one
-// UVH5 file per writer, readable by pyuvdata). A back-end writes under
+// back-ends; the list is in registry.hpp). A back-end writes under
 // partial_path(path) and the output gets its final name only once complete
 // (in a run, once every rank has finished), so a run that fails leaves no
 // file that looks complete.
 #pragma once
+
+#include <mpi.h>
 
 #include <compare>
 #include <cstdint>
@@ -68,6 +69,12 @@ struct ChunkChecksum {
   std::uint32_t crc32 = 0;
 };
 std::uint32_t chunk_crc32(const void* bytes, index_t count);
+// A chunk of a shared output (phdf5) may come in parts from several
+// writers, each with its own entry (the CRC-32 of its values, zeros
+// elsewhere). The parts never share a value, so the chunk's bytes are the
+// XOR of theirs, and CRC-32, affine over GF(2), gives the chunk's from
+// theirs: crc(a ^ b) = crc(a) ^ crc(b) ^ crc(zeros). `bytes`: the chunk's.
+std::uint32_t combine_part_crc32(const std::vector<std::uint32_t>& parts, index_t bytes);
 
 struct VisibilityLayout {
   const telescope::Observation* observation = nullptr;
@@ -80,6 +87,7 @@ struct VisibilityLayout {
   index_t chunk_count() const { return row_chunks() * freq_chunks(); }
   index_t chunk_values() const { return time_chunk * freq_chunk; }
   index_t chunk_bytes() const { return chunk_values() * static_cast<index_t>(sizeof(cplx)); }
+  index_t presence_words() const { return (chunk_values() + 63) / 64; }
 };
 VisibilityLayout layout_of(const telescope::Observation& obs);
 
@@ -90,6 +98,15 @@ VisibilityLayout layout_of(const telescope::Observation& obs);
 struct ChunkKey {
   index_t row_chunk = 0, freq_chunk = 0;
 };
+// Which values of a chunk a part of it carries: one bit per value,
+// row-major (time_chunk x freq_chunk), layout.presence_words() words. Each
+// visibility lies in one subgrid, so the parts of a chunk never share a
+// bit: a shared file (phdf5) takes each part's own values, and parts
+// written by different ranks cannot clobber one another.
+using PresenceWord = std::uint64_t;
+inline bool present(const PresenceWord* bits, index_t value) {
+  return (bits[value / 64] >> (value % 64)) & 1U;
+}
 // Zeroes the values of chunk `key` (chunk_rows x chunk_channels,
 // row-major) that lie past the observation's edges (`rows` baseline-times,
 // `channels`): what readers give there, whatever a writer left.
@@ -120,8 +137,10 @@ class Backend {
   // channels past the observation's edge are ignored), zero where the
   // writer has none. A chunk written before is accumulated: read, added to,
   // written again (each visibility comes from exactly one subgrid, so the
-  // sum is the merge). `visibilities` says how many it carries.
-  void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities);
+  // sum is the merge). `visibilities` says how many it carries, `present`
+  // which (nullptr: every value inside the observation).
+  void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
+                   const PresenceWord* present = nullptr);
   // Pushes what is buffered to the device (fsync for files).
   void flush();
   // A stonewalled output: the parts of the observation it holds, stored
@@ -134,22 +153,40 @@ class Backend {
   void close();
   // Drops a partial output (after a failure); safe to call twice.
   virtual void abort() noexcept = 0;
+  // A back-end with one output for several writers (phdf5, one per rank)
+  // gets their communicator before open(). Each of them then calls open,
+  // flush, complete and publish, which are collective; it ignores a
+  // communicator when each writer has an output of its own.
+  virtual void share(MPI_Comm) {}
+  // Whether its writers meet in collective calls as they write (collective
+  // transfers): then a writer with nothing to write calls idle() every few
+  // milliseconds, so its peers are not kept waiting for it.
+  virtual bool meets_others() const { return false; }
+  void idle();
+  // What the writes' time covers: "fsync at close", "O_DIRECT", ... (the
+  // report says how durable the figures are).
+  virtual std::string durability() const = 0;
   virtual std::string_view name() const = 0;
   const WriteStats& stats() const { return stats_; }
   const VisibilityLayout& layout() const { return layout_; }
 
  protected:
   virtual void do_open(const std::string& path) = 0;
-  // `accumulate`: the chunk was written before; add `data` to it.
-  virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) = 0;
+  // `accumulate`: the chunk was written before; add `data` to it. A file
+  // of this writer's own may ignore `present` (the zeros elsewhere are
+  // right); a shared one writes only the values present.
+  virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate,
+                              const PresenceWord* present) = 0;
   virtual void do_flush() = 0;
   virtual void do_close() = 0;  // complete, under the temporary name
   virtual void do_publish() = 0;
+  virtual void do_idle() {}
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
   // Back-ends call this with each chunk's final bytes (after accumulating),
   // and store checksums() with the output at close. 16 B per chunk this
-  // writer writes, in write order.
-  void record_checksum(const ChunkKey& key, const void* bytes);
+  // writer writes, in write order. A chunk written again replaces its entry,
+  // unless `part`: a part of a shared output's chunk gets an entry of its own.
+  void record_checksum(const ChunkKey& key, const void* bytes, bool part = false);
   const std::vector<ChunkChecksum>& checksums() const { return checksums_; }
 
  private:

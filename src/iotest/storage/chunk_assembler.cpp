@@ -21,18 +21,20 @@ void ChunkAssembler::add(index_t row, index_t chan_begin, index_t count, const c
   auto& chunk = open_[static_cast<size_t>(fc)];
   if (chunk.visibilities == 0) {
     chunk.values.assign(static_cast<size_t>(layout_.chunk_values()), cplx{});
+    chunk.present.assign(static_cast<size_t>(layout_.presence_words()), 0);
     touched_.push_back(fc);
   }
-  cplx* out = chunk.values.data() + (row % layout_.time_chunk) * layout_.freq_chunk +
-              (chan_begin - fc * layout_.freq_chunk);
-  std::copy(vis, vis + count, out);
+  const index_t at = (row % layout_.time_chunk) * layout_.freq_chunk + (chan_begin - fc * layout_.freq_chunk);
+  std::copy(vis, vis + count, chunk.values.data() + at);
+  for (index_t v = at; v < at + count; ++v)
+    chunk.present[static_cast<size_t>(v / 64)] |= PresenceWord{1} << (v % 64);
   chunk.visibilities += count;
 }
 
 void ChunkAssembler::flush(const Emit& emit) {
   for (const index_t fc : touched_) {
     auto& chunk = open_[static_cast<size_t>(fc)];
-    emit(ChunkKey{row_chunk_, fc}, chunk.values.data(), chunk.visibilities);
+    emit(ChunkKey{row_chunk_, fc}, chunk.values.data(), chunk.visibilities, chunk.present.data());
     chunk.visibilities = 0;
   }
   touched_.clear();

@@ -15,8 +15,8 @@ namespace iotest::storage {
 class ChunkAssembler {
  public:
   // Receives a finished chunk (layout.chunk_values() values, zero where no
-  // run fell) and how many visibilities it carries.
-  using Emit = std::function<void(const ChunkKey&, const cplx*, index_t)>;
+  // run fell), how many visibilities it carries and which.
+  using Emit = std::function<void(const ChunkKey&, const cplx*, index_t, const PresenceWord*)>;
   explicit ChunkAssembler(const VisibilityLayout& layout);
   // Channels [chan_begin, chan_begin + count) of `row` (baseline * times +
   // time), inside one frequency chunk. Rows must not go back to an earlier
@@ -28,6 +28,7 @@ class ChunkAssembler {
  private:
   struct Open {
     std::vector<cplx> values;
+    std::vector<PresenceWord> present;
     index_t visibilities = 0;
   };
   VisibilityLayout layout_;

@@ -36,6 +36,9 @@ class Id {
     if (id_ >= 0) close_(id_);
     id_ = -1;
   }
+  // Lets the identifier go unclosed (closing can be collective, and the
+  // peers may be gone).
+  void release() { id_ = -1; }
   operator hid_t() const { return id_; }
 
  private:

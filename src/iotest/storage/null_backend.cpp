@@ -21,10 +21,11 @@ class NullBackend final : public Backend {
  public:
   void abort() noexcept override {}
   std::string_view name() const override { return "null"; }
+  std::string durability() const override { return "nothing written"; }
 
  protected:
   void do_open(const std::string&) override {}
-  void do_write_chunk(const ChunkKey&, const cplx*, bool) override {}
+  void do_write_chunk(const ChunkKey&, const cplx*, bool, const PresenceWord*) override {}
   void do_flush() override {}
   void do_close() override {}
   void do_publish() override {}
@@ -45,13 +46,14 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
   stats_.open_s = seconds_since(start);
 }
 
-void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities) {
+void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
+                          const PresenceWord* present) {
   if (key.row_chunk < 0 || key.row_chunk >= layout_.row_chunks() || key.freq_chunk < 0 ||
       key.freq_chunk >= layout_.freq_chunks())
     throw std::logic_error("chunk outside the visibility layout");
   const auto start = Clock::now();
   auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
-  do_write_chunk(key, data, seen);
+  do_write_chunk(key, data, seen, present);
   if (seen)
     ++stats_.chunks_rewritten;
   else
@@ -60,6 +62,12 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
   ++stats_.chunk_writes;
   stats_.bytes += layout_.chunk_bytes();
   stats_.visibilities += visibilities;
+  stats_.seconds += seconds_since(start);
+}
+
+void Backend::idle() {
+  const auto start = Clock::now();
+  do_idle();
   stats_.seconds += seconds_since(start);
 }
 
@@ -116,7 +124,7 @@ void zero_past_edges(index_t rows, index_t channels, index_t chunk_rows, index_t
       values[r * chunk_channels + c] = cplx{};
 }
 
-void Backend::record_checksum(const ChunkKey& key, const void* bytes) {
+void Backend::record_checksum(const ChunkKey& key, const void* bytes, bool part) {
   const std::int64_t chunk = key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
   // Of the chunk as readers give it: zero past the observation's edges,
   // whatever the writer left there.
@@ -127,7 +135,7 @@ void Backend::record_checksum(const ChunkKey& key, const void* bytes) {
   const std::uint32_t crc = chunk_crc32(inside.data(), layout_.chunk_bytes());
   // A rewrite (rare: split chunks are held until whole) is most likely of a
   // recent chunk: searched from the end.
-  if (written_[static_cast<size_t>(chunk)]) {
+  if (!part && written_[static_cast<size_t>(chunk)]) {
     const auto it = std::find_if(checksums_.rbegin(), checksums_.rend(),
                                  [&](const ChunkChecksum& c) { return c.chunk == chunk; });
     if (it != checksums_.rend()) {
@@ -136,6 +144,16 @@ void Backend::record_checksum(const ChunkKey& key, const void* bytes) {
     }
   }
   checksums_.push_back({chunk, crc});
+}
+
+std::uint32_t combine_part_crc32(const std::vector<std::uint32_t>& parts, index_t bytes) {
+  std::uint32_t crc = 0;
+  for (const auto c : parts) crc ^= c;
+  if (parts.size() % 2 == 0) {  // an even count of affine terms: the constant once more
+    const std::vector<char> zeros(static_cast<size_t>(bytes), 0);
+    crc ^= chunk_crc32(zeros.data(), bytes);
+  }
+  return crc;
 }
 
 std::uint32_t draw_nonce() {

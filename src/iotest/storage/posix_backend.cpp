@@ -194,6 +194,10 @@ class PosixBackend final : public Backend {
  public:
   PosixBackend(bool direct, bool fsync_each_chunk)
       : direct_(direct), fsync_each_chunk_(fsync_each_chunk) {}
+  std::string durability() const override {
+    return std::string(direct_ ? "O_DIRECT, " : "") +
+           (fsync_each_chunk_ ? "fdatasync per chunk" : "fsync at close");
+  }
   ~PosixBackend() override { abort(); }
 
   void abort() noexcept override {
@@ -232,7 +236,8 @@ class PosixBackend final : public Backend {
     }
   }
 
-  void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate) override {
+  void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate,
+                      const PresenceWord*) override {
     const std::int64_t id = key.row_chunk * layout().freq_chunks() + key.freq_chunk;
     const int fd = direct_ ? direct_fd_ : fd_;
     auto* buffer = static_cast<char*>(buffer_.get());

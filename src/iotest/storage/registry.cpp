@@ -50,7 +50,11 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 }  // namespace
 
 const std::vector<BackendSpec>& backends() {
-  static const std::vector<BackendSpec> all{null_spec(), hdf5_spec(), posix_spec()};
+  static const std::vector<BackendSpec> all{null_spec(), hdf5_spec(), posix_spec(),
+#if IOTEST_PARALLEL_HDF5
+                                            phdf5_spec()
+#endif
+  };
   return all;
 }
 
@@ -70,6 +74,11 @@ std::string backend_names() {
 
 void check_storage(const StorageOptions& options, const std::string& path) {
   chosen(options, path).make(options);  // a writer made and dropped: its checks of the values
+}
+
+bool shares_output(const StorageOptions& options, const std::string& path) {
+  const BackendSpec* spec = find(backend_for(options, path));
+  return spec && spec->shared;
 }
 
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path) {

@@ -33,6 +33,9 @@ struct BackendSpec {
   std::string name;
   std::string summary;
   std::vector<OptionSpec> options;
+  // One output for the whole run, written by every streamer (one writer
+  // each, a thread: its back-end calls MPI) rather than one per writer.
+  bool shared = false;
   // Checks the options (UsageError naming the option) and makes a writer
   // back-end from them.
   std::unique_ptr<Backend> (*make)(const StorageOptions& options) = nullptr;
@@ -44,15 +47,19 @@ struct BackendSpec {
 
 // Every back-end, in the order --help lists them.
 const std::vector<BackendSpec>& backends();
-// Their names, "null, hdf5, posix".
+// Their names, "null, hdf5, posix, phdf5".
 std::string backend_names();
 
 // The back-end for an output: --storage if given, else from the path:
 // `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `posix` otherwise.
+// (phdf5, a choice of how to write rather than a kind of file, is named.)
 std::string backend_for(const StorageOptions& options, const std::string& path);
 // Checks --storage and every option given (known, of the chosen back-end,
 // a valid value): UsageError naming the option. Makes nothing.
 void check_storage(const StorageOptions& options, const std::string& path);
+// Whether the back-end for `path` writes one output shared by all
+// streamers (BackendSpec::shared); false for an unknown one.
+bool shares_output(const StorageOptions& options, const std::string& path);
 // The writer back-end for `path` (checked as above).
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path);
 // A reader for an existing output, whichever back-end wrote it, with that
@@ -70,5 +77,6 @@ bool option_flag(const StorageOptions& options, const std::string& key);
 BackendSpec null_spec();   // null_backend.cpp
 BackendSpec hdf5_spec();   // hdf5_backend.cpp
 BackendSpec posix_spec();  // posix_backend.cpp
+BackendSpec phdf5_spec();  // phdf5_backend.cpp (with the Open MPI build of HDF5)
 
 }  // namespace iotest::storage
