@@ -363,8 +363,9 @@ report::Report verify(const VerifyOptions& o) {
     std::vector<cplx> chunk(static_cast<size_t>(first.chunk_rows() * first.chunk_channels()));
     const index_t chunk_bytes = static_cast<index_t>(chunk.size() * sizeof(cplx));
     for (size_t i = 0; i < files.size(); ++i) {
-      std::unordered_map<std::int64_t, std::uint32_t> sums;
-      for (const auto& c : files[i]->checksums()) sums[c.chunk] = c.crc32;
+      // A shared file's chunk may have an entry per part (per writer).
+      std::unordered_map<std::int64_t, std::vector<std::uint32_t>> sums;
+      for (const auto& c : files[i]->checksums()) sums[c.chunk].push_back(c.crc32);
       if (sums.empty() && !pv.synthetic)
         throw UsageError("--all", fmt::format("{} has no chunk checksums (written before iotest "
                                               "recorded them): its values can only be sampled",
@@ -376,7 +377,8 @@ report::Report verify(const VerifyOptions& o) {
         if (sums.empty()) continue;
         ++v.chunks_checksummed;
         const auto it = sums.find(key.row_chunk * chan_chunks + key.freq_chunk);
-        if (it != sums.end() && it->second == storage::chunk_crc32(chunk.data(), chunk_bytes))
+        if (it != sums.end() && storage::combine_part_crc32(it->second, chunk_bytes) ==
+                                    storage::chunk_crc32(chunk.data(), chunk_bytes))
           continue;
         if (v.checksums_wrong++ == 0)
           first_bad = fmt::format("{} row chunk {} frequency chunk {}", o.files[i], key.row_chunk,

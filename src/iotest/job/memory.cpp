@@ -89,7 +89,9 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       const auto& obs = *job.obs;
       const index_t planes = s.synthetic ? 0 : max_tower_planes(job, *counts);
       const index_t task_vis = task_visibilities(job, *counts, s.bls_per_task);
-      const index_t chunk = obs.time.chunk * obs.freq.chunk * kCplx;
+      // A chunk as the pipeline carries it: values and a presence bit each.
+      const index_t values = obs.time.chunk * obs.freq.chunk;
+      const index_t chunk = values * kCplx + (values + 63) / 64 * 8;
       const index_t queue_slots = std::max<index_t>(1, s.visibility_queue / s.writer_count);
       const index_t chunks = obs.baseline_count() * obs.time.chunks() * obs.freq.chunks();
       m.streamer_bytes +=
@@ -111,7 +113,7 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       // share of the observation's) live with the writers: in the streamer
       // unless they are forked.
       const index_t share = chunks / std::max<index_t>(1, s.streamers * s.writer_count) + 1;
-      const index_t writer = queue_slots * chunk + chunks / 8 +
+      const index_t writer = (queue_slots + s.writer_held_chunks) * chunk + chunks / 8 +
                              (s.writes ? kHdf5FileBytes + 16 * share : 0);
       if (s.fork_writer)
         add("writer", "held chunk parts, chunk map, HDF5 caches, checksums", writer);

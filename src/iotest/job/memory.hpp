@@ -15,6 +15,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
 
 namespace iotest::job {
 
@@ -29,6 +30,7 @@ struct RunShape {
   bool writes = false;       // an output (else the null back-end)
   bool fork_writer = false;  // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;    // storage only: no towers, no degridding
+  index_t writer_held_chunks = 0;  // chunk buffers a writer's back-end holds (phdf5's batches)
 };
 
 // The options a run's shape comes from, checked (UsageError naming the
@@ -80,6 +82,8 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.writes = !o.output.empty();
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;
+  if constexpr (requires { o.storage; })
+    if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
   return s;
 }
 

@@ -52,18 +52,30 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   std::vector<std::unique_ptr<storage::Reader>> files;
   std::vector<std::string> names;  // of this rank's files
   std::vector<std::vector<storage::ChunkKey>> order;
+  // File i goes to rank i mod N. With more ranks than files (one shared
+  // phdf5 file), the ranks of a file cut its stored chunks into contiguous
+  // stretches, one each, read in stored order.
+  const auto n_files = static_cast<int>(o.files.size());
+  const bool sharing = size > n_files;
   agree_on_usage(comm, [&] {
-    for (size_t i = static_cast<size_t>(rank); i < o.files.size(); i += static_cast<size_t>(size)) {
+    for (int i = sharing ? rank % n_files : rank; i < n_files; i += sharing ? n_files : size) {
       const auto start = Clock::now();
-      files.push_back(storage::open_reader(o.files[i], o.storage));
-      names.push_back(o.files[i]);
+      files.push_back(storage::open_reader(o.files[static_cast<size_t>(i)], o.storage));
+      names.push_back(o.files[static_cast<size_t>(i)]);
       order.push_back(files.back()->stored_chunks());
+      if (sharing) {
+        const auto sharers = static_cast<size_t>((size - i + n_files - 1) / n_files);
+        const auto share = static_cast<size_t>(rank / n_files), n = order.back().size();
+        auto& keys = order.back();
+        keys = std::vector<storage::ChunkKey>(keys.begin() + static_cast<long>(n * share / sharers),
+                                              keys.begin() + static_cast<long>(n * (share + 1) / sharers));
+      }
       mine.open_s += seconds_since(start);
       const auto& pv = files.back()->provenance();
       if (o.check && !(pv && pv->synthetic))
         throw UsageError("--check", fmt::format("{} is not a --synthetic-vis set (check sky sets "
                                                 "with iotest verify)",
-                                                o.files[i]));
+                                                names.back()));
     }
   });
   mine.files = static_cast<index_t>(files.size());

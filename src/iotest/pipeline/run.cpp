@@ -464,6 +464,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
                                calibration);
     s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
     s.backend = storage::backend_for(o.storage, o.output);
+    s.durability = storage::make_backend(o.storage, o.output)->durability();
     s.nonce = ctx.nonce;
     s.output = o.output;
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));

@@ -131,6 +131,7 @@ json to_json(const Report& r) {
     }
     if (!s.backend.empty()) {  // with visibilities (degridded or synthetic)
       j["config"]["backend"] = s.backend;
+      j["config"]["durability"] = s.durability;
       j["config"]["nonce"] = s.nonce;
       j["config"]["output"] = s.output;
     }
@@ -582,11 +583,11 @@ std::string render_body(const Report& r) {
         r.rates->w_planes_per_s);
   if (r.settings && !r.settings->output.empty())
     s += fmt::format(
-        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s with fsync{})\n",
+        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s, {}{})\n",
         bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
         r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
         r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
-        r.rates ? r.rates->write_bytes_per_s : 0.0,
+        r.rates ? r.rates->write_bytes_per_s : 0.0, r.settings->durability,
         r.timing && r.timing->open_s > 0
             ? fmt::format("; opened with headers in {:.3f} s before the start", r.timing->open_s)
             : "");

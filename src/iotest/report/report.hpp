@@ -35,7 +35,8 @@ struct RunSettings {  // what the user chose besides the recombination set
   double target_err = 0;           // with --target-err: the target the height was measured for
   double tower_error_at_zero = 0;  // and the calibration's error at w = 0
   index_t vis_samples = 0;         // visibilities checked against the direct transform
-  std::string backend;             // storage back-end (degrid)
+  std::string backend;             // storage back-end
+  std::string durability;          // what the write time covers: "fsync at close", "O_DIRECT, ..."
   std::uint32_t nonce = 0;         // the run's, recorded in its files (0: none)
   std::string output;              // output path, empty for a dry run
 };

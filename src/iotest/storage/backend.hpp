@@ -166,6 +166,9 @@ class Backend {
   // What the writes' time covers: "fsync at close", "O_DIRECT", ... (the
   // report says how durable the figures are).
   virtual std::string durability() const = 0;
+  // Chunk buffers (values and presence bits) it holds besides the writer's
+  // queue, for the memory model.
+  virtual index_t held_chunks() const { return 0; }
   virtual std::string_view name() const = 0;
   const WriteStats& stats() const { return stats_; }
   const VisibilityLayout& layout() const { return layout_; }

@@ -84,6 +84,7 @@ class Phdf5Backend final : public Backend {
   bool meets_others() const override { return s_.collective; }
   std::string_view name() const override { return "phdf5"; }
   std::string durability() const override { return "MPI_File_sync at close"; }
+  index_t held_chunks() const override { return 2 * s_.batch; }  // the batch, staged
 
   // After a failure: peers may be gone, so nothing collective. The handles
   // are let go (closing an MPI-IO file is collective) and the file removed.
