@@ -174,6 +174,44 @@ def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
     assert f"out1.{ext}.partial" not in os.listdir(tmp_path)  # the failed writer dropped it
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs: a disk that fills up mid-run (mounting needs root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mount.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+# Each back-end that writes: its options and output name.
+WRITERS = {"hdf5": ([], "out%d.h5"), "posix": ([], "out%d.bin"),
+           "phdf5": (["--storage=phdf5"], "out.h5")}
+
+
+@pytest.mark.parametrize("backend", sorted(WRITERS))
+@pytest.mark.parametrize("extra", [[], ["--fork-writer"], ["--assigner"]])
+def test_a_full_disk_fails_cleanly(mpirun, iotest, small_disk, backend, extra):
+    # The streamers write ~20 MB to a 4 MiB file system: one write fails
+    # as the disk fills, the job ends with the failure, and no output
+    # carries its final name.
+    if backend == "phdf5" and "--fork-writer" in extra:
+        pytest.skip("phdf5's writers are threads (they call MPI)")
+    if backend == "phdf5" and "phdf5" not in iotest("run", "--help").stdout:
+        pytest.skip("built with the serial HDF5")
+    options, name = WRITERS[backend]
+    ranks = 4 if "--assigner" in extra else 3
+    proc = mpirun(ranks, *with_obs(time="-1800:1800/64/8"), *extra, *options,
+                  str(small_disk / name), timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    lines = error_lines(proc)
+    assert lines and all("failed" in line for line in lines), proc.stderr
+    nothing_looks_complete(small_disk)
+
+
 def test_a_report_that_cannot_be_written_at_the_end_fails_the_job(mpirun, tmp_path):
     if not os.path.exists("/dev/full"):
         pytest.skip("needs /dev/full")

@@ -23,6 +23,11 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   storage::check_storage(o.storage, o.output);  // before the seconds of planning
+  if (storage::shares_output(o.storage, o.output))
+    throw UsageError("--storage", fmt::format("expected a back-end of one output per writer: {} "
+                                              "shares one file between the streamers of `iotest "
+                                              "run` under mpirun",
+                                              storage::backend_for(o.storage, o.output)));
   auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;

@@ -404,7 +404,8 @@ long long option_bytes(const StorageOptions& options, const std::string& key, lo
 BackendSpec phdf5_spec() {
   BackendSpec s;
   s.name = "phdf5";
-  s.summary = "one UVH5 file shared by every writer (parallel HDF5 over MPI-IO), readable by pyuvdata";
+  s.summary = "one UVH5 file shared by every streamer, through parallel HDF5 over MPI-IO; "
+              "readable by pyuvdata";
   s.shared = true;
   s.options = {
       {"phdf5.transfer", "collective or independent transfers", false, "independent"},
