@@ -10,11 +10,16 @@
 //   from several ranks: each writes only its part's values (the presence
 //   bits), so parts cannot clobber one another, and records the part's
 //   CRC-32 (combine_part_crc32 gives the chunk's).
-// - Chunks go out in batches, one H5Dwrite of a union of hyperslabs each.
-//   With collective transfers a batch is a collective round: the writers
-//   first agree (a non-blocking allreduce, polled with sleeps: no core
-//   spins) on who has what, then all call H5Dwrite, those with nothing
-//   with empty selections. A writer with nothing to write joins its peers'
+// - Independent transfers: a whole chunk goes straight to its place
+//   (H5Dwrite_chunk, as the hdf5 back-end: no selection, no conversion;
+//   the chunks are allocated before anyone writes, so no rank changes the
+//   file's metadata alone), a part as an H5Dwrite of its own values.
+// - Collective transfers: chunks wait in a batch until a collective round.
+//   The writers first agree (a non-blocking allreduce, polled with sleeps:
+//   no core spins) on the most chunks any has, then all call H5Dwrite that
+//   many times, one chunk each (a single hyperslab: HDF5 maps those fast,
+//   where a union of many is mapped value by value), those with fewer with
+//   empty selections. A writer with nothing to write joins its peers'
 //   rounds every few milliseconds (idle()), so none waits for ever.
 // - The file is synced (MPI_File_sync through H5Fflush) before it is
 //   closed: the write time is the device's.
@@ -54,7 +59,7 @@ struct Phdf5Settings {
   long long alignment = -1;          // H5Pset_alignment bytes (-1: the chunk size when whole pages)
   long long chunk_cache = 0;         // H5Pset_chunk_cache bytes (0: HDF5's default)
   std::vector<std::string> hints;    // MPI-IO hints, KEY=VALUE
-  index_t batch = 16;                // chunks per H5Dwrite
+  index_t batch = 16;                // chunks per collective round
 };
 
 // Waits for a non-blocking MPI request without spinning a core: the peers
@@ -84,13 +89,13 @@ class Phdf5Backend final : public Backend {
   bool meets_others() const override { return s_.collective; }
   std::string_view name() const override { return "phdf5"; }
   std::string durability() const override { return "MPI_File_sync at close"; }
-  index_t held_chunks() const override { return 2 * s_.batch; }  // the batch, staged
+  index_t held_chunks() const override { return s_.collective ? s_.batch : 0; }
 
   // After a failure: peers may be gone, so nothing collective. The handles
   // are let go (closing an MPI-IO file is collective) and the file removed.
   void abort() noexcept override {
     const std::lock_guard<std::mutex> hold(library_lock());
-    for (Id* id : {&space_, &dxpl_, &complex_, &visdata_, &file_}) id->release();
+    for (Id* id : {&space_, &memory_, &dxpl_, &complex_, &visdata_, &file_}) id->release();
     if (!temp_.empty()) std::remove(temp_.c_str());
     temp_.clear();
   }
@@ -134,15 +139,23 @@ class Phdf5Backend final : public Backend {
     dxpl_ = Id(check_id(H5Pcreate(H5P_DATASET_XFER), "dxpl"), H5Pclose);
     check(H5Pset_dxpl_mpio(dxpl_, s_.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
           "H5Pset_dxpl_mpio");
-    const auto values = static_cast<size_t>(s_.batch * layout().chunk_values());
-    batch_values_.assign(values, cplx{});
-    staging_.assign(values, cplx{});
-    batch_present_.assign(static_cast<size_t>(s_.batch * layout().presence_words()), 0);
+    const hsize_t chunk[3] = {static_cast<hsize_t>(layout().time_chunk),
+                              static_cast<hsize_t>(layout().freq_chunk), 1};
+    memory_ = Id(check_id(H5Screate_simple(3, chunk, nullptr), "a chunk's dataspace"), H5Sclose);
+    if (s_.collective) {
+      batch_values_.assign(static_cast<size_t>(s_.batch * layout().chunk_values()), cplx{});
+      batch_present_.assign(static_cast<size_t>(s_.batch * layout().presence_words()), 0);
+    }
     batch_.clear();
   }
 
   void do_write_chunk(const ChunkKey& key, const cplx* data, bool,
                       const PresenceWord* present) override {
+    record_checksum(key, data, true);
+    if (!s_.collective) {
+      write_one(key, data, present);
+      return;
+    }
     const index_t at = static_cast<index_t>(batch_.size());
     std::copy(data, data + layout().chunk_values(),
               batch_values_.begin() + at * layout().chunk_values());
@@ -150,12 +163,7 @@ class Phdf5Backend final : public Backend {
       std::copy(present, present + layout().presence_words(),
                 batch_present_.begin() + at * layout().presence_words());
     batch_.push_back({key, present != nullptr});
-    record_checksum(key, data, true);
-    if (static_cast<index_t>(batch_.size()) < s_.batch) return;
-    if (s_.collective)
-      round(false);
-    else
-      write_batch();
+    if (static_cast<index_t>(batch_.size()) == s_.batch) round(false);
   }
 
   void do_idle() override {
@@ -172,13 +180,11 @@ class Phdf5Backend final : public Backend {
     if (s_.collective)
       while (!round(true)) {
       }
-    else
-      write_batch();
     barrier_gently(comm_);  // the rest is collective: no rank spins waiting for the others
     write_iotest_group();
     do_flush();
     const std::lock_guard<std::mutex> hold(library_lock());
-    for (Id* id : {&space_, &dxpl_, &complex_, &visdata_}) id->reset();
+    for (Id* id : {&space_, &memory_, &dxpl_, &complex_, &visdata_}) id->reset();
     file_.reset();
     temp_.clear();  // complete: kept, under its temporary name, until published
   }
@@ -238,99 +244,80 @@ class Phdf5Backend final : public Backend {
   }
 
   // A collective round: every writer says how many chunks it has and
-  // whether it is closing; all write together if any has chunks. Returns
-  // whether every writer is closing (the last round).
+  // whether it is closing; then all write as many chunks as the most any
+  // has. Returns whether every writer is closing (the last round).
   bool round(bool closing) {
-    const int mine[2] = {static_cast<int>(batch_.size()), closing ? 1 : 0};
-    int all[2] = {0, 0};
+    const int mine[2] = {static_cast<int>(batch_.size()), closing ? 0 : 1};
+    int most[2] = {0, 0};
     MPI_Request request;
-    MPI_Iallreduce(mine, all, 2, MPI_INT, MPI_SUM, comm_, &request);
+    MPI_Iallreduce(mine, most, 2, MPI_INT, MPI_MAX, comm_, &request);
     wait_gently(request);
-    if (all[0] > 0) write_batch();
-    return all[1] == size_;
+    for (index_t i = 0; i < most[0]; ++i) {
+      if (i >= static_cast<index_t>(batch_.size())) {
+        write_one(ChunkKey{}, nullptr, nullptr);  // nothing: empty selections
+        continue;
+      }
+      const auto& q = batch_[static_cast<size_t>(i)];
+      write_one(q.key, batch_values_.data() + i * layout().chunk_values(),
+                q.partial ? batch_present_.data() + i * layout().presence_words() : nullptr);
+    }
+    batch_.clear();
+    return most[1] == 0;
   }
 
-  // The batch, as one H5Dwrite: the file selection is the union of the
-  // chunks' values (whole blocks, or a part's runs of present values), and
-  // the values go to staging_ in the order HDF5 walks that selection
-  // (row-major over the dataset: row by row, chunks of a row chunk side
-  // by side).
-  void write_batch() {
-    if (batch_.empty() && !s_.collective) return;
+  // One chunk: `present` (nullptr: all) of its values where they belong,
+  // the same selection in the file and in the chunk's buffer. A whole chunk
+  // written independently goes straight to its place. `data` nullptr: no
+  // values (a collective call's empty part).
+  void write_one(const ChunkKey& key, const cplx* data, const PresenceWord* present) {
     const auto& l = layout();
-    std::vector<index_t> order(batch_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
-    std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
-      const auto& ka = batch_[static_cast<size_t>(a)].key;
-      const auto& kb = batch_[static_cast<size_t>(b)].key;
-      return ka.row_chunk != kb.row_chunk ? ka.row_chunk < kb.row_chunk
-                                          : ka.freq_chunk < kb.freq_chunk;
-    });
+    const auto row0 = static_cast<hsize_t>(key.row_chunk * l.time_chunk),
+               chan0 = static_cast<hsize_t>(key.freq_chunk * l.freq_chunk);
     const std::lock_guard<std::mutex> hold(library_lock());
-    check(H5Sselect_none(space_), "H5Sselect_none");
+    if (data && !present && !s_.collective) {
+      const hsize_t offset[3] = {row0, chan0, 0};
+      if (H5Dwrite_chunk(visdata_, H5P_DEFAULT, 0, offset, static_cast<size_t>(l.chunk_bytes()),
+                         data) < 0)
+        throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+      return;
+    }
     bool first = true;
     const auto select = [&](index_t row, index_t rows, index_t channel, index_t channels) {
-      const hsize_t start[3] = {static_cast<hsize_t>(row), static_cast<hsize_t>(channel), 0};
+      const H5S_seloper_t how = first ? H5S_SELECT_SET : H5S_SELECT_OR;
+      const hsize_t in_file[3] = {row0 + static_cast<hsize_t>(row),
+                                  chan0 + static_cast<hsize_t>(channel), 0};
+      const hsize_t in_chunk[3] = {static_cast<hsize_t>(row), static_cast<hsize_t>(channel), 0};
       const hsize_t count[3] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(channels), 1};
-      check(H5Sselect_hyperslab(space_, first ? H5S_SELECT_SET : H5S_SELECT_OR, start, nullptr,
-                                count, nullptr),
-            "H5Sselect_hyperslab");
+      check(H5Sselect_hyperslab(space_, how, in_file, nullptr, count, nullptr), "selection");
+      check(H5Sselect_hyperslab(memory_, how, in_chunk, nullptr, count, nullptr), "selection");
       first = false;
     };
-    index_t staged = 0;
-    for (size_t g = 0; g < order.size();) {  // a group: the batch's chunks of one row chunk
-      const index_t rc = batch_[static_cast<size_t>(order[g])].key.row_chunk;
-      size_t end = g;
-      while (end < order.size() && batch_[static_cast<size_t>(order[end])].key.row_chunk == rc)
-        ++end;
-      const index_t row0 = rc * l.time_chunk, rows = std::min(l.time_chunk, l.rows() - row0);
-      for (size_t k = g; k < end; ++k) {
-        const auto& q = batch_[static_cast<size_t>(order[k])];
-        const index_t chan0 = q.key.freq_chunk * l.freq_chunk;
-        const index_t chans = std::min(l.freq_chunk, l.channels - chan0);
-        if (!q.partial) {
-          select(row0, rows, chan0, chans);
-          continue;
-        }
-        const PresenceWord* bits = present_of(order[k]);
+    if (data) {
+      const index_t rows = std::min(l.time_chunk, l.rows() - key.row_chunk * l.time_chunk);
+      const index_t chans = std::min(l.freq_chunk, l.channels - key.freq_chunk * l.freq_chunk);
+      if (!present)
+        select(0, rows, 0, chans);
+      else
         for (index_t r = 0; r < rows; ++r)
           for (index_t c = 0; c < chans;) {  // runs of present values
-            if (!present(bits, r * l.freq_chunk + c)) {
+            if (!storage::present(present, r * l.freq_chunk + c)) {
               ++c;
               continue;
             }
             index_t e = c;
-            while (e < chans && present(bits, r * l.freq_chunk + e)) ++e;
-            select(row0 + r, 1, chan0 + c, e - c);
+            while (e < chans && storage::present(present, r * l.freq_chunk + e)) ++e;
+            select(r, 1, c, e - c);
             c = e;
           }
-      }
-      for (index_t r = 0; r < rows; ++r)
-        for (size_t k = g; k < end; ++k) {
-          const auto& q = batch_[static_cast<size_t>(order[k])];
-          const index_t chans =
-              std::min(l.freq_chunk, l.channels - q.key.freq_chunk * l.freq_chunk);
-          const cplx* values = values_of(order[k]) + r * l.freq_chunk;
-          const PresenceWord* bits = q.partial ? present_of(order[k]) : nullptr;
-          for (index_t c = 0; c < chans; ++c)
-            if (!bits || present(bits, r * l.freq_chunk + c))
-              staging_[static_cast<size_t>(staged++)] = values[c];
-        }
-      g = end;
     }
-    const hsize_t n = static_cast<hsize_t>(std::max<index_t>(staged, 1));
-    Id memory(check_id(H5Screate_simple(1, &n, nullptr), "memory dataspace"), H5Sclose);
-    if (staged == 0) check(H5Sselect_none(memory), "H5Sselect_none");
-    if (H5Dwrite(visdata_, complex_, memory, space_, dxpl_, staging_.data()) < 0)
+    if (first) {  // nothing to write
+      check(H5Sselect_none(space_), "H5Sselect_none");
+      check(H5Sselect_none(memory_), "H5Sselect_none");
+    }
+    // With an empty selection no value is read, but the buffer must exist.
+    const cplx* from = data ? data : batch_values_.data();
+    if (H5Dwrite(visdata_, complex_, memory_, space_, dxpl_, from) < 0)
       throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
-    batch_.clear();
-  }
-
-  const cplx* values_of(index_t i) const {
-    return batch_values_.data() + i * layout().chunk_values();
-  }
-  const PresenceWord* present_of(index_t i) const {
-    return batch_present_.data() + i * layout().presence_words();
   }
 
   // /iotest, as the hdf5 back-end writes it: every writer's chunk
@@ -379,9 +366,9 @@ class Phdf5Backend final : public Backend {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::string path_, temp_;
-  Id file_, visdata_, complex_, space_, dxpl_;
+  Id file_, visdata_, complex_, space_, memory_, dxpl_;
   std::vector<Queued> batch_;
-  std::vector<cplx> batch_values_, staging_;
+  std::vector<cplx> batch_values_;  // collective transfers: the chunks awaiting a round
   std::vector<PresenceWord> batch_present_;
 };
 
@@ -422,7 +409,7 @@ BackendSpec phdf5_spec() {
        "MPI-IO hints KEY=VALUE[,KEY=VALUE...] (striping_factor, striping_unit, cb_nodes, "
        "romio_cb_write)",
        false, ""},
-      {"phdf5.batch", "chunks per H5Dwrite", false, "16"},
+      {"phdf5.batch", "chunks a writer gathers for each collective round", false, "16"},
   };
   s.make = [](const StorageOptions& o) -> std::unique_ptr<Backend> {
     Phdf5Settings p;
