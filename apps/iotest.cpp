@@ -226,8 +226,7 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
                  const std::string& parse_error) {
   const bool shared = iotest::storage::shares_output(options.storage, options.output);
   return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
-                 parse_error, options.output,
-                 shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
+                 parse_error, options.output, shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ def phdf5(iotest):
 
 
 @pytest.mark.parametrize("transfer", ["collective", "independent"])
-@pytest.mark.parametrize("ranks", [2, 3, 5])
+@pytest.mark.parametrize("ranks", [1, 2, 3, 5])
 def test_one_shared_file_reads_back_exactly(phdf5, mpirun, iotest, tmp_path, ranks, transfer):
     # `ranks` streamers write one file; read back on 3 ranks (its chunks
     # split between them) with every value checked; verified in full.
@@ -50,6 +50,26 @@ def test_one_shared_file_reads_back_exactly(phdf5, mpirun, iotest, tmp_path, ran
     iotest("verify", "--all", str(out), f"--report={v}", check=0)
     v = load(v)["verification"]
     assert v["passed"] and v["values_checked"] == VISIBILITIES and v["checksums_wrong"] == 0
+    # The file carries its run's nonce: another run's fails it.
+    nonce = run["config"]["nonce"]
+    iotest("verify", str(out), f"--nonce={nonce}", check=0)
+    iotest("verify", str(out), f"--nonce={nonce ^ 1}", check=1)
+
+
+def test_a_stonewalled_shared_file_verifies_what_it_holds(phdf5, mpirun, iotest, tmp_path):
+    # Every chunk has its place in the file, those past the deadline
+    # unwritten: verify checks the written parts, every value of them.
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    mpirun(3, "--synthetic-vis", *OBS[:2], "--time=-1800:1800/4096/8", *OBS[3:],
+           "--storage=phdf5", "--duration=1", str(out), f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
+    w = load(report)["stonewall"]
+    assert w["ended_early"] and 0 < w["visibilities_done"] < w["visibilities_total"]
+    v = tmp_path / "v.json"
+    iotest("verify", "--all", str(out), f"--report={v}", check=0)
+    v = load(v)["verification"]
+    assert v["passed"] and v["stonewalled"] and v["written_parts"] > 0
+    assert v["visibilities_written"] == w["visibilities_done"] and v["values_wrong"] == 0
 
 
 @pytest.mark.parametrize("extra", [[], ["--assigner"]])

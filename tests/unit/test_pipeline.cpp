@@ -112,7 +112,8 @@ TEST(Writers, QueueKeepsEachPushersOrder) {
     pushers.emplace_back([&queue, p] {
       for (index_t i = 0; i < 200; ++i) {
         const std::vector<cplx> data(256, cplx(static_cast<double>(i), static_cast<double>(p)));
-        const std::vector<storage::PresenceWord> bits{0, 0, 0, static_cast<storage::PresenceWord>(p)};
+        const std::vector<storage::PresenceWord> bits{0, 0, 0,
+                                                      static_cast<storage::PresenceWord>(p)};
         queue.push({i, p}, data.data(), 256, i % 2 ? bits.data() : nullptr);
       }
     });

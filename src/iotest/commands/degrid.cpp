@@ -165,13 +165,12 @@ report::Report degrid(const DegridRunOptions& o) {
               pieces->runs(first, last, ts.runs);
               const auto* begin = ts.runs.data();
               const auto* end = begin + ts.runs.size();
-              degrid::degrid_to_chunks(
-                  degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
-                  [&](const storage::ChunkKey& key, const cplx* data, index_t count,
-                      const storage::PresenceWord* present) {
-                    const std::lock_guard<std::mutex> hold(backend_lock);
-                    backend->write_chunk(key, data, count, present);
-                  });
+              degrid::degrid_to_chunks(degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
+                                       [&](const storage::ChunkKey& key, const cplx* data,
+                                           index_t count, const storage::PresenceWord* present) {
+                                         const std::lock_guard<std::mutex> hold(backend_lock);
+                                         backend->write_chunk(key, data, count, present);
+                                       });
               ts.visibilities += static_cast<index_t>(ts.vis.size());
               // Untimed: the sampled visibilities of this task.
               const auto tc = Clock::now();
@@ -228,11 +227,13 @@ report::Report degrid(const DegridRunOptions& o) {
   r.accuracy = accuracy;
   timing.degrid_s = degrid_s;
   timing.write_s = backend->stats().seconds;
+  timing.sync_s = backend->stats().sync_s;
   r.counts.bytes_written = backend->stats().bytes;
   r.counts.chunks_written = backend->stats().chunks_written;
   r.counts.chunks_rewritten = backend->stats().chunks_rewritten;
   r.counts.visibilities_written = backend->stats().visibilities;
   r.settings->backend = std::string(backend->name());
+  r.settings->durability = backend->durability();
   r.settings->nonce = layout.provenance->nonce;
   r.settings->output = o.output;
   timing.check_s = check_s;
@@ -240,8 +241,10 @@ report::Report degrid(const DegridRunOptions& o) {
   rates.vis_per_s = static_cast<double>(visibilities) / degrid_s;
   rates.vis_per_s_per_thread = rates.vis_per_s / threads;
   rates.w_planes_per_s = static_cast<double>(planes) / degrid_s;
+  const double bytes = static_cast<double>(backend->stats().bytes);
   rates.write_bytes_per_s =
-      timing.write_s > 0 ? static_cast<double>(backend->stats().bytes) / timing.write_s : 0;
+      timing.write_s + timing.sync_s > 0 ? bytes / (timing.write_s + timing.sync_s) : 0;
+  rates.raw_write_bytes_per_s = timing.write_s > 0 ? bytes / timing.write_s : 0;
   r.rates = rates;
   r.sky = job::sky_of(sources, g.pixel_lm);
   r.memory.peak_rss_bytes = peak_rss_bytes();

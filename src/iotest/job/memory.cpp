@@ -95,8 +95,7 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       const index_t queue_slots = std::max<index_t>(1, s.visibility_queue / s.writer_count);
       const index_t chunks = obs.baseline_count() * obs.time.chunks() * obs.freq.chunks();
       m.streamer_bytes +=
-          add("streamer", "towers",
-              (t + 1) * (3 * m.subgrid_bytes + planes * xA2)) +
+          add("streamer", "towers", (t + 1) * (3 * m.subgrid_bytes + planes * xA2)) +
           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2)) +
           add("streamer", "task buffers",
               t * (task_vis * kCplx +
@@ -126,7 +125,8 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
     }
   }
   if (s.assigner)
-    m.assigner_bytes = add("assigner", "process", kProcessBytes) + add("assigner", "tracks", tracks);
+    m.assigner_bytes =
+        add("assigner", "process", kProcessBytes) + add("assigner", "tracks", tracks);
   m.single_process_bytes = estimate_single_process(job, s.threads, counts, s.writes);
   return m;
 }

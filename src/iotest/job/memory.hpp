@@ -27,9 +27,9 @@ struct RunShape {
   index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
           visibility_queue = 1024;
   int writer_count = 1;
-  bool writes = false;       // an output (else the null back-end)
-  bool fork_writer = false;  // writers in processes of their own (not in the streamer's RSS)
-  bool synthetic = false;    // storage only: no towers, no degridding
+  bool writes = false;             // an output (else the null back-end)
+  bool fork_writer = false;        // writers in processes of their own (not in the streamer's RSS)
+  bool synthetic = false;          // storage only: no towers, no degridding
   index_t writer_held_chunks = 0;  // chunk buffers a writer's back-end holds (phdf5's batches)
 };
 
@@ -103,7 +103,6 @@ index_t estimate_single_process(const Job& job, int threads, const binning::Visi
                                 bool writes);
 
 // Bytes of one task's buffers at most: its visibilities and runs.
-index_t task_visibilities(const Job& job, const binning::VisitCounts& counts,
-                          index_t bls_per_task);
+index_t task_visibilities(const Job& job, const binning::VisitCounts& counts, index_t bls_per_task);
 
 }  // namespace iotest::job

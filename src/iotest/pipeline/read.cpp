@@ -67,8 +67,9 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
         const auto sharers = static_cast<size_t>((size - i + n_files - 1) / n_files);
         const auto share = static_cast<size_t>(rank / n_files), n = order.back().size();
         auto& keys = order.back();
-        keys = std::vector<storage::ChunkKey>(keys.begin() + static_cast<long>(n * share / sharers),
-                                              keys.begin() + static_cast<long>(n * (share + 1) / sharers));
+        keys = std::vector<storage::ChunkKey>(
+            keys.begin() + static_cast<long>(n * share / sharers),
+            keys.begin() + static_cast<long>(n * (share + 1) / sharers));
       }
       mine.open_s += seconds_since(start);
       const auto& pv = files.back()->provenance();

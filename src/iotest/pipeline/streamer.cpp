@@ -519,6 +519,7 @@ RankResult run_streamer(Context& ctx) {
       st.chunks_written += w.chunks_written;
       st.chunks_rewritten += w.chunks_rewritten;
       st.write_s += w.seconds;
+      st.sync_s += w.sync_s;
       st.open_s = std::max(st.open_s, w.open_s);
       out.visibilities_written += w.visibilities;
     }

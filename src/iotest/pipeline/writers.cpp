@@ -432,8 +432,7 @@ void Writers::start(size_t i) {
   const auto& path = options_.paths[i];
   if (!options_.fork) {
     threads_.emplace_back([this, &queue, path] {
-      run_writer(queue, options_.storage, path, layout_, options_.partial_slots,
-                 options_.shared);
+      run_writer(queue, options_.storage, path, layout_, options_.partial_slots, options_.shared);
     });
     return;
   }

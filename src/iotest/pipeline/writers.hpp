@@ -82,7 +82,7 @@ class ChunkQueue {
   pid_t writer_ = 0;  // a forked writer (0: a thread)
   cplx* slot(index_t i) const;
   storage::PresenceWord* presence(index_t i) const;  // the slot's bits, after its values
-  void wait_for_writer();  // once on not_full, the lock held
+  void wait_for_writer();                            // once on not_full, the lock held
 };
 
 struct WriterOptions {

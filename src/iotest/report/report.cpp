@@ -230,9 +230,11 @@ json to_json(const Report& r) {
   }
   if (r.timing) {
     const auto& t = *r.timing;
-    j["timing"] = {{"wall_s", t.wall_s},   {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
-                   {"image_s", t.image_s}, {"check_s", t.check_s},       {"degrid_s", t.degrid_s},
-                   {"write_s", t.write_s}, {"open_s", t.open_s},         {"stream_s", t.stream_s}};
+    j["timing"] = {{"wall_s", t.wall_s},       {"planning_s", t.planning_s},
+                   {"predict_s", t.predict_s}, {"image_s", t.image_s},
+                   {"check_s", t.check_s},     {"degrid_s", t.degrid_s},
+                   {"write_s", t.write_s},     {"sync_s", t.sync_s},
+                   {"open_s", t.open_s},       {"stream_s", t.stream_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -245,6 +247,7 @@ json to_json(const Report& r) {
                   {"vis_per_s_per_thread", t.vis_per_s_per_thread},
                   {"w_planes_per_s", t.w_planes_per_s},
                   {"write_bytes_per_s", t.write_bytes_per_s},
+                  {"raw_write_bytes_per_s", t.raw_write_bytes_per_s},
                   {"net_bytes_per_s", t.net_bytes_per_s},
                   {"subgrids_per_s", t.subgrids_per_s}};
   }
@@ -378,6 +381,7 @@ json to_json(const Report& r) {
                        {"chunks_written", k.chunks_written},
                        {"chunks_rewritten", k.chunks_rewritten},
                        {"write_s", k.write_s},
+                       {"sync_s", k.sync_s},
                        {"open_s", k.open_s},
                        {"queue_high_water",
                         {{"send", k.send_queue_max},
@@ -583,11 +587,13 @@ std::string render_body(const Report& r) {
         r.rates->w_planes_per_s);
   if (r.settings && !r.settings->output.empty())
     s += fmt::format(
-        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: {:.3f} s, {:.3g} B/s, {}{})\n",
+        "  wrote {} in {} chunks (+{} rewritten) to {} ({}: writes {:.3f} s, sync and close "
+        "{:.3f} s, {:.3g} B/s, {}{})\n",
         bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
         r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
         r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
-        r.rates ? r.rates->write_bytes_per_s : 0.0, r.settings->durability,
+        r.timing ? r.timing->sync_s : 0.0, r.rates ? r.rates->write_bytes_per_s : 0.0,
+        r.settings->durability,
         r.timing && r.timing->open_s > 0
             ? fmt::format("; opened with headers in {:.3f} s before the start", r.timing->open_s)
             : "");

@@ -76,7 +76,8 @@ struct Timing {
   double image_s = 0;     // timed image recombination (input generation and checks excluded)
   double check_s = 0;     // direct transforms and comparisons
   double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
-  double write_s = 0;     // in the storage back-end (part of degrid_s)
+  double write_s = 0;     // in the storage back-end's writes (part of degrid_s)
+  double sync_s = 0;      // in its syncs and closing (fsync, MPI_File_sync)
   double open_s = 0;      // run: opening the outputs with their headers, before the start
   double stream_s = 0;    // run: the distributed walk, from the start barrier to the last write
 };
@@ -90,9 +91,10 @@ struct Rates {
   double vis_per_s = 0;  // degrid: visibilities over the whole chain's seconds
   double vis_per_s_per_thread = 0;
   double w_planes_per_s = 0;
-  double write_bytes_per_s = 0;  // bytes written over the back-end's seconds
-  double net_bytes_per_s = 0;    // run: contribution bytes sent over stream_s
-  double subgrids_per_s = 0;     // run: subgrids assembled over stream_s
+  double write_bytes_per_s = 0;      // bytes written over the back-end's seconds, syncs included
+  double raw_write_bytes_per_s = 0;  // bytes written over the seconds inside writes
+  double net_bytes_per_s = 0;        // run: contribution bytes sent over stream_s
+  double subgrids_per_s = 0;         // run: subgrids assembled over stream_s
 };
 
 // `iotest run`: what one rank did. Busy: computing; wait: blocked on a full
@@ -109,7 +111,8 @@ struct RankFigures {
   index_t visibilities = 0;   // streamer: visibilities degridded
   index_t w_planes = 0;
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
-  double write_s = 0;  // in the back-end, over this streamer's writers
+  double write_s = 0;  // in the back-end's writes, over this streamer's writers
+  double sync_s = 0;   // in its syncs and closing, over this streamer's writers
   double open_s = 0;   // opening its outputs with their headers, before the start
   // Queue high-water marks: sends in flight, subgrids held, degrid tasks
   // outstanding, chunks waiting for writers.

@@ -119,7 +119,9 @@ struct WriteStats {
   index_t chunks_rewritten = 0;  // writes to a chunk written before (read, add, write)
   index_t bytes = 0;             // chunk bytes written to storage, rewrites included
   index_t visibilities = 0;      // visibilities carried by the writes
-  double seconds = 0;            // in write_chunk, flush and close
+  // Raw I/O apart from syncing and closing, as IOR and h5bench keep them:
+  double seconds = 0;  // in write_chunk (and a shared output's collective rounds)
+  double sync_s = 0;   // in flush and close: fsync or MPI_File_sync, closing
   // In open: creating the output and its header, synced (IOR keeps open
   // apart from transfers; a UVH5 header is 6.4 GB for SKA1-Low).
   double open_s = 0;

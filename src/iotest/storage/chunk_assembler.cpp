@@ -24,7 +24,8 @@ void ChunkAssembler::add(index_t row, index_t chan_begin, index_t count, const c
     chunk.present.assign(static_cast<size_t>(layout_.presence_words()), 0);
     touched_.push_back(fc);
   }
-  const index_t at = (row % layout_.time_chunk) * layout_.freq_chunk + (chan_begin - fc * layout_.freq_chunk);
+  const index_t at =
+      (row % layout_.time_chunk) * layout_.freq_chunk + (chan_begin - fc * layout_.freq_chunk);
   std::copy(vis, vis + count, chunk.values.data() + at);
   for (index_t v = at; v < at + count; ++v)
     chunk.present[static_cast<size_t>(v / 64)] |= PresenceWord{1} << (v % 64);

@@ -74,13 +74,13 @@ void Backend::idle() {
 void Backend::flush() {
   const auto start = Clock::now();
   do_flush();
-  stats_.seconds += seconds_since(start);
+  stats_.sync_s += seconds_since(start);
 }
 
 void Backend::complete() {
   const auto start = Clock::now();
   do_close();
-  stats_.seconds += seconds_since(start);
+  stats_.sync_s += seconds_since(start);
 }
 
 void Backend::close() {

@@ -23,6 +23,7 @@
 //   rounds every few milliseconds (idle()), so none waits for ever.
 // - The file is synced (MPI_File_sync through H5Fflush) before it is
 //   closed: the write time is the device's.
+#include <fmt/format.h>
 #include <hdf5.h>
 #include <mpi.h>
 
@@ -33,8 +34,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
@@ -110,30 +109,14 @@ class Phdf5Backend final : public Backend {
     const std::lock_guard<std::mutex> hold(library_lock());
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
     create_alone();
-    // Every writer opens it in parallel.
-    MPI_Info info;
-    MPI_Info_create(&info);
-    for (const auto& h : s_.hints) {
-      const auto eq = h.find('=');
-      MPI_Info_set(info, h.substr(0, eq).c_str(), h.substr(eq + 1).c_str());
-    }
-    Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
-    check(H5Pset_fapl_mpio(access, comm_, info), "H5Pset_fapl_mpio");
-    MPI_Info_free(&info);
-    if (s_.collective_metadata) {
-      check(H5Pset_all_coll_metadata_ops(access, true), "H5Pset_all_coll_metadata_ops");
-      check(H5Pset_coll_metadata_write(access, true), "H5Pset_coll_metadata_write");
-    }
-    set_alignment(access);
-    file_ = Id(check_id(H5Fopen(temp_.c_str(), H5F_ACC_RDWR, access), "opening in parallel"),
-               H5Fclose);
+    open_parallel();
     Id dataset_access(check_id(H5Pcreate(H5P_DATASET_ACCESS), "dapl"), H5Pclose);
     if (s_.chunk_cache > 0)
       check(H5Pset_chunk_cache(dataset_access, H5D_CHUNK_CACHE_NSLOTS_DEFAULT,
                                static_cast<size_t>(s_.chunk_cache), H5D_CHUNK_CACHE_W0_DEFAULT),
             "H5Pset_chunk_cache");
-    visdata_ = Id(check_id(H5Dopen2(file_, "Data/visdata", dataset_access), "Data/visdata"),
-                  H5Dclose);
+    visdata_ =
+        Id(check_id(H5Dopen2(file_, "Data/visdata", dataset_access), "Data/visdata"), H5Dclose);
     complex_ = uvh5::complex_type();
     space_ = Id(check_id(H5Dget_space(visdata_), "visdata's dataspace"), H5Sclose);
     dxpl_ = Id(check_id(H5Pcreate(H5P_DATASET_XFER), "dxpl"), H5Pclose);
@@ -181,6 +164,17 @@ class Phdf5Backend final : public Backend {
       while (!round(true)) {
       }
     barrier_gently(comm_);  // the rest is collective: no rank spins waiting for the others
+    {
+      // Closed and opened again before /iotest is made: each writer's
+      // metadata cache now holds what its own writes looked up, and HDF5
+      // reads metadata collectively when creating objects, which needs
+      // every rank to miss the same entries (else its broadcasts do not
+      // match: MPI_ERR_TRUNCATE).
+      const std::lock_guard<std::mutex> hold(library_lock());
+      for (Id* id : {&space_, &memory_, &visdata_}) id->reset();
+      file_.reset();
+      open_parallel();
+    }
     write_iotest_group();
     do_flush();
     const std::lock_guard<std::mutex> hold(library_lock());
@@ -211,6 +205,26 @@ class Phdf5Backend final : public Backend {
             "H5Pset_alignment");
   }
 
+  // Every writer opens the file with the MPI-IO driver and the knobs.
+  void open_parallel() {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    for (const auto& h : s_.hints) {
+      const auto eq = h.find('=');
+      MPI_Info_set(info, h.substr(0, eq).c_str(), h.substr(eq + 1).c_str());
+    }
+    Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
+    check(H5Pset_fapl_mpio(access, comm_, info), "H5Pset_fapl_mpio");
+    MPI_Info_free(&info);
+    if (s_.collective_metadata) {
+      check(H5Pset_all_coll_metadata_ops(access, true), "H5Pset_all_coll_metadata_ops");
+      check(H5Pset_coll_metadata_write(access, true), "H5Pset_coll_metadata_write");
+    }
+    set_alignment(access);
+    file_ =
+        Id(check_id(H5Fopen(temp_.c_str(), H5F_ACC_RDWR, access), "opening in parallel"), H5Fclose);
+  }
+
   // Rank 0 alone, with the serial driver: the header and the Data group.
   // Its failure is every rank's.
   void create_alone() {
@@ -222,8 +236,7 @@ class Phdf5Backend final : public Backend {
         check(H5Pset_meta_block_size(access, 1 << 20), "metadata block size");
         Id file(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose);
         if (file < 0)
-          throw UsageError("OUTPUT",
-                           "cannot create '" + temp_ + "' (is the folder writable?)");
+          throw UsageError("OUTPUT", "cannot create '" + temp_ + "' (is the folder writable?)");
         uvh5::write_header(file, layout());
         uvh5::create_data(file, layout(), {s_.never_fill, s_.allocate_early});
         if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
@@ -358,8 +371,9 @@ class Phdf5Backend final : public Backend {
       check(H5Sselect_hyperslab(shape, H5S_SELECT_SET, start, nullptr, count, nullptr), name);
     else
       check(H5Sselect_none(shape), name), check(H5Sselect_none(memory), name);
-    check(H5Dwrite(set, H5T_NATIVE_LLONG, memory, shape, dxpl_, flat.empty() ? nullptr : flat.data()),
-          name);
+    check(
+        H5Dwrite(set, H5T_NATIVE_LLONG, memory, shape, dxpl_, flat.empty() ? nullptr : flat.data()),
+        name);
   }
 
   Phdf5Settings s_;
@@ -382,7 +396,8 @@ long long option_bytes(const StorageOptions& options, const std::string& key, lo
     if (used != it->second.size()) value = -1;
   } catch (const std::exception&) {
   }
-  if (value < 0) throw UsageError("--" + key, "expected a count of bytes, got '" + it->second + "'");
+  if (value < 0)
+    throw UsageError("--" + key, "expected a count of bytes, got '" + it->second + "'");
   return value;
 }
 
@@ -391,8 +406,9 @@ long long option_bytes(const StorageOptions& options, const std::string& key, lo
 BackendSpec phdf5_spec() {
   BackendSpec s;
   s.name = "phdf5";
-  s.summary = "one UVH5 file shared by every streamer, through parallel HDF5 over MPI-IO; "
-              "readable by pyuvdata";
+  s.summary =
+      "one UVH5 file shared by every streamer, through parallel HDF5 over MPI-IO; "
+      "readable by pyuvdata";
   s.shared = true;
   s.options = {
       {"phdf5.transfer", "collective or independent transfers", false, "independent"},
@@ -413,9 +429,8 @@ BackendSpec phdf5_spec() {
   };
   s.make = [](const StorageOptions& o) -> std::unique_ptr<Backend> {
     Phdf5Settings p;
-    p.collective =
-        option_choice(o, "phdf5.transfer", "independent", {"collective", "independent"}) ==
-        "collective";
+    p.collective = option_choice(o, "phdf5.transfer", "independent",
+                                 {"collective", "independent"}) == "collective";
     p.collective_metadata = option_flag(o, "phdf5.collective-metadata");
     p.never_fill = option_choice(o, "phdf5.fill", "never", {"never", "alloc"}) == "never";
     p.allocate_early = option_choice(o, "phdf5.alloc", "early", {"early", "late"}) == "early";
@@ -430,7 +445,8 @@ BackendSpec phdf5_spec() {
         const size_t comma = std::min(list.find(',', at), list.size());
         const std::string hint = list.substr(at, comma - at);
         if (hint.empty() || hint.find('=') == std::string::npos || hint.front() == '=')
-          throw UsageError("--phdf5.hints", "expected KEY=VALUE[,KEY=VALUE...], got '" + list + "'");
+          throw UsageError("--phdf5.hints",
+                           "expected KEY=VALUE[,KEY=VALUE...], got '" + list + "'");
         p.hints.push_back(hint);
         at = comma + 1;
       }

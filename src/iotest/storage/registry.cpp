@@ -50,9 +50,10 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 }  // namespace
 
 const std::vector<BackendSpec>& backends() {
-  static const std::vector<BackendSpec> all{null_spec(), hdf5_spec(), posix_spec(),
+  static const std::vector<BackendSpec> all {
+    null_spec(), hdf5_spec(), posix_spec(),
 #if IOTEST_PARALLEL_HDF5
-                                            phdf5_spec()
+        phdf5_spec()
 #endif
   };
   return all;

@@ -127,13 +127,11 @@ Id complex_type() {
   return complex;
 }
 
-
 void write_header(hid_t file, const VisibilityLayout& layout) {
   const auto& obs = *layout.observation;
   const auto& centre = obs.layout.centre;
-  Id header(
-      check_id(H5Gcreate2(file, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
-      H5Gclose);
+  Id header(check_id(H5Gcreate2(file, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Header"),
+            H5Gclose);
   write_string(header, "version", "1.2");
   write_string(header, "telescope_name", obs.vis_set);
   write_string(header, "instrument", obs.vis_set);
@@ -233,10 +231,10 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   const double ra = local_sidereal_rad(kJd0, centre.lon_deg);
   const double dec = obs.dec_deg * std::numbers::pi / 180;
   {
-    Id catalog(check_id(H5Gcreate2(header, "phase_center_catalog", H5P_DEFAULT, H5P_DEFAULT,
-                                   H5P_DEFAULT),
-                        "phase_center_catalog"),
-               H5Gclose);
+    Id catalog(
+        check_id(H5Gcreate2(header, "phase_center_catalog", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "phase_center_catalog"),
+        H5Gclose);
     Id entry(check_id(H5Gcreate2(catalog, "0", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "0"),
              H5Gclose);
     write_string(entry, "cat_name", "iotest");
@@ -274,7 +272,6 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   write_constant_rows(header, "phase_center_frame_pa", H5T_NATIVE_DOUBLE, rows, &frame_pa);
 }
 
-
 Id create_data(hid_t file, const VisibilityLayout& layout, const VisdataCreation& how) {
   Id data(check_id(H5Gcreate2(file, "Data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "Data"),
           H5Gclose);
@@ -291,9 +288,8 @@ Id create_data(hid_t file, const VisibilityLayout& layout, const VisdataCreation
     if (visdata && how.never_fill) check(H5Pset_fill_time(props, H5D_FILL_TIME_NEVER), "fill time");
     if (visdata && how.allocate_early)
       check(H5Pset_alloc_time(props, H5D_ALLOC_TIME_EARLY), "allocation time");
-    return Id(
-        check_id(H5Dcreate2(data, name, type, shape, H5P_DEFAULT, props, H5P_DEFAULT), name),
-        H5Dclose);
+    return Id(check_id(H5Dcreate2(data, name, type, shape, H5P_DEFAULT, props, H5P_DEFAULT), name),
+              H5Dclose);
   };
   Id visdata = create("visdata", complex, nullptr, true);
   // flags: h5py's boolean (an int8 enum FALSE/TRUE); nsamples: float32.
@@ -306,6 +302,5 @@ Id create_data(hid_t file, const VisibilityLayout& layout, const VisdataCreation
   create("nsamples", H5T_NATIVE_FLOAT, &one, false);
   return visdata;
 }
-
 
 }  // namespace iotest::storage::uvh5
