@@ -11,6 +11,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
+#include "iotest/storage/mpio_hints.hpp"
 
 namespace iotest::checkpoint {
 
@@ -112,8 +113,7 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
     if (o.alloc != "early" && o.alloc != "late" && o.alloc != "incremental")
       throw UsageError("--alloc", "expected early, late or incremental, got '" + o.alloc + "'");
     for (const auto& h : o.hints)
-      if (h.find('=') == std::string::npos || h.front() == '=')
-        throw UsageError("--hint", "expected KEY=VALUE, got '" + h + "'");
+      if (!storage::is_hint(h)) throw UsageError("--hint", "expected KEY=VALUE, got '" + h + "'");
     if (rank == 0 && ::access(o.path.c_str(), F_OK) == 0)
       throw UsageError(o.path, "exists: iotest h5 writes a new file (remove it first)");
   });
@@ -130,12 +130,7 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
                            static_cast<hsize_t>(global[1]), static_cast<hsize_t>(global[2])};
   const hsize_t chunk_dims[4] = {1, static_cast<hsize_t>(chunk[0]), static_cast<hsize_t>(chunk[1]),
                                  static_cast<hsize_t>(chunk[2])};
-  MPI_Info info;
-  MPI_Info_create(&info);
-  for (const auto& h : o.hints) {
-    const auto eq = h.find('=');
-    MPI_Info_set(info, h.substr(0, eq).c_str(), h.substr(eq + 1).c_str());
-  }
+  MPI_Info info = storage::mpio_info(o.hints);
 
   // The dataset's creation properties, as seism-core's knobs set them.
   Id dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), "dcpl"), H5Pclose);

@@ -68,9 +68,6 @@ class Hold {  // a queue's lock, taken
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
-}  // namespace
-
-namespace {
 // A slot: a chunk's values, then its presence bits.
 size_t slot_bytes(index_t chunk_values, index_t presence_words) {
   return static_cast<size_t>(chunk_values) * sizeof(cplx) +
@@ -389,7 +386,8 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
         backend->idle();
         continue;
       }
-      if (e.key.row_chunk == kWrittenPartsEntry) {  // whole chunks go from their slot: no copy
+      // Chunks go from their slot: no copy.
+      if (e.key.row_chunk == kWrittenPartsEntry) {
         const auto* bytes = reinterpret_cast<const char*>(e.data);
         parts.insert(parts.end(), bytes, bytes + e.visibilities);
       } else {

@@ -38,6 +38,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
+#include "iotest/storage/mpio_hints.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/storage/uvh5_writer.hpp"
@@ -207,12 +208,7 @@ class Phdf5Backend final : public Backend {
 
   // Every writer opens the file with the MPI-IO driver and the knobs.
   void open_parallel() {
-    MPI_Info info;
-    MPI_Info_create(&info);
-    for (const auto& h : s_.hints) {
-      const auto eq = h.find('=');
-      MPI_Info_set(info, h.substr(0, eq).c_str(), h.substr(eq + 1).c_str());
-    }
+    MPI_Info info = mpio_info(s_.hints);
     Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
     check(H5Pset_fapl_mpio(access, comm_, info), "H5Pset_fapl_mpio");
     MPI_Info_free(&info);
@@ -444,7 +440,7 @@ BackendSpec phdf5_spec() {
       for (size_t at = 0; at <= list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
         const std::string hint = list.substr(at, comma - at);
-        if (hint.empty() || hint.find('=') == std::string::npos || hint.front() == '=')
+        if (!is_hint(hint))
           throw UsageError("--phdf5.hints",
                            "expected KEY=VALUE[,KEY=VALUE...], got '" + list + "'");
         p.hints.push_back(hint);
