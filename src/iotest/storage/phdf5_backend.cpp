@@ -242,10 +242,15 @@ class Phdf5Backend final : public Backend {
         std::remove(temp_.c_str());
       }
     }
+    // The others wait without spinning: the header takes seconds at SKA
+    // sizes, while their streamers plan FFTs.
     int length = static_cast<int>(failed.size());
-    MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
+    MPI_Request request;
+    MPI_Ibcast(&length, 1, MPI_INT, 0, comm_, &request);
+    wait_gently(request);
     failed.resize(static_cast<size_t>(length));
-    MPI_Bcast(failed.data(), length, MPI_CHAR, 0, comm_);
+    MPI_Ibcast(failed.data(), length, MPI_CHAR, 0, comm_, &request);
+    wait_gently(request);
     if (!failed.empty()) {
       temp_.clear();  // rank 0 removed it
       throw std::runtime_error(failed);
