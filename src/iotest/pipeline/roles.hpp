@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "iotest/common/accuracy.hpp"
+#include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/pipeline/run.hpp"
@@ -35,23 +36,6 @@ inline constexpr int kTagAssign = 3;   // assigner -> producers: int64 pairs (pa
 inline constexpr int kTagEnd = 4;      // producer 0 -> streamers (--duration, static
                                        // assignment): int64 K, the walk ends before visit K
 
-// Waiting without spinning (2 cores starve quickly): after each fruitless
-// test, sleep a little longer, from 20 us up to 1 ms.
-class Backoff {
- public:
-  void reset() { delay_ = std::chrono::microseconds(20); }
-  // Sleeps, adding the time to `waited`.
-  void pause(double& waited);
-
- private:
-  std::chrono::microseconds delay_{20};
-};
-
-// Waits for a non-blocking operation by test-then-sleep: a blocking
-// collective spins, which would take a core from a rank at work.
-void wait_for(MPI_Request& request);
-// Root's text to every rank of comm (waiting without spinning).
-void broadcast(MPI_Comm comm, int root, std::string& text);
 // A check made on some ranks only, agreed on by all (collective): the
 // first rank's non-empty message, or empty when every rank passed. Every
 // rank then ends the same way, so none waits for a peer that left.

@@ -29,18 +29,17 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_wait.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
 #include "iotest/storage/mpio_hints.hpp"
 #include "iotest/storage/registry.hpp"
-#include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/storage/uvh5_writer.hpp"
 
 namespace iotest::storage {
@@ -61,24 +60,6 @@ struct Phdf5Settings {
   std::vector<std::string> hints;    // MPI-IO hints, KEY=VALUE
   index_t batch = 16;                // chunks per collective round
 };
-
-// Waits for a non-blocking MPI request without spinning a core: the peers
-// may be degridding on the same cores.
-void wait_gently(MPI_Request& request) {
-  int done = 0;
-  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-  while (!done) {
-    const timespec pause{0, 200'000};
-    nanosleep(&pause, nullptr);
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-  }
-}
-
-void barrier_gently(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  wait_gently(request);
-}
 
 class Phdf5Backend final : public Backend {
  public:
@@ -164,7 +145,7 @@ class Phdf5Backend final : public Backend {
     if (s_.collective)
       while (!round(true)) {
       }
-    barrier_gently(comm_);  // the rest is collective: no rank spins waiting for the others
+    barrier(comm_);  // the rest is collective: no rank spins waiting for the others
     {
       // Closed and opened again before /iotest is made: each writer's
       // metadata cache now holds what its own writes looked up, and HDF5
@@ -186,7 +167,7 @@ class Phdf5Backend final : public Backend {
 
   // One name for all: rank 0 gives it.
   void do_publish() override {
-    barrier_gently(comm_);
+    barrier(comm_);
     if (rank_ == 0) publish(path_);
   }
 
@@ -244,13 +225,7 @@ class Phdf5Backend final : public Backend {
     }
     // The others wait without spinning: the header takes seconds at SKA
     // sizes, while their streamers plan FFTs.
-    int length = static_cast<int>(failed.size());
-    MPI_Request request;
-    MPI_Ibcast(&length, 1, MPI_INT, 0, comm_, &request);
-    wait_gently(request);
-    failed.resize(static_cast<size_t>(length));
-    MPI_Ibcast(failed.data(), length, MPI_CHAR, 0, comm_, &request);
-    wait_gently(request);
+    broadcast(comm_, 0, failed);
     if (!failed.empty()) {
       temp_.clear();  // rank 0 removed it
       throw std::runtime_error(failed);
@@ -265,7 +240,7 @@ class Phdf5Backend final : public Backend {
     int most[2] = {0, 0};
     MPI_Request request;
     MPI_Iallreduce(mine, most, 2, MPI_INT, MPI_MAX, comm_, &request);
-    wait_gently(request);
+    wait_for(request);
     for (index_t i = 0; i < most[0]; ++i) {
       if (i >= static_cast<index_t>(batch_.size())) {
         write_one(ChunkKey{}, nullptr, nullptr);  // nothing: empty selections

@@ -245,18 +245,18 @@ bool Uvh5Reader::read_chunk(const ChunkKey& key, cplx* out) const {
 std::vector<ChunkKey> Uvh5Reader::stored_chunks() const {
   // By file address: the order the writer allocated them (its visit
   // order), so reading them is sequential.
-  std::vector<std::pair<haddr_t, ChunkKey>> placed;
-  const auto map = chunk_map();
   if (chunks_present() >= chunks_expected()) {
     // Every chunk allocated at once (a shared phdf5 file): HDF5 placed
     // them in index order. (Asking each chunk's address costs a walk of
     // the index in HDF5 1.10: minutes for 1e5 chunks.)
     std::vector<ChunkKey> keys;
-    keys.reserve(map.size());
-    for (index_t i = 0; i < static_cast<index_t>(map.size()); ++i)
+    keys.reserve(static_cast<size_t>(chunks_expected()));
+    for (index_t i = 0; i < chunks_expected(); ++i)
       keys.push_back({i / channel_chunks(), i % channel_chunks()});
     return keys;
   }
+  std::vector<std::pair<haddr_t, ChunkKey>> placed;
+  const auto map = chunk_map();
   for (index_t i = 0; i < static_cast<index_t>(map.size()); ++i) {
     if (!map[static_cast<size_t>(i)]) continue;
     const ChunkKey key{i / channel_chunks(), i % channel_chunks()};
