@@ -17,6 +17,7 @@
 
 #include "iotest/checkpoint/h5_checkpoint.hpp"
 #include "iotest/commands/degrid.hpp"
+#include "iotest/commands/grid.hpp"
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
 #include "iotest/commands/recombine.hpp"
@@ -90,6 +91,43 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
 // (--posix.direct) and listed in its own group of --help, as IOR does.
 // `choose`: the command writes, so the back-end is chosen (readers find
 // it from the files).
+// The job's options, as `degrid` and `grid` take them. Without `required`
+// (grid's input files give the job) an option left out stays empty.
+template <class Options>
+void add_job_options(CLI::App* app, Options& o, std::optional<iotest::index_t>& margin,
+                     bool required) {
+  auto* rec_set = app->add_option("--rec-set", o.rec_set, "recombination set");
+  auto* vis_set = app->add_option("--vis-set", o.observation.vis_set, "visibility set");
+  if (required) {
+    rec_set->required();
+    vis_set->required();
+  } else {
+    rec_set->description("recombination set (default without files: T05_)");
+    vis_set->description("visibility set (default without files: vlaa)");
+  }
+  app->add_option("--time", o.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
+  app->add_option("--freq", o.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
+  app->add_option("--dec", o.observation.dec_deg, "phase centre declination (degrees)");
+  app->add_option("--source-count", o.source_count, "unit point sources in the sky")
+      ->capture_default_str();
+  app->add_option("--seed", o.seed, "seed of the sky and the samples")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  app->add_option("--support", o.kernel.support, "u, v kernel width (cells, even)")
+      ->capture_default_str();
+  app->add_option("--w-support", o.kernel.w_support, "w kernel width (planes, even)")
+      ->capture_default_str();
+  app->add_option("--margin", margin,
+                  "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
+  app->add_option("--wstep", o.kernel.w_step,
+                  "w-tower planes between w-stacking planes (default: from the margin)");
+  app->add_option("--bls-per-task", o.bls_per_task, "baselines' time chunks per task")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  app->add_option("--threads", o.threads, "OpenMP threads (default: all cores)")
+      ->check(CLI::Range(1, 4096));
+}
+
 void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o, bool choose = true) {
   if (choose)
     app->add_option("--storage", o.storage,
@@ -325,45 +363,35 @@ int main(int argc, char** argv) {
       "degrid",
       "the whole predict chain in one process (facets, subgrids, w-towers, "
       "degridding) without writing, checked against the direct Fourier transform");
-  degrid->add_option("--rec-set", degrid_opts.rec_set, "recombination set")->required();
-  degrid->add_option("--vis-set", degrid_opts.observation.vis_set, "visibility set")->required();
-  degrid->add_option("--time", degrid_opts.observation.time,
-                     "hour angles START:END/STEPS[/CHUNK] (s)");
-  degrid->add_option("--freq", degrid_opts.observation.freq,
-                     "frequencies START:END/STEPS[/CHUNK] (Hz)");
-  degrid->add_option("--dec", degrid_opts.observation.dec_deg,
-                     "phase centre declination (degrees)");
-  degrid->add_option("--source-count", degrid_opts.source_count, "unit point sources in the sky")
-      ->capture_default_str();
-  degrid->add_option("--seed", degrid_opts.seed, "seed of the sky and the samples")
-      ->check(kNonNegative)
-      ->capture_default_str();
+  add_job_options(degrid, degrid_opts, degrid_margin, true);
   degrid
       ->add_option("--vis-samples", degrid_opts.vis_samples,
                    "visibilities checked against the direct transform")
       ->capture_default_str();
-  degrid->add_option("--support", degrid_opts.kernel.support, "u, v kernel width (cells, even)")
-      ->capture_default_str();
-  degrid->add_option("--w-support", degrid_opts.kernel.w_support, "w kernel width (planes, even)")
-      ->capture_default_str();
-  degrid->add_option("--margin", degrid_margin,
-                     "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
   degrid->add_option("--target-err", degrid_opts.target_err,
                      "measure the w-tower height at which the error reaches this "
                      "(0: twice the error at w = 0) instead of bounding it");
-  degrid->add_option("--wstep", degrid_opts.kernel.w_step,
-                     "w-tower planes between w-stacking planes (default: from the margin)");
-  degrid
-      ->add_option("--bls-per-task", degrid_opts.bls_per_task,
-                   "baselines' time chunks per degridding task")
-      ->check(CLI::Range(1, 1 << 30))
-      ->capture_default_str();
-  degrid->add_option("--threads", degrid_opts.threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
   degrid->add_option("--report", report_path, "write the JSON report to this file");
   degrid->add_option("output", degrid_opts.output,
                      "file to write the visibilities to (omit: a dry run)");
   add_storage_options(degrid, degrid_opts.storage);
+
+  iotest::commands::GridRunOptions grid_opts;
+  std::optional<iotest::index_t> grid_margin;
+  auto* grid = app.add_subcommand(
+      "grid",
+      "the imaging direction in one process (gridding onto w-towers, subgrids, facets): "
+      "a predict run's files, or the sky predicted in memory, into the dirty image, checked "
+      "against the direct adjoint transform");
+  grid->add_option("files", grid_opts.inputs,
+                   "a predict run's visibility files (omit: the sky's visibilities, predicted "
+                   "in memory; the files give the rec-set, observation and sky)");
+  add_job_options(grid, grid_opts, grid_margin, false);
+  grid->add_option("--pixel-samples", grid_opts.pixel_samples,
+                   "dirty image pixels checked against the direct adjoint transform")
+      ->capture_default_str();
+  grid->add_option("--report", report_path, "write the JSON report to this file");
+  add_storage_options(grid, grid_opts.storage, false);
 
   iotest::pipeline::ReadOptions read_opts;
   auto* read = app.add_subcommand(
@@ -569,6 +597,9 @@ int main(int argc, char** argv) {
     } else if (*degrid) {
       degrid_opts.margin = degrid_margin;
       emit(iotest::commands::degrid(degrid_opts), report_path, degrid_opts.output);
+    } else if (*grid) {
+      grid_opts.margin = grid_margin;
+      emit(iotest::commands::grid(grid_opts), report_path);
     } else if (*layout) {
       emit(iotest::commands::layout(layout_opts), report_path);
     } else if (*plan) {

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <random>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -18,53 +16,12 @@
 #include "iotest/config/rec_set.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/sky/sky_model.hpp"
+#include "iotest/storage/output_set.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/telescope/geodesy.hpp"
 
 namespace iotest::commands {
 namespace {
-
-const storage::Provenance& provenance_of(const storage::Reader& file, const std::string& path) {
-  if (!file.provenance())
-    throw UsageError(path, "has no iotest provenance (rec-set, sky): not written by iotest");
-  return *file.provenance();
-}
-
-// Files of one output set share the observation's shape and the sky.
-void check_same_set(const storage::Reader& file, const std::string& path,
-                    const storage::Reader& first, const std::string& first_path) {
-  const auto mismatch = [&](const char* what, const auto& got, const auto& want) {
-    if (got != want)
-      throw UsageError(path, fmt::format("{} {} does not match {} ({} there): not one output set",
-                                         what, got, first_path, want));
-  };
-  mismatch("Nbls", file.baselines(), first.baselines());
-  mismatch("Ntimes", file.times(), first.times());
-  mismatch("Nfreqs", file.channels(), first.channels());
-  mismatch("chunk rows", file.chunk_rows(), first.chunk_rows());
-  mismatch("chunk channels", file.chunk_channels(), first.chunk_channels());
-  if (file.frequencies() != first.frequencies())
-    throw UsageError(path,
-                     fmt::format("freq_array does not match {}: not one output set", first_path));
-  const auto& a = provenance_of(file, path);
-  const auto& b = *first.provenance();
-  const auto kind = [](const storage::Provenance& pv) {
-    return pv.synthetic ? "synthetic (--synthetic-vis)" : "a sky's";
-  };
-  if (a.synthetic != b.synthetic)
-    throw UsageError(path, fmt::format("is {} and {} is {}: synthetic and sky files do not mix",
-                                       kind(a), first_path, kind(b)));
-  mismatch("iotest_rec_set", a.rec_set, b.rec_set);
-  mismatch("iotest_pixel_lm", a.pixel_lm, b.pixel_lm);
-  mismatch("iotest_source_count", a.source_count, b.source_count);
-  mismatch("iotest_seed", a.seed, b.seed);
-  mismatch("iotest_stonewalled", a.stonewalled, b.stonewalled);
-  mismatch("iotest_vis_set", a.observation.vis_set, b.observation.vis_set);
-  mismatch("iotest_time", a.observation.time.value_or(""), b.observation.time.value_or(""));
-  mismatch("iotest_freq", a.observation.freq.value_or(""), b.observation.freq.value_or(""));
-  mismatch("iotest_margin", a.margin, b.margin);
-  mismatch("iotest_w_stack_step", a.w_stack_step, b.w_stack_step);
-}
 
 struct Sample {
   index_t row = 0, chan = 0, chunk = 0;
@@ -209,19 +166,7 @@ report::Report verify(const VerifyOptions& o) {
 
   // Every file, opened once; the first gives the axes, (u, v, w) and the
   // sky for the whole set.
-  std::vector<std::unique_ptr<storage::Reader>> files;
-  std::set<std::filesystem::path> seen;
-  for (const auto& path : o.files) {
-    std::error_code ec;
-    const auto canonical = std::filesystem::weakly_canonical(path, ec);
-    if (!seen.insert(ec ? std::filesystem::path(path) : canonical).second)
-      throw UsageError(path, "is given twice: its chunks would be added twice");
-    files.push_back(storage::open_reader(path));
-    if (files.size() == 1)
-      provenance_of(*files[0], path);
-    else
-      check_same_set(*files.back(), path, *files[0], o.files[0]);
-  }
+  const auto files = storage::open_output_set(o.files);
   const storage::Reader& first = *files[0];
   const auto& pv = *first.provenance();
   const index_t chan_chunks = first.channel_chunks();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "iotest/common/errors.hpp"
@@ -94,6 +95,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       obs_(obs),
       uv_kernel_(o.support, p_.f / 2),
       sum_taps_(pick_sum_taps(o.support)),
+      spread_taps_(pick_spread_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
       layout_(w),
       planes_(w.planes),
@@ -124,6 +126,15 @@ cplx Degridder::facet_correction(double y0, double y1, index_t stack) const {
           w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre)));
 }
 
+void Degridder::correct_facet_adjoint(const swiftly::Tile& t0, const swiftly::Tile& t1,
+                                      index_t stack, MView2D facet) const {
+  const index_t half = facet.rows / 2;
+  for (index_t a = 0; a < facet.rows; ++a)
+    for (index_t b = 0; b < facet.cols; ++b)
+      facet(a, b) *= std::conj(facet_correction(static_cast<double>(t0.offset + a - half),
+                                                static_cast<double>(t1.offset + b - half), stack));
+}
+
 void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                               MView2D facet) const {
   const index_t half = facet.rows / 2;
@@ -144,16 +155,22 @@ telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
   return {p2.u - p1.u, p2.v - p1.v, p2.w - p1.w};
 }
 
-index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
-                               Workspace& ws) const {
-  const index_t xA = p_.xA, xM = p_.xM;
+void Degridder::size_tower(double wc_min, double wc_max, Workspace& ws) const {
   const int Sw = w_kernel_.support();
   const index_t p_lo = static_cast<index_t>(std::ceil(wc_min - Sw / 2.0));
   const index_t p_hi = static_cast<index_t>(std::ceil(wc_max - Sw / 2.0)) + Sw - 1;
   const index_t nplanes = p_hi - p_lo + 1;
-  while (static_cast<index_t>(ws.planes.size()) < nplanes) ws.planes.emplace_back(xA, xA, false);
+  while (static_cast<index_t>(ws.planes.size()) < nplanes)
+    ws.planes.emplace_back(p_.xA, p_.xA, false);
   ws.first_plane = p_lo;
   ws.plane_count = nplanes;
+}
+
+index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
+                               Workspace& ws) const {
+  const index_t xM = p_.xM;
+  size_tower(wc_min, wc_max, ws);
+  const index_t p_lo = ws.first_plane, nplanes = ws.plane_count;
 
   // Plane p: the subgrid image times exp(2 pi i p dw (n - 1 - c0)), to the
   // grid. The screen of the first plane is the step screen to the power
@@ -170,6 +187,35 @@ index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max
     rec_.finish_subgrid_in(ws.scratch.view(), ws.planes[static_cast<size_t>(p)].view());
   }
   return nplanes;
+}
+
+index_t Degridder::begin_tower(double wc_min, double wc_max, Workspace& ws) const {
+  size_tower(wc_min, wc_max, ws);
+  for (index_t p = 0; p < ws.plane_count; ++p) {
+    auto& plane = ws.planes[static_cast<size_t>(p)];
+    std::fill(plane.data(), plane.data() + plane.size(), cplx{});
+  }
+  return ws.plane_count;
+}
+
+void Degridder::collapse_tower(Workspace& ws, MView2D subgrid_sum) const {
+  const index_t xM = p_.xM;
+  // sum_p conj(screen)^(p_lo + p) X_p, X_p the plane back in image space
+  // (prepare_subgrid, finish_subgrid_in's adjoint), by Horner's rule from
+  // the top plane: one product per plane and pixel, then the power p_lo.
+  cplx* screened = ws.screened.data();
+  const cplx* scratch = ws.scratch.data();
+  const cplx* step = screen_step_.data();
+  for (index_t p = ws.plane_count - 1; p >= 0; --p) {
+    rec_.prepare_subgrid(ws.planes[static_cast<size_t>(p)].view(), ws.scratch.view());
+    if (p == ws.plane_count - 1)
+      std::copy(scratch, scratch + xM * xM, screened);
+    else
+      for (index_t i = 0; i < xM * xM; ++i)
+        screened[i] = screened[i] * std::conj(step[i]) + scratch[i];
+  }
+  for (index_t i = 0; i < xM * xM; ++i)
+    subgrid_sum.data[i] += screened[i] * integer_power(step[i], -ws.first_plane);
 }
 
 namespace {
@@ -198,17 +244,44 @@ cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw, cons
   return {re, im};
 }
 
-template <int... S>
-SumTaps sum_taps_for(int support, std::integer_sequence<int, S...>) {
-  SumTaps f = nullptr;
-  ((support == 2 * (S + 1) ? (f = &sum_taps<2 * (S + 1)>, 0) : 0), ...);
+// sum_taps' adjoint: the same taps, each plane row taking c times the S
+// values wv[jv] * value, kept as 2 S doubles in registers.
+template <int S>
+void spread_taps(const double* wu, const double* wv, const double* ww, int Sw, Array2D* planes,
+                 index_t fu, index_t fv, cplx value) {
+  std::array<double, 2 * S> spread;
+  for (int jv = 0; jv < S; ++jv) {
+    spread[2 * static_cast<size_t>(jv)] = wv[jv] * value.real();
+    spread[2 * static_cast<size_t>(jv) + 1] = wv[jv] * value.imag();
+  }
+  for (int jw = 0; jw < Sw; ++jw) {
+    Array2D& plane = planes[jw];
+    for (int ju = 0; ju < S; ++ju) {
+      const double c = ww[jw] * wu[ju];
+      double* row = reinterpret_cast<double*>(plane.data() + (fu + ju) * plane.cols() + fv);
+      for (int i = 0; i < 2 * S; ++i) row[i] += c * spread[static_cast<size_t>(i)];
+    }
+  }
+}
+
+// The compiled variant for a support: every even support the kernel
+// allows, 2, 4, ..., kMaxSupport.
+template <class Fn, int... S>
+Fn taps_for(int support, std::integer_sequence<int, S...>) {
+  Fn f = nullptr;
+  if constexpr (std::is_same_v<Fn, SumTaps>)
+    ((support == 2 * (S + 1) ? (f = &sum_taps<2 * (S + 1)>, 0) : 0), ...);
+  else
+    ((support == 2 * (S + 1) ? (f = &spread_taps<2 * (S + 1)>, 0) : 0), ...);
   return f;
 }
 }  // namespace
 
 SumTaps Degridder::pick_sum_taps(int support) {
-  // Every even support the kernel allows: 2, 4, ..., kMaxSupport.
-  return sum_taps_for(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
+  return taps_for<SumTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
+}
+SpreadTaps Degridder::pick_spread_taps(int support) {
+  return taps_for<SpreadTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
 }
 
 cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
@@ -222,23 +295,31 @@ cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
          std::polar(1.0, kTwoPi * w * planes_.centre);
 }
 
-cplx Degridder::sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u,
-                          index_t first_v, index_t first_w, double uc, double vc, double w,
-                          const Workspace& ws) const {
+void Degridder::check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
+                           const Workspace& ws) const {
   const index_t xA = p_.xA;
   const int S = uv_kernel_.support(), Sw = w_kernel_.support();
-  const index_t fu = first_u + xA / 2, fv = first_v + xA / 2, fw = first_w - ws.first_plane;
-  // The binning and the margin guarantee this; a breach would read outside
+  // The binning and the margin guarantee this; a breach would reach outside
   // the tower, so it is checked rather than assumed.
   if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
     throw std::logic_error(fmt::format(
         "visibility at ({:.2f}, {:.2f}) cells, w {:.1f} reaches outside its subgrid's tower", uc,
         vc, w));
-  return sum_taps_(wu.data(), wv.data(), ww.data(), Sw, ws.planes.data() + fw, fu, fv);
 }
 
-void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
-                       index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
+cplx Degridder::sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u,
+                          index_t first_v, index_t first_w, double uc, double vc, double w,
+                          const Workspace& ws) const {
+  const index_t xA = p_.xA;
+  const index_t fu = first_u + xA / 2, fv = first_v + xA / 2, fw = first_w - ws.first_plane;
+  check_taps(fu, fv, fw, uc, vc, w, ws);
+  return sum_taps_(wu.data(), wv.data(), ww.data(), w_kernel_.support(), ws.planes.data() + fw, fu,
+                   fv);
+}
+
+template <class Visit>
+void Degridder::walk_runs(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                          index_t off1, Visit&& visit) const {
   const index_t N = p_.N;
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
   const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
@@ -249,6 +330,7 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
   std::array<double, kBlock> pu, pv, pw, wl;
   std::array<Taps, kBlock> tu, tv, tw;
   std::array<index_t, kBlock> fu, fv, fw;
+  index_t at = 0;
   for (const auto* run_it = begin; run_it != end; ++run_it) {
     const auto& run = *run_it;
     const auto b = baseline_uvw(run.baseline, run.time);
@@ -265,15 +347,37 @@ void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end,
       uv_kernel_.weights(pu.data(), n, tu.data(), fu.data());
       uv_kernel_.weights(pv.data(), n, tv.data(), fv.data());
       w_kernel_.weights(pw.data(), n, tw.data(), fw.data());
-      // The planes carry exp(2 pi i w (n - 1 - c0)); restore exp(2 pi i w c0),
-      // a phase linear in frequency, so stepped across the block.
+      // exp(2 pi i w c0) is a phase linear in frequency, so stepped across
+      // the block.
       cplx phase = std::polar(1.0, kTwoPi * wl[0] * planes_.centre);
       const cplx step = std::polar(1.0, kTwoPi * b.w * obs_.freq.step() * inv_c * planes_.centre);
       for (int i = 0; i < n; ++i, phase *= step)
-        out.push_back(sum_point(tu[i], tv[i], tw[i], fu[i], fv[i], fw[i], pu[i], pv[i], wl[i], ws) *
-                      phase);
+        visit(at++, tu[i], tv[i], tw[i], fu[i], fv[i], fw[i], pu[i], pv[i], wl[i], phase);
     }
   }
+}
+
+void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                       index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
+  walk_runs(begin, end, off0, off1,
+            [&](index_t, const Taps& tu, const Taps& tv, const Taps& tw, index_t fu, index_t fv,
+                index_t fw, double uc, double vc, double w, cplx phase) {
+              out.push_back(sum_point(tu, tv, tw, fu, fv, fw, uc, vc, w, ws) * phase);
+            });
+}
+
+void Degridder::grid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                     index_t off1, const cplx* vis, Workspace& ws) const {
+  const index_t xA = p_.xA;
+  walk_runs(begin, end, off0, off1,
+            [&](index_t i, const Taps& tu, const Taps& tv, const Taps& tw, index_t first_u,
+                index_t first_v, index_t first_w, double uc, double vc, double w, cplx phase) {
+              const index_t fu = first_u + xA / 2, fv = first_v + xA / 2,
+                            fw = first_w - ws.first_plane;
+              check_taps(fu, fv, fw, uc, vc, w, ws);
+              spread_taps_(tu.data(), tv.data(), tw.data(), w_kernel_.support(),
+                           ws.planes.data() + fw, fu, fv, vis[i] * std::conj(phase));
+            });
 }
 
 cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t baseline, index_t time,

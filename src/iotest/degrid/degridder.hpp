@@ -4,6 +4,12 @@
 // interpolated from the w_support planes around its w with a PSWF kernel in
 // w. Both kernels' transforms are divided out on the facet side
 // (correct_facet), so the chain stays exact up to the kernels' accuracy.
+//
+// Gridding (the imaging direction) is the exact adjoint of each step, with
+// the same kernels, tap weights and tower layout: visibilities are spread
+// onto the tower's planes (grid), the planes are transformed back and
+// summed under the conjugate screens (collapse_tower), and the facet side
+// multiplies by the conjugate correction (correct_facet_adjoint).
 #pragma once
 
 #include <complex>
@@ -65,6 +71,9 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
 // The tap sum of one visibility for one u, v support (see degridder.cpp).
 using SumTaps = cplx (*)(const double* wu, const double* wv, const double* ww, int w_support,
                          const Array2D* planes, index_t first_u, index_t first_v);
+// Its adjoint: adds `value` times the same taps onto the planes.
+using SpreadTaps = void (*)(const double* wu, const double* wv, const double* ww, int w_support,
+                            Array2D* planes, index_t first_u, index_t first_v, cplx value);
 
 class Degridder {
  public:
@@ -79,6 +88,9 @@ class Degridder {
   // source there becomes, so corrected subgrids can be checked by direct
   // transform.
   cplx facet_correction(double y0, double y1, index_t stack) const;
+  // correct_facet's adjoint: multiplies every pixel by the conjugate factor.
+  void correct_facet_adjoint(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
+                             MView2D facet) const;
 
   // A subgrid's w-tower: its planes, kept for the batches of its runs.
   struct Workspace {
@@ -92,6 +104,18 @@ class Degridder {
   // over dw), from `subgrid_sum`, the subgrid's image-space sum. Returns the
   // number of planes made.
   index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws) const;
+  // The imaging direction. Zeroes the planes build_tower would make for the
+  // same range, for grid() to add to. Returns their number.
+  index_t begin_tower(double wc_min, double wc_max, Workspace& ws) const;
+  // degrid()'s adjoint: adds the visibilities `vis` of runs [begin, end)
+  // (run after run, channel after channel) onto the tower's planes.
+  void grid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0, index_t off1,
+            const cplx* vis, Workspace& ws) const;
+  // build_tower's adjoint: adds the planes, transformed back to the subgrid
+  // image and multiplied by their conjugate screens, to `subgrid_sum`
+  // (xM x xM, image space, FFT order). Overwrites the planes.
+  void collapse_tower(Workspace& ws, MView2D subgrid_sum) const;
+
   // One visibility at (uc, vc) cells from the subgrid's centre, w_rel
   // wavelengths from its stacking plane (w in all).
   cplx degrid_point(double uc, double vc, double w_rel, double w, const Workspace& ws) const;
@@ -111,10 +135,25 @@ class Degridder {
   const telescope::Observation& observation() const { return obs_; }
 
   const WPlanes& planes() const { return planes_; }
+  // A baseline's (u, v, w) in metres at a time step.
+  telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
 
  private:
-  telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
   static SumTaps pick_sum_taps(int support);
+  static SpreadTaps pick_spread_taps(int support);
+  // Calls f(visibility, taps u, v, w, first u, v, w, uc, vc, w, phase) for
+  // every visibility of runs [begin, end) in order: the kernel positions
+  // and weights both directions use, and phase = exp(2 pi i w c0), the
+  // factor the planes lack. Defined in degridder.cpp, its only user.
+  template <class Visit>
+  void walk_runs(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                 index_t off1, Visit&& visit) const;
+  // The planes a tower needs for w / dw in [wc_min, wc_max]: sets ws's range
+  // and allocates missing planes.
+  void size_tower(double wc_min, double wc_max, Workspace& ws) const;
+  // Where a visibility's taps land, checked (as sum_point explains).
+  void check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
+                  const Workspace& ws) const;
   // The tap sum at the given weights, after checking that the taps lie in
   // the tower (the result still lacks the factor exp(2 pi i w c0)).
   cplx sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_t first_u, index_t first_v,
@@ -126,6 +165,7 @@ class Degridder {
   const telescope::Observation& obs_;
   GridKernel uv_kernel_;
   SumTaps sum_taps_;
+  SpreadTaps spread_taps_;
   GridKernel w_kernel_;
   WLayout layout_;
   WPlanes planes_;

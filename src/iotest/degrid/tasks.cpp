@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <random>
 #include <tuple>
 
@@ -70,6 +72,64 @@ void PatternCheck::add(const storage::Reader& file, const std::string& name,
       }
     }
   }
+}
+
+namespace {
+
+// Calls f(k, phase) for the channels k of `run` (0 for its first), phase =
+// exp(sign 2 pi i f_k / c (u l + v m + w (n - 1))) for the pixel at (l, m):
+// linear in frequency, so stepped across channels and recomputed every 256
+// to keep rounding at ~1e-14.
+template <class F>
+void run_phases(const Degridder& d, const binning::VisRun& run, double l, double m, double sign,
+                F&& f) {
+  const auto& freq = d.observation().freq;
+  const auto b = d.baseline_uvw(run.baseline, run.time);
+  const double n = std::sqrt(1 - l * l - m * m);
+  const double turns_per_hz = sign * (b.u * l + b.v * m + b.w * (n - 1)) / telescope::kSpeedOfLight;
+  constexpr double kTwoPi = 2 * std::numbers::pi;
+  const cplx step = std::polar(1.0, kTwoPi * turns_per_hz * freq.step());
+  cplx phase;
+  for (index_t k = 0; k < run.count(); ++k, phase *= step) {
+    if (k % 256 == 0) phase = std::polar(1.0, kTwoPi * turns_per_hz * freq.at(run.chan_begin + k));
+    f(k, phase);
+  }
+}
+
+}  // namespace
+
+void predict_direct(const Degridder& d, const std::vector<sky::PointSource>& sources,
+                    const binning::VisRun* begin, const binning::VisRun* end,
+                    std::vector<cplx>& vis) {
+  vis.clear();
+  const double pixel = d.geometry().pixel_lm;
+  const double N = static_cast<double>(d.recombination().params().N);
+  for (const auto* run = begin; run != end; ++run) {
+    const size_t first = vis.size();
+    vis.resize(first + static_cast<size_t>(run->count()));
+    for (const auto& s : sources)
+      run_phases(d, *run, static_cast<double>(s.y0) * pixel, static_cast<double>(s.y1) * pixel, 1,
+                 [&](index_t k, cplx phase) { vis[first + static_cast<size_t>(k)] += phase; });
+    // The recombination's normalisation, as sky::direct_visibility's.
+    for (size_t i = first; i < vis.size(); ++i) vis[i] /= N * N;
+  }
+}
+
+void DirtyPixels::add(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
+                      const cplx* vis) {
+  const double pixel = d.geometry().pixel_lm;
+  for (const auto* run = begin; run != end; vis += run->count(), ++run)
+    for (size_t i = 0; i < pixels.size(); ++i) {
+      cplx sum = 0;
+      run_phases(d, *run, static_cast<double>(pixels[i].y0) * pixel,
+                 static_cast<double>(pixels[i].y1) * pixel, -1,
+                 [&](index_t k, cplx phase) { sum += vis[k] * phase; });
+      sums[i] += sum;
+    }
+}
+
+void DirtyPixels::merge(const DirtyPixels& o) {
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] += o.sums[i];
 }
 
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,

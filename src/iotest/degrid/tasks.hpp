@@ -67,6 +67,29 @@ void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::Vis
                           storage::ChunkAssembler& chunks,
                           const storage::ChunkAssembler::Emit& emit);
 
+// The imaging direction without files: the sky's visibilities by direct
+// Fourier transform (as Degridder::direct), run after run into `vis`
+// (cleared first).
+void predict_direct(const Degridder& d, const std::vector<sky::PointSource>& sources,
+                    const binning::VisRun* begin, const binning::VisRun* end,
+                    std::vector<cplx>& vis);
+
+// Sampled pixels of the dirty image by the direct adjoint transform of the
+// same visibilities, I(l, m) = sum V exp(-2 pi i (u l + v m + w (n - 1))),
+// what gridding is checked against. Each thread adds its visibilities to
+// its own copy; the copies are then merged.
+struct DirtyPixels {
+  std::vector<sky::PointSource> pixels;  // image pixels (y0, y1), centred
+  std::vector<cplx> sums;                // one per pixel
+  DirtyPixels() = default;
+  explicit DirtyPixels(std::vector<sky::PointSource> at)
+      : pixels(std::move(at)), sums(pixels.size()) {}
+  // Visibilities `vis` of runs [begin, end), run after run.
+  void add(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
+           const cplx* vis);
+  void merge(const DirtyPixels& o);
+};
+
 // Random visibilities to check, as sorted linear indices
 // (baseline * times + time) * channels + channel.
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,

@@ -227,14 +227,15 @@ json to_json(const Report& r) {
       j["accuracy"]["vis_rmse_max"] = number_or_null(a.vis_rmse_max);
       j["accuracy"]["vis_samples"] = *a.vis_samples;
     }
+    if (a.pixel_samples) j["accuracy"]["pixel_samples"] = *a.pixel_samples;
   }
   if (r.timing) {
     const auto& t = *r.timing;
-    j["timing"] = {{"wall_s", t.wall_s},       {"planning_s", t.planning_s},
-                   {"predict_s", t.predict_s}, {"image_s", t.image_s},
-                   {"check_s", t.check_s},     {"degrid_s", t.degrid_s},
-                   {"write_s", t.write_s},     {"sync_s", t.sync_s},
-                   {"open_s", t.open_s},       {"stream_s", t.stream_s}};
+    j["timing"] = {
+        {"wall_s", t.wall_s},     {"planning_s", t.planning_s}, {"predict_s", t.predict_s},
+        {"image_s", t.image_s},   {"input_s", t.input_s},       {"check_s", t.check_s},
+        {"degrid_s", t.degrid_s}, {"write_s", t.write_s},       {"sync_s", t.sync_s},
+        {"open_s", t.open_s},     {"stream_s", t.stream_s}};
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -497,7 +498,7 @@ std::string render_body(const Report& r) {
                : fmt::format("  {} values read back wrong: FAILED\n", c.values_wrong);
     return s;
   }
-  if (r.reading) {  // a read-back carries no recombination
+  if (r.reading && r.mode == "read") {  // a read-back carries no recombination
     const auto& d = *r.reading;
     s += fmt::format(
         "iotest read: {} file(s) ({}{}) on {} rank(s){}: {} chunks, {} in {:.3f} s = {:.3f} GB/s "
@@ -558,8 +559,11 @@ std::string render_body(const Report& r) {
         st.direction, r.counts.subgrids_processed, r.counts.subgrid_columns, st.source_count,
         st.seed, st.threads);
   }
-  if (r.accuracy &&
-      (std::isfinite(r.accuracy->subgrid_rmse) || std::isfinite(r.accuracy->facet_rmse))) {
+  if (r.accuracy && r.accuracy->pixel_samples) {
+    s += fmt::format("  dirty image (relative RMSE vs direct adjoint FT): {} ({} pixels sampled)\n",
+                     error_text(r.accuracy->facet_rmse), *r.accuracy->pixel_samples);
+  } else if (r.accuracy &&
+             (std::isfinite(r.accuracy->subgrid_rmse) || std::isfinite(r.accuracy->facet_rmse))) {
     const auto& a = *r.accuracy;
     s += fmt::format(
         "  accuracy (relative RMSE vs direct FT): subgrids {} (max {}, {} checked), "
@@ -603,7 +607,21 @@ std::string render_body(const Report& r) {
     if (t.predict_s > 0)
       s += fmt::format("  predict {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.predict_s,
                        q.predict_subgrids_per_s, q.predict_gflops);
-    if (t.image_s > 0)
+    if (t.image_s > 0 && r.mode == "grid")
+      s += fmt::format(
+          "  grid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s{}\n",
+          t.image_s, q.vis_per_s, q.vis_per_s_per_thread, q.w_planes_per_s,
+          t.input_s > 0
+              ? fmt::format(" (visibilities predicted in memory apart: {:.3f} s)", t.input_s)
+              : std::string());
+    if (r.reading && r.mode == "grid")
+      s += fmt::format(
+          "  read {} file(s) ({}{}): {} chunk reads, {} in {:.3f} s, {:.3g} B/s (inside reads "
+          "{:.3f} s)\n",
+          r.reading->files.size(), r.reading->backend, r.reading->direct ? ", O_DIRECT" : "",
+          r.reading->chunks, bytes_text(static_cast<double>(r.reading->bytes)), r.reading->wall_s,
+          r.reading->bytes_per_s, r.reading->read_s);
+    if (t.image_s > 0 && r.mode != "grid")
       s += fmt::format("  image   {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.image_s,
                        q.image_subgrids_per_s, q.image_gflops);
     s += fmt::format("  wall {:.3f} s (planning {:.3f} s, checks {:.3f} s)\n", t.wall_s,
@@ -617,10 +635,10 @@ std::string render_body(const Report& r) {
     s += fmt::format("  time {} ({} chunks), freq {} ({} chunks)\n", o.time, o.time_chunks, o.freq,
                      o.freq_chunks);
     s += fmt::format(
-        "  {} visibilities, {} to write; grid cell {:.3g} wavelengths, field {:.4g} "
+        "  {} visibilities, {} {}; grid cell {:.3g} wavelengths, field {:.4g} "
         "(direction cosines)\n",
         r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
-        o.cell_uv, o.field_lm);
+        r.mode == "grid" ? "of them" : "to write", o.cell_uv, o.field_lm);
     s += fmt::format(
         "  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
         r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,

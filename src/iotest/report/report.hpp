@@ -67,6 +67,9 @@ struct Accuracy {  // NaN when not measured (serialised as null)
   double vis_rmse = std::nan("");
   double vis_rmse_max = std::nan("");  // worst subgrid's figure over its samples
   std::optional<index_t> vis_samples;
+  // The imaging direction: dirty image pixels checked against the direct
+  // adjoint transform of the same visibilities (their RMSE: facet_rmse).
+  std::optional<index_t> pixel_samples;
 };
 
 struct Timing {
@@ -74,6 +77,7 @@ struct Timing {
   double planning_s = 0;  // FFTW plans and window tables
   double predict_s = 0;   // timed predict recombination (checks excluded)
   double image_s = 0;     // timed image recombination (input generation and checks excluded)
+  double input_s = 0;     // grid: predicting its visibilities in memory (apart from image_s)
   double check_s = 0;     // direct transforms and comparisons
   double degrid_s = 0;    // the whole predict chain of `iotest degrid` (checks excluded)
   double write_s = 0;     // in the storage back-end's writes (part of degrid_s)

@@ -1,0 +1,351 @@
+#include "iotest/commands/grid.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "iotest/common/accuracy.hpp"
+#include "iotest/common/errors.hpp"
+#include "iotest/common/parallel.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
+#include "iotest/job/job.hpp"
+#include "iotest/job/memory.hpp"
+#include "iotest/storage/chunk_gatherer.hpp"
+#include "iotest/storage/output_set.hpp"
+
+namespace iotest::commands {
+namespace {
+
+// The job of the input files: what their provenance records of the run
+// that wrote them. Its binning need not be theirs (gridding reads whatever
+// chunks a visit's runs lie in), only its observation and sky.
+job::JobOptions job_of_files(const storage::Reader& first, const std::string& path,
+                             const GridRunOptions& o) {
+  const auto& ob = o.observation;
+  for (const auto& [given, option] :
+       {std::pair{!o.rec_set.empty(), "--rec-set"}, std::pair{!ob.vis_set.empty(), "--vis-set"},
+        std::pair{ob.time.has_value(), "--time"}, std::pair{ob.freq.has_value(), "--freq"},
+        std::pair{ob.dec_deg.has_value(), "--dec"}})
+    if (given)
+      throw UsageError(option, "expected none with input files: their provenance gives it");
+  const auto& pv = storage::provenance_of(first, path);
+  if (pv.stonewalled)
+    throw UsageError(path,
+                     "holds part of its observation (a stonewalled run): the dirty image "
+                     "needs every visibility");
+  job::JobOptions j;
+  j.rec_set = pv.rec_set;
+  j.observation = pv.observation;
+  j.kernel = o.kernel;
+  j.margin = o.margin;
+  j.source_count = pv.source_count;
+  j.seed = pv.seed;
+  return j;
+}
+
+// The files must hold the job's observation.
+void check_shape(const storage::Reader& file, const std::string& path,
+                 const telescope::Observation& obs) {
+  const auto mismatch = [&](const char* what, index_t got, index_t want) {
+    if (got != want)
+      throw UsageError(path, fmt::format("{} {} does not match its provenance's observation ({})",
+                                         what, got, want));
+  };
+  mismatch("Nbls", file.baselines(), obs.baseline_count());
+  mismatch("Ntimes", file.times(), obs.time.steps);
+  mismatch("Nfreqs", file.channels(), obs.freq.steps);
+}
+
+// Where image pixel (y0, y1) lies: its facet and the pixel in it.
+struct FacetPixel {
+  index_t facet = -1, a = 0, b = 0;
+};
+FacetPixel locate(const std::vector<swiftly::Tile>& tiles, index_t yB, index_t y0, index_t y1) {
+  const auto axis = [&](index_t y, index_t& j, index_t& at) {
+    for (j = 0; j < static_cast<index_t>(tiles.size()); ++j) {
+      const auto& t = tiles[static_cast<size_t>(j)];
+      if (y - t.offset >= t.lo && y - t.offset < t.hi) {
+        at = y - t.offset + yB / 2;
+        return true;
+      }
+    }
+    return false;
+  };
+  FacetPixel fp;
+  index_t j0 = 0, j1 = 0;
+  if (axis(y0, j0, fp.a) && axis(y1, j1, fp.b))
+    fp.facet = j0 * static_cast<index_t>(tiles.size()) + j1;
+  return fp;
+}
+
+}  // namespace
+
+report::Report grid(const GridRunOptions& o) {
+  const auto t_wall = Clock::now();
+  if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
+  if (o.bls_per_task < 1) throw UsageError("--bls-per-task", "expected at least 1");
+
+  // The input: files (their provenance gives the job) or the sky.
+  std::vector<std::unique_ptr<storage::Reader>> files;
+  job::JobOptions jo;
+  if (!o.inputs.empty()) {
+    files = storage::open_output_set(o.inputs, o.storage);
+    jo = job_of_files(*files[0], o.inputs[0], o);
+  } else {
+    jo.rec_set = o.rec_set.empty() ? "T05_" : o.rec_set;
+    jo.observation = o.observation;
+    if (jo.observation->vis_set.empty()) jo.observation->vis_set = "vlaa";
+    jo.kernel = o.kernel;
+    jo.margin = o.margin;
+    jo.source_count = o.source_count;
+    jo.seed = o.seed;
+  }
+  auto job = job::resolve(jo);
+  const auto& obs = *job.obs;
+  const auto& g = *job.geometry;
+  for (size_t i = 0; i < files.size(); ++i) check_shape(*files[i], o.inputs[i], obs);
+  report::Report r;
+  r.mode = "grid";
+  r.rec = job.p;
+  const auto& p = r.rec;
+  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+
+  report::Timing timing;
+  auto t0 = Clock::now();
+  const binning::Binner binner(p, obs, g, job.split());
+  const auto counts = binner.count_visits(0, obs.baseline_count(), threads);
+  {
+    job::RunShape shape;
+    shape.threads = threads;
+    r.memory = job::estimate_memory(job, shape, &counts);
+    // Gridding holds what degridding does, plus the image's facets.
+    r.memory.single_process_bytes =
+        job::estimate_single_process(job, threads, &counts, false) +
+        p.facet_count() * p.yB * p.yB * static_cast<index_t>(sizeof(cplx));
+    job::require_memory(p, r.memory.single_process_bytes);
+  }
+  const swiftly::Recombination rec(p);
+  const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
+  const auto distribution = binning::summarise(counts);
+  timing.planning_s = seconds_since(t0);
+
+  const auto tiles = swiftly::subgrid_tiles(p);
+  const index_t ns = p.subgrids_per_axis;
+  const auto facet_tiles = swiftly::facet_tiles(p);
+  const index_t nf = p.facets_per_axis, F = p.facet_count();
+  const auto ftile0 = [&](index_t f) { return facet_tiles[static_cast<size_t>(f / nf)]; };
+  const auto ftile1 = [&](index_t f) { return facet_tiles[static_cast<size_t>(f % nf)]; };
+
+  // The dirty image's pixels to check, where sources may lie (the used
+  // field, where the recombination is accurate).
+  const auto pixels = sky::random_sources(o.pixel_samples, p.used_size, o.seed ^ 0x1ace);
+
+  std::vector<const storage::Reader*> readers;
+  for (const auto& f : files) readers.push_back(f.get());
+  std::mutex read_lock;  // a Reader takes one thread at a time
+  struct ThreadState {
+    swiftly::ColumnWorkspace column;
+    Array2D contribution, facet;
+    degrid::Degridder::Workspace tower;
+    std::vector<binning::VisRun> runs;
+    std::vector<cplx> vis;
+    std::unique_ptr<storage::ChunkGatherer> gatherer;
+    degrid::DirtyPixels dirty;
+    index_t planes = 0, visibilities = 0;
+    double check_s = 0, input_s = 0;
+    ThreadState(const swiftly::Recombination& rec, const std::vector<sky::PointSource>& pixels)
+        : column(rec.params()),
+          contribution(rec.make_contribution()),
+          facet(rec.make_facet()),
+          tower(rec.params()),
+          dirty(pixels) {}
+  };
+  std::vector<ThreadState> state;
+  for (int t = 0; t < threads; ++t) {
+    state.emplace_back(rec, pixels);
+    if (!readers.empty())
+      state.back().gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
+  }
+  ExceptionCollector failures;
+
+  // Timed: the whole imaging chain, one w-stacking plane after another.
+  t0 = Clock::now();
+  std::vector<Array2D> image;  // the dirty image's facets
+  std::vector<Array2D> facet_sums, column_sums;
+  for (index_t f = 0; f < F; ++f) {
+    image.push_back(rec.make_facet());
+    facet_sums.push_back(rec.make_prepared_facet());
+    column_sums.push_back(rec.make_column());
+  }
+  std::vector<Array2D> sums;  // the subgrid sums of one column
+  index_t columns_walked = 0, stacks_walked = 0;
+  for (index_t si = 0; si < counts.stacks; ++si) {
+    const index_t stack = counts.first_stack + si;
+    std::map<index_t, std::vector<index_t>> columns;  // tile0 -> subgrid indices
+    for (index_t s = 0; s < p.subgrid_count(); ++s)
+      if (counts.visibilities[static_cast<size_t>(counts.at(stack, s))] > 0)
+        columns[s / ns].push_back(s);
+    if (columns.empty()) continue;
+    ++stacks_walked;
+    columns_walked += static_cast<index_t>(columns.size());
+    for (const auto& [i0, subgrids] : columns) {
+      const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
+      while (sums.size() < subgrids.size()) sums.push_back(rec.make_subgrid_sum());
+        // Each subgrid of the column: its visibilities onto its tower, the
+        // tower collapsed into the subgrid's image-space sum.
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t k = 0; k < subgrids.size(); ++k)
+        failures.capture([&] {
+          auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+          const index_t s = subgrids[k];
+          const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+          const binning::VisitRuns visit(binner, stack, s);
+          double w_lo = 0, w_hi = 0;
+          visit.w_range(w_lo, w_hi);
+          st.planes += degridder.begin_tower(w_lo / degridder.planes().dw,
+                                             w_hi / degridder.planes().dw, st.tower);
+          // One thread per tower: tasks of a visit add to the same planes.
+          for (const auto& [first, last] : visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+            visit.runs(first, last, st.runs);
+            const auto* begin = st.runs.data();
+            const auto* end = begin + st.runs.size();
+            index_t n = 0;
+            for (const auto* run = begin; run != end; ++run) n += run->count();
+            const auto ti = Clock::now();
+            if (st.gatherer) {
+              st.vis.resize(static_cast<size_t>(n));
+              cplx* at = st.vis.data();
+              for (const auto* run = begin; run != end; at += run->count(), ++run)
+                st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
+                                    run->chan_begin, run->count(), at);
+              st.gatherer->clear();
+            } else {
+              degrid::predict_direct(degridder, job.sources, begin, end, st.vis);
+            }
+            st.input_s += seconds_since(ti);
+            degridder.grid(begin, end, off0, off1, st.vis.data(), st.tower);
+            st.visibilities += n;
+            // Untimed: the same visibilities into the sampled pixels.
+            const auto tc = Clock::now();
+            st.dirty.add(degridder, begin, end, st.vis.data());
+            st.check_s += seconds_since(tc);
+          }
+          auto sum = sums[k].view();
+          std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+          degridder.collapse_tower(st.tower, sum);
+        });
+      failures.rethrow();
+      // Each facet takes the column's subgrids, as `iotest recombine`'s
+      // image direction does.
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (index_t f = 0; f < F; ++f) {
+        auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+        auto column_sum = column_sums[static_cast<size_t>(f)].view();
+        for (size_t k = 0; k < subgrids.size(); ++k) {
+          rec.extract_from_subgrid(sums[k].view(), ftile0(f).offset, ftile1(f).offset,
+                                   st.contribution.view());
+          rec.add_to_column(st.contribution.view(), ftile1(f).offset,
+                            tiles[static_cast<size_t>(subgrids[k] % ns)].offset, column_sum);
+        }
+        rec.finish_column(column_sum, ftile0(f).offset, off0, st.column,
+                          facet_sums[static_cast<size_t>(f)].view());
+      }
+    }
+    // The stack's facets, corrected for the kernels and the stack's w,
+    // into the image; the sums start again from zero for the next stack.
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (index_t f = 0; f < F; ++f) {
+      auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+      auto& facet_sum = facet_sums[static_cast<size_t>(f)];
+      rec.finish_facet(facet_sum.view(), st.facet.view());
+      std::fill(facet_sum.data(), facet_sum.data() + facet_sum.size(), cplx{});
+      degridder.correct_facet_adjoint(ftile0(f), ftile1(f), stack, st.facet.view());
+      auto& out = image[static_cast<size_t>(f)];
+      for (index_t i = 0; i < out.size(); ++i) out.data()[i] += st.facet.data()[i];
+    }
+  }
+  double grid_s = seconds_since(t0);
+
+  // Gather.
+  degrid::DirtyPixels dirty(pixels);
+  storage::ReadTally tally;
+  index_t planes = 0, visibilities = 0;
+  double check_s = 0, input_s = 0;
+  for (const auto& st : state) {
+    planes += st.planes;
+    visibilities += st.visibilities;
+    check_s = std::max(check_s, st.check_s);
+    input_s = std::max(input_s, st.input_s);
+    dirty.merge(st.dirty);
+    if (st.gatherer) tally.add(st.gatherer->tally());
+  }
+  // Checks ran inside the parallel loop: take the slowest thread's share
+  // off, and that of predicting visibilities in memory (reading files is
+  // part of imaging).
+  grid_s -= check_s;
+  if (files.empty()) {
+    grid_s -= input_s;
+    timing.input_s = input_s;
+  }
+  if (visibilities != obs.visibility_count())
+    throw std::logic_error(
+        fmt::format("gridded {} visibilities of {}", visibilities, obs.visibility_count()));
+
+  // Sampled pixels against the direct adjoint transform.
+  RelativeError error;
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    const auto at = locate(facet_tiles, p.yB, pixels[i].y0, pixels[i].y1);
+    if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
+    const cplx got = image[static_cast<size_t>(at.facet)](at.a, at.b);
+    error.add(CView2D(&got, 1, 1), CView2D(&dirty.sums[i], 1, 1));
+  }
+
+  r.settings = report::RunSettings{};
+  r.settings->source_count = job.sources.size();
+  r.settings->seed = jo.seed;
+  r.settings->direction = "image";
+  r.settings->subgrids = distribution.subgrids_used;
+  r.settings->threads = threads;
+  job::describe_degridding(*r.settings, job, degridder, stacks_walked, std::nullopt);
+  r.counts.facets = F;
+  r.counts.subgrids = p.subgrid_count();
+  r.counts.subgrids_processed = distribution.subgrids_used;
+  r.counts.subgrid_columns = columns_walked;
+  job::add_observation(r, obs, g, distribution);
+  report::Accuracy accuracy;
+  accuracy.facet_rmse = error.value();
+  accuracy.pixel_samples = static_cast<index_t>(pixels.size());
+  r.accuracy = accuracy;
+  if (!files.empty()) {
+    report::Reading reading;
+    reading.files = o.inputs;
+    reading.backend = std::string(files[0]->backend());
+    reading.ranks = 1;
+    reading.direct = files[0]->direct();
+    reading.chunks = tally.chunks;
+    reading.bytes = tally.bytes;
+    reading.read_s = tally.seconds;
+    reading.wall_s = input_s;
+    reading.bytes_per_s = input_s > 0 ? static_cast<double>(tally.bytes) / input_s : 0;
+    r.reading = reading;
+  }
+  timing.image_s = grid_s;
+  timing.check_s = check_s;
+  report::Rates rates;
+  rates.vis_per_s = static_cast<double>(visibilities) / grid_s;
+  rates.vis_per_s_per_thread = rates.vis_per_s / threads;
+  rates.w_planes_per_s = static_cast<double>(planes) / grid_s;
+  r.rates = rates;
+  r.sky = job::sky_of(job.sources, g.pixel_lm);
+  r.memory.peak_rss_bytes = peak_rss_bytes();
+  timing.wall_s = seconds_since(t_wall);
+  r.timing = timing;
+  return r;
+}
+
+}  // namespace iotest::commands

@@ -1,0 +1,88 @@
+"""`iotest grid`: the imaging direction in one process. The dirty image from
+gridding, w-towers and the recombination's image direction, against the
+direct adjoint transform of the same visibilities."""
+import json
+import os
+
+import pytest
+
+OBS = ["--time=-600:600/8/4", "--freq=260e6:300e6/16/8", "--dec=-40"]
+
+
+def test_grid_of_the_sky_in_memory_matches_the_direct_adjoint(iotest, tmp_path):
+    report = tmp_path / "r.json"
+    iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--pixel-samples=40",
+           f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    assert r["mode"] == "grid" and r["config"]["direction"] == "image"
+    assert r["counts"]["visibilities"] == 351 * 8 * 16
+    assert r["accuracy"]["pixel_samples"] == 40
+    # Stated tolerance: the kernels' accuracy (u, v support 12 ~2e-9 per
+    # axis, w ~1e-8), as for degridding.
+    assert r["accuracy"]["facet_rmse"] < 1e-7
+    assert r["rates"]["vis_per_s"] > 0 and r["timing"]["image_s"] > 0
+
+
+def test_grid_of_a_predict_runs_file_matches_and_reads_every_chunk(iotest, tmp_path):
+    vis, report = tmp_path / "vis.h5", tmp_path / "r.json"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--source-count=10", str(vis),
+           check=0)
+    iotest("grid", str(vis), "--pixel-samples=40", f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    assert r["accuracy"]["facet_rmse"] < 1e-7
+    assert r["counts"]["visibilities"] == 351 * 8 * 16
+    reading = r["read"]
+    assert reading["files"] == [str(vis)] and reading["backend"] == "hdf5"
+    # 351 x 2 row chunks x 2 frequency chunks, each read at least once.
+    assert reading["chunks"] >= 351 * 2 * 2
+    assert reading["bytes"] == reading["chunks"] * 4 * 8 * 16
+
+
+def test_grid_of_a_distributed_runs_files(iotest, mpirun, tmp_path):
+    """The files of a distributed predict run (one per streamer), whose
+    chunks split between streamers lie in parts in several files."""
+    mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--no-progress",
+           str(tmp_path / "vis%d.h5"), check=0)
+    files = sorted(str(p) for p in tmp_path.glob("vis*.h5"))
+    assert len(files) == 2
+    report = tmp_path / "r.json"
+    iotest("grid", *files, "--pixel-samples=20", f"--report={report}", check=0)
+    assert json.loads(report.read_text())["accuracy"]["facet_rmse"] < 1e-7
+
+
+@pytest.mark.parametrize("extra, option", [
+    (["--rec-set=T05_"], "--rec-set"),
+    (["--time=-600:600/8/4"], "--time"),
+])
+def test_grid_of_files_refuses_a_second_job(iotest, tmp_path, extra, option):
+    vis = tmp_path / "vis.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, str(vis), check=0)
+    proc = iotest("grid", str(vis), *extra, check=2)
+    assert option in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_grid_of_bad_files_fails_cleanly(iotest, tmp_path):
+    proc = iotest("grid", str(tmp_path / "missing.h5"), check=2)
+    assert "missing.h5" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    # A truncated file: HDF5 cannot open it.
+    vis = tmp_path / "vis.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, str(vis), check=0)
+    truncated = tmp_path / "truncated.h5"
+    truncated.write_bytes(vis.read_bytes()[: os.path.getsize(vis) // 2])
+    proc = iotest("grid", str(truncated))
+    assert proc.returncode != 0 and "truncated.h5" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    # Files of two observations are not one set.
+    other = tmp_path / "other.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/4/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", str(other), check=0)
+    proc = iotest("grid", str(vis), str(other), check=2)
+    assert "other.h5" in proc.stderr and "not one output set" in proc.stderr
+
+
+def test_grid_rejects_impossible_options(iotest):
+    proc = iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--support=7", check=2)
+    assert "--support" in proc.stderr
+    proc = iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--pixel-samples=-1",
+                  check=2)
+    assert "--pixel-samples" in proc.stderr
