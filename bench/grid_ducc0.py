@@ -117,8 +117,9 @@ def main():
         if best is None or err < best[0]:
             best = (err, flip)
     flip = best[1]
-    # The loosest epsilon whose measured error is no worse than iotest's.
-    eps = max(ours_err * 30, 3e-13)
+    # The loosest epsilon whose measured error is no worse than iotest's
+    # (ducc0's error falls well below its epsilon here: start loose).
+    eps = 1e-4
     while True:
         dirty, theirs_s = ducc(eps, flip)
         theirs_err = rel_rmse(dirty[at], want)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -114,6 +115,40 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       const double turns = planes_.dw * (n - 1 - planes_.centre);
       screen_step_[static_cast<size_t>(i0 * xM + i1)] = std::polar(1.0, kTwoPi * turns);
     }
+  // Chebyshev coefficients of the w correction on [lo, hi] = dw (n - 1 - c0)
+  // over n in [n_min, 1] (a little wider), from its values at the
+  // Chebyshev nodes. The PSWF's transform is entire, so 40 terms reach
+  // rounding (tests/unit/test_grid.cpp checks against the direct value).
+  constexpr int kTerms = 40;
+  const double reach = planes_.dw * (1 - planes_.n_min) / 2 * 1.01 + 1e-12;
+  w_correction_lo_ = -reach;
+  w_correction_hi_ = reach;
+  std::array<double, kTerms> values;
+  for (int k = 0; k < kTerms; ++k) {
+    const double x = std::cos(std::numbers::pi * (k + 0.5) / kTerms);
+    values[static_cast<size_t>(k)] = w_kernel_.correction(reach * x);
+  }
+  w_correction_cheb_.assign(kTerms, 0.0);
+  for (int j = 0; j < kTerms; ++j) {
+    double sum = 0;
+    for (int k = 0; k < kTerms; ++k)
+      sum += values[static_cast<size_t>(k)] * std::cos(std::numbers::pi * j * (k + 0.5) / kTerms);
+    w_correction_cheb_[static_cast<size_t>(j)] = (j == 0 ? 1.0 : 2.0) * sum / kTerms;
+  }
+}
+
+double Degridder::w_correction(double nu) const {
+  if (nu < w_correction_lo_ || nu > w_correction_hi_) return w_kernel_.correction(nu);
+  // Clenshaw's recurrence at x in [-1, 1].
+  const double x =
+      (2 * nu - w_correction_lo_ - w_correction_hi_) / (w_correction_hi_ - w_correction_lo_);
+  double b1 = 0, b2 = 0;
+  for (size_t j = w_correction_cheb_.size() - 1; j > 0; --j) {
+    const double b0 = 2 * x * b1 - b2 + w_correction_cheb_[j];
+    b2 = b1;
+    b1 = b0;
+  }
+  return x * b1 - b2 + w_correction_cheb_[0];
 }
 
 cplx Degridder::facet_correction(double y0, double y1, index_t stack) const {
@@ -123,16 +158,33 @@ cplx Degridder::facet_correction(double y0, double y1, index_t stack) const {
   const double w_stack = static_cast<double>(stack) * layout_.stack_step;
   return std::polar(1.0, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
          (uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
-          w_kernel_.correction(planes_.dw * (n - 1 - planes_.centre)));
+          w_correction(planes_.dw * (n - 1 - planes_.centre)));
 }
 
 void Degridder::correct_facet_adjoint(const swiftly::Tile& t0, const swiftly::Tile& t1,
                                       index_t stack, MView2D facet) const {
+  // facet_correction's conjugate at every pixel: the u, v kernels' factors
+  // are separable, so evaluated once per row and column.
   const index_t half = facet.rows / 2;
+  const double N = static_cast<double>(p_.N);
+  std::vector<double> cu(static_cast<size_t>(facet.rows)), cv(static_cast<size_t>(facet.cols));
   for (index_t a = 0; a < facet.rows; ++a)
-    for (index_t b = 0; b < facet.cols; ++b)
-      facet(a, b) *= std::conj(facet_correction(static_cast<double>(t0.offset + a - half),
-                                                static_cast<double>(t1.offset + b - half), stack));
+    cu[static_cast<size_t>(a)] =
+        uv_kernel_.correction(static_cast<double>(t0.offset + a - half) / N);
+  for (index_t b = 0; b < facet.cols; ++b)
+    cv[static_cast<size_t>(b)] =
+        uv_kernel_.correction(static_cast<double>(t1.offset + b - half) / N);
+  const double w_stack = static_cast<double>(stack) * layout_.stack_step;
+  for (index_t a = 0; a < facet.rows; ++a) {
+    const double l = static_cast<double>(t0.offset + a - half) * g_.pixel_lm;
+    for (index_t b = 0; b < facet.cols; ++b) {
+      const double m = static_cast<double>(t1.offset + b - half) * g_.pixel_lm;
+      const double n1 = std::sqrt(1 - l * l - m * m) - 1 - planes_.centre;
+      const double amplitude = 1 / (cu[static_cast<size_t>(a)] * cv[static_cast<size_t>(b)] *
+                                    w_correction(planes_.dw * n1));
+      facet(a, b) *= w_stack == 0 ? cplx(amplitude) : std::polar(amplitude, -kTwoPi * w_stack * n1);
+    }
+  }
 }
 
 void Degridder::correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,

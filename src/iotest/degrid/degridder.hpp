@@ -172,6 +172,12 @@ class Degridder {
   std::vector<std::pair<int, int>> baselines_;
   std::vector<std::vector<telescope::Uvw>> antenna_uvw_;  // [time][antenna], metres
   std::vector<cplx> screen_step_;  // exp(2 pi i dw (n - 1 - c0)) over the subgrid image, FFT order
+  // The w kernel's correction at dw (n - 1 - c0), which varies per pixel:
+  // a Chebyshev series over the field's range (evaluating the PSWF per
+  // pixel of every facet cost imaging half its time).
+  std::vector<double> w_correction_cheb_;
+  double w_correction_lo_ = 0, w_correction_hi_ = 0;
+  double w_correction(double nu) const;
 };
 
 // Tower height from a target error (DESIGN.md section 8): worst-case
