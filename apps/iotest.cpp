@@ -264,7 +264,8 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string&
                  const std::string& parse_error) {
   const bool shared = iotest::storage::shares_output(options.storage, options.output);
   return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
-                 parse_error, options.output, shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
+                 parse_error, options.inputs.empty() ? options.output : options.inputs.front(),
+                 shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
 }  // namespace
@@ -506,8 +507,20 @@ int main(int argc, char** argv) {
                   "stonewall: start no new work after this many seconds, drain, report the "
                   "fraction done and the projected time of the whole observation");
   run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
-  run->add_option("output", run_opts.output,
-                  "OUT%d.h5: one file per writer, %d its number (omit: a dry run)");
+  std::string run_direction = "predict";
+  std::vector<std::string> run_paths;
+  run->add_option("--direction", run_direction,
+                  "predict (write visibilities) or image (read and grid them into the dirty "
+                  "image)")
+      ->capture_default_str();
+  run->add_option("--pixel-samples", run_opts.pixel_samples,
+                  "--direction=image: dirty image pixels checked against the direct adjoint "
+                  "transform")
+      ->capture_default_str();
+  run->add_option("paths", run_paths,
+                  "predict: OUT%d.h5, one file per writer, %d its number (omit: a dry run); "
+                  "image: a predict run's files to read (omit: the streamers predict the "
+                  "visibilities of --vis-set themselves)");
   add_storage_options(run, run_opts.storage);
 
   for (int i = 0; i < argc; ++i) {
@@ -576,12 +589,27 @@ int main(int argc, char** argv) {
     if (*run_vis_set) run_opts.observation = run_obs;
     run_opts.margin = run_margin;
     run_opts.progress = !no_progress;
-    return run_pipeline(run_opts, report_path, "");
+    std::string bad;
+    try {
+      run_opts.direction = iotest::swiftly::parse_direction(run_direction);
+      if (run_opts.direction == iotest::swiftly::Direction::predict) {
+        if (run_paths.size() > 1)
+          throw iotest::UsageError("OUTPUT", fmt::format("expected one output pattern (OUT%d.h5) "
+                                                         "for --direction=predict, got {} paths",
+                                                         run_paths.size()));
+        if (!run_paths.empty()) run_opts.output = run_paths.front();
+      } else {
+        run_opts.inputs = run_paths;
+      }
+    } catch (const iotest::UsageError& e) {
+      bad = e.one_line();
+    }
+    return run_pipeline(run_opts, report_path, bad);
   }
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);
     if (*recombine) {
-      rec_opts.direction = iotest::commands::parse_direction(direction);
+      rec_opts.direction = iotest::swiftly::parse_direction(direction);
       rec_opts.subgrids = parse_count_or_all("--subgrids", subgrids);
       if (rec_opts.subgrids && *rec_opts.subgrids == 0)
         throw iotest::UsageError("--subgrids", "expected at least 1 subgrid or 'all'");

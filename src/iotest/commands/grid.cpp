@@ -34,53 +34,12 @@ job::JobOptions job_of_files(const storage::Reader& first, const std::string& pa
     if (given)
       throw UsageError(option, "expected none with input files: their provenance gives it");
   const auto& pv = storage::provenance_of(first, path);
-  if (pv.stonewalled)
-    throw UsageError(path,
-                     "holds part of its observation (a stonewalled run): the dirty image "
-                     "needs every visibility");
   job::JobOptions j;
   j.rec_set = pv.rec_set;
-  j.observation = pv.observation;
   j.kernel = o.kernel;
   j.margin = o.margin;
-  j.source_count = pv.source_count;
-  j.seed = pv.seed;
+  job::use_files_observation(j, pv, path);
   return j;
-}
-
-// The files must hold the job's observation.
-void check_shape(const storage::Reader& file, const std::string& path,
-                 const telescope::Observation& obs) {
-  const auto mismatch = [&](const char* what, index_t got, index_t want) {
-    if (got != want)
-      throw UsageError(path, fmt::format("{} {} does not match its provenance's observation ({})",
-                                         what, got, want));
-  };
-  mismatch("Nbls", file.baselines(), obs.baseline_count());
-  mismatch("Ntimes", file.times(), obs.time.steps);
-  mismatch("Nfreqs", file.channels(), obs.freq.steps);
-}
-
-// Where image pixel (y0, y1) lies: its facet and the pixel in it.
-struct FacetPixel {
-  index_t facet = -1, a = 0, b = 0;
-};
-FacetPixel locate(const std::vector<swiftly::Tile>& tiles, index_t yB, index_t y0, index_t y1) {
-  const auto axis = [&](index_t y, index_t& j, index_t& at) {
-    for (j = 0; j < static_cast<index_t>(tiles.size()); ++j) {
-      const auto& t = tiles[static_cast<size_t>(j)];
-      if (y - t.offset >= t.lo && y - t.offset < t.hi) {
-        at = y - t.offset + yB / 2;
-        return true;
-      }
-    }
-    return false;
-  };
-  FacetPixel fp;
-  index_t j0 = 0, j1 = 0;
-  if (axis(y0, j0, fp.a) && axis(y1, j1, fp.b))
-    fp.facet = j0 * static_cast<index_t>(tiles.size()) + j1;
-  return fp;
 }
 
 }  // namespace
@@ -108,7 +67,7 @@ report::Report grid(const GridRunOptions& o) {
   auto job = job::resolve(jo);
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;
-  for (size_t i = 0; i < files.size(); ++i) check_shape(*files[i], o.inputs[i], obs);
+  if (!files.empty()) storage::require_whole_observation(files, o.inputs, obs);
   report::Report r;
   r.mode = "grid";
   r.rec = job.p;
@@ -299,7 +258,7 @@ report::Report grid(const GridRunOptions& o) {
   // Sampled pixels against the direct adjoint transform.
   RelativeError error;
   for (size_t i = 0; i < pixels.size(); ++i) {
-    const auto at = locate(facet_tiles, p.yB, pixels[i].y0, pixels[i].y1);
+    const auto at = swiftly::locate_pixel(facet_tiles, p.yB, pixels[i].y0, pixels[i].y1);
     if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
     const cplx got = image[static_cast<size_t>(at.facet)](at.a, at.b);
     error.add(CView2D(&got, 1, 1), CView2D(&dirty.sums[i], 1, 1));

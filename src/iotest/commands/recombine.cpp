@@ -222,25 +222,6 @@ DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
 
 }  // namespace
 
-Direction parse_direction(const std::string& text) {
-  if (text == "predict") return Direction::predict;
-  if (text == "image") return Direction::image;
-  if (text == "both") return Direction::both;
-  throw UsageError("--direction", "expected predict, image or both, got '" + text + "'");
-}
-
-std::string to_string(Direction d) {
-  switch (d) {
-    case Direction::predict:
-      return "predict";
-    case Direction::image:
-      return "image";
-    case Direction::both:
-      return "both";
-  }
-  return "?";
-}
-
 std::vector<SubgridColumn> plan_walk(const config::RecombinationParams& p, index_t count) {
   const auto tiles = swiftly::subgrid_tiles(p);
   std::vector<SubgridPosition> all;

@@ -9,13 +9,12 @@
 #include <vector>
 
 #include "iotest/report/report.hpp"
+#include "iotest/swiftly/direction.hpp"
 #include "iotest/swiftly/tiling.hpp"
 
 namespace iotest::commands {
 
-enum class Direction { predict, image, both };
-Direction parse_direction(const std::string& text);  // throws UsageError("--direction")
-std::string to_string(Direction d);
+using swiftly::Direction;
 
 struct Options {
   std::string rec_set = "T05_";

@@ -156,6 +156,37 @@ storage::Provenance provenance(const Job& job, const std::string& rec_set, std::
   return pv;
 }
 
+void use_files_observation(JobOptions& j, const storage::Provenance& pv, const std::string& path) {
+  if (pv.stonewalled)
+    throw UsageError(path,
+                     "holds part of its observation (a stonewalled run): the dirty image "
+                     "needs every visibility");
+  const auto& mine = pv.observation;
+  if (j.observation) {
+    const auto& given = *j.observation;
+    const auto disagree = [&](const char* option, const std::string& got, const std::string& want) {
+      throw UsageError(option, fmt::format("expected the input files' {} ({}), got {}", option + 2,
+                                           want, got));
+    };
+    if (!given.vis_set.empty() && given.vis_set != mine.vis_set)
+      disagree("--vis-set", given.vis_set, mine.vis_set);
+    // Compared as parsed, so that equal samplings written differently agree.
+    const auto sampling = [](const std::optional<std::string>& text, const std::string& option) {
+      return text ? telescope::parse_sampling(*text, option, false).text() : std::string();
+    };
+    if (given.time && sampling(given.time, "--time") != sampling(mine.time, "--time"))
+      disagree("--time", *given.time, mine.time.value_or(""));
+    if (given.freq && sampling(given.freq, "--freq") != sampling(mine.freq, "--freq"))
+      disagree("--freq", *given.freq, mine.freq.value_or(""));
+    if (given.dec_deg && *given.dec_deg != mine.dec_deg.value_or(0))
+      disagree("--dec", fmt::format("{}", *given.dec_deg),
+               fmt::format("{}", mine.dec_deg.value_or(0)));
+  }
+  j.observation = mine;
+  j.source_count = pv.source_count;
+  j.seed = pv.seed;
+}
+
 std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm) {
   if (sources.size() > 10000) return std::nullopt;
   report::Sky sky{pixel_lm, {}};

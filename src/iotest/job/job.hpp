@@ -83,6 +83,12 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
 storage::Provenance provenance(const Job& job, const std::string& rec_set, std::uint64_t seed,
                                bool synthetic, std::uint32_t nonce);
 
+// A job over a predict run's files (`iotest grid`, the imaging direction):
+// their provenance gives the observation and the sky. An observation
+// option given as well must agree with it (UsageError naming the option);
+// a stonewalled set is refused, since a dirty image needs every visibility.
+void use_files_observation(JobOptions& j, const storage::Provenance& pv, const std::string& path);
+
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).
 std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm);

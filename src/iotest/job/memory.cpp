@@ -62,7 +62,20 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
 
   // A producer: its share of the facets, prepared, with a column buffer
   // each; per thread a facet and a column workspace; its send slots.
-  if (s.producers > 0) {
+  if (s.producers > 0 && s.image) {
+    // Imaging: a w-stack's facet sums (the prepared facets' buffers), a
+    // column sum each, the dirty image facets, receive slots.
+    const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
+    const index_t t = s.producer_threads;
+    m.producer_bytes = add("producer", "process", kProcessBytes) +
+                       add("producer", "facet sums", own * m.prepared_facet_bytes) +
+                       add("producer", "column sums", own * column) +
+                       add("producer", "dirty image facets", own * m.facet_bytes) +
+                       add("producer", "facet and column workspaces",
+                           t * (m.facet_bytes + p.yB * p.m * kCplx + column)) +
+                       add("producer", "receive slots", s.send_queue * t * m.contribution_bytes) +
+                       add("producer", "tracks", tracks);
+  } else if (s.producers > 0) {
     const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
     const index_t t = s.producer_threads;
     m.producer_bytes = add("producer", "process", kProcessBytes) +
@@ -78,7 +91,31 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
   // (sum, screen, scratch and planes; one per thread and one assembling),
   // per thread its subgrid buffers, task buffers and open chunks, the
   // pieces of the visits in flight, and its writers' queues.
-  if (s.streamers > 0) {
+  if (s.streamers > 0 && s.image && job.obs && counts) {
+    // Imaging: send slots (one contribution per facet each), a tower, task
+    // buffers, the chunks a task reads (at most one a run) and its visit's
+    // pieces per thread.
+    const int t = s.threads;
+    const auto& obs = *job.obs;
+    const index_t planes = max_tower_planes(job, *counts);
+    const index_t task_vis = task_visibilities(job, *counts, s.bls_per_task);
+    const index_t runs =
+        task_vis / std::max<index_t>(1, std::min(obs.freq.chunk, obs.freq.steps)) * 2;
+    const index_t chunk = obs.time.chunk * obs.freq.chunk * kCplx;
+    m.streamer_bytes =
+        add("streamer", "process", kProcessBytes) +
+        add("streamer", "send slots", s.subgrid_queue * p.facet_count() * m.contribution_bytes) +
+        add("streamer", "tracks", tracks) +
+        add("streamer", "towers", t * (3 * m.subgrid_bytes + planes * xA2)) +
+        add("streamer", "task buffers",
+            t * (task_vis * kCplx + runs * static_cast<index_t>(sizeof(binning::VisRun)))) +
+        add("streamer", "chunks read",
+            t * (std::min(s.bls_per_task * obs.freq.chunks(), runs) + 1) * chunk) +
+        add("streamer", "visit pieces",
+            t * max_of(counts->pieces) *
+                static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
+                                     sizeof(binning::TrackPiece)));
+  } else if (s.streamers > 0) {
     const int t = s.threads;
     m.streamer_bytes =
         add("streamer", "process", kProcessBytes) +

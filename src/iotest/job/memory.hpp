@@ -16,6 +16,7 @@
 #include "iotest/job/job.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/swiftly/direction.hpp"
 
 namespace iotest::job {
 
@@ -31,6 +32,10 @@ struct RunShape {
   bool fork_writer = false;        // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;          // storage only: no towers, no degridding
   index_t writer_held_chunks = 0;  // chunk buffers a writer's back-end holds (phdf5's batches)
+  // The imaging direction: producers hold their dirty image facets too;
+  // streamers send (not receive) through their slots, grid on one tower a
+  // thread and hold the chunks a task reads instead of writers' queues.
+  bool image = false;
 };
 
 // The options a run's shape comes from, checked (UsageError naming the
@@ -82,6 +87,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.writes = !o.output.empty();
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;
+  if constexpr (requires { o.direction; }) s.image = o.direction != swiftly::Direction::predict;
   if constexpr (requires { o.storage; })
     if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
   return s;

@@ -26,55 +26,6 @@ struct SendSlot {
   }
 };
 
-// The parts' streamers as the assigner hands them out.
-class Assignments {
- public:
-  Assignments(const Context& ctx) : ctx_(ctx), streamer_(ctx.plan.parts.size(), -1) {
-    for (size_t i = 0; i < streamer_.size(); ++i) streamer_[i] = ctx.plan.parts[i].streamer;
-  }
-  // The streamer of every part of visit k, waiting for the assigner if
-  // needed; false when the assigner ended the walk before visit k.
-  bool streamers_of(index_t k, const Visit& v, std::vector<int>& out, double& waited) {
-    out.clear();
-    if (ctx_.roles.streamers == 0) return true;  // a producer-only dry run
-    Backoff backoff;
-    while (true) {
-      if (end_ >= 0 && k >= end_) return false;
-      bool known = true;
-      for (index_t i = 0; i < v.parts && known; ++i)
-        known = streamer_[static_cast<size_t>(v.first_part + i)] >= 0;
-      if (known) break;
-      if (!receive()) backoff.pause(waited);
-    }
-    for (index_t i = 0; i < v.parts; ++i)
-      out.push_back(streamer_[static_cast<size_t>(v.first_part + i)]);
-    return true;
-  }
-  index_t end() const { return end_; }
-
- private:
-  bool receive() {
-    int flag = 0;
-    MPI_Status status;
-    MPI_Iprobe(ctx_.roles.assigner_rank, kTagAssign, ctx_.control, &flag, &status);
-    if (!flag) return false;
-    int count = 0;
-    MPI_Get_count(&status, MPI_INT64_T, &count);
-    std::vector<std::int64_t> pairs(static_cast<size_t>(count));
-    MPI_Recv(pairs.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagAssign, ctx_.control,
-             MPI_STATUS_IGNORE);
-    for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-      if (pairs[i] < 0)
-        end_ = pairs[i + 1];
-      else
-        streamer_[static_cast<size_t>(pairs[i])] = static_cast<int>(pairs[i + 1]);
-    return true;
-  }
-  const Context& ctx_;
-  std::vector<int> streamer_;
-  index_t end_ = -1;  // the assigner's end of the walk (--duration)
-};
-
 }  // namespace
 
 StopAgreement::StopAgreement(const Context& ctx) : ctx_(ctx) {}

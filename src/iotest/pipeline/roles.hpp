@@ -18,6 +18,8 @@
 #include "iotest/pipeline/work.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/sky/sky_model.hpp"
+#include "iotest/storage/chunk_gatherer.hpp"
+#include "iotest/storage/reader.hpp"
 #include "iotest/swiftly/core.hpp"
 #include "iotest/swiftly/tiling.hpp"
 
@@ -84,6 +86,14 @@ struct Context {
   // A producer's prepared facets (those of facets_of_producer), allocated
   // and first touched while a streamer plans the FFTs.
   std::vector<Array2D> prepared_facets;
+  // The imaging direction: a producer's dirty image facets (those of
+  // facets_of_producer; the prepared facets then hold a w-stack's sums), a
+  // streamer's input files (none: it predicts the visibilities itself),
+  // and the dirty image pixels checked against the direct adjoint transform.
+  std::vector<Array2D> image_facets;
+  std::vector<std::unique_ptr<storage::Reader>> inputs;
+  std::vector<sky::PointSource> pixels;
+  bool imaging() const { return options.direction != swiftly::Direction::predict; }
 
   // This streamer's outputs, one per writer, numbered across the
   // streamers (empty names in a dry run; none on other roles).
@@ -114,6 +124,64 @@ struct Context {
   const swiftly::Tile& subgrid_tile1(index_t s) const {
     return subgrid_tiles[static_cast<size_t>(s % job.p.subgrids_per_axis)];
   }
+};
+
+// The parts' streamers as the assigner hands them out.
+class Assignments {
+ public:
+  Assignments(const Context& ctx) : ctx_(ctx), streamer_(ctx.plan.parts.size(), -1) {
+    for (size_t i = 0; i < streamer_.size(); ++i) streamer_[i] = ctx.plan.parts[i].streamer;
+  }
+  // The streamer of every part of visit k, waiting for the assigner if
+  // needed; false when the assigner ended the walk before visit k.
+  bool streamers_of(index_t k, const Visit& v, std::vector<int>& out, double& waited) {
+    out.clear();
+    if (ctx_.roles.streamers == 0) return true;  // a producer-only dry run
+    Backoff backoff;
+    while (true) {
+      if (end_ >= 0 && k >= end_) return false;
+      bool known = true;
+      for (index_t i = 0; i < v.parts && known; ++i)
+        known = streamer_[static_cast<size_t>(v.first_part + i)] >= 0;
+      if (known) break;
+      if (!receive()) backoff.pause(waited);
+    }
+    for (index_t i = 0; i < v.parts; ++i)
+      out.push_back(streamer_[static_cast<size_t>(v.first_part + i)]);
+    return true;
+  }
+  // Whether the streamers of visit k's parts are known, after taking in
+  // what the assigner has sent (never waits).
+  bool known(const Visit& v) {
+    while (receive()) {
+    }
+    for (index_t i = 0; i < v.parts; ++i)
+      if (streamer_[static_cast<size_t>(v.first_part + i)] < 0) return false;
+    return true;
+  }
+  index_t end() const { return end_; }
+
+ private:
+  bool receive() {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(ctx_.roles.assigner_rank, kTagAssign, ctx_.control, &flag, &status);
+    if (!flag) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_INT64_T, &count);
+    std::vector<std::int64_t> pairs(static_cast<size_t>(count));
+    MPI_Recv(pairs.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagAssign, ctx_.control,
+             MPI_STATUS_IGNORE);
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+      if (pairs[i] < 0)
+        end_ = pairs[i + 1];
+      else
+        streamer_[static_cast<size_t>(pairs[i])] = static_cast<int>(pairs[i + 1]);
+    return true;
+  }
+  const Context& ctx_;
+  std::vector<int> streamer_;
+  index_t end_ = -1;  // the assigner's end of the walk (--duration)
 };
 
 // --duration with static assignment: the producers agree on the visit the
@@ -153,6 +221,11 @@ struct RankResult {
   index_t visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0;  // --duration: parts whose every task ran
   index_t walk_end = -1;                      // the visit the walk ended before (-1: all)
+  // The imaging direction: the sampled pixels' direct sums (streamers) and
+  // image values (producers), summed over the ranks; what was read.
+  std::vector<cplx> dirty_sums, image_pixels;
+  storage::ReadTally read;
+  double input_s = 0, check_s = 0;  // predicting visibilities in memory; checks
   // Outputs complete under their temporary names: published once every
   // rank has finished, so a failed run leaves none that looks complete.
   std::vector<std::string> outputs;
@@ -181,5 +254,8 @@ RankResult run_producer(Context& ctx);
 void open_writers(Context& ctx);
 RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
+// The imaging direction (image_producer.cpp, image_streamer.cpp).
+RankResult run_image_producer(Context& ctx);
+RankResult run_image_streamer(Context& ctx);
 
 }  // namespace iotest::pipeline

@@ -22,6 +22,7 @@
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/output_set.hpp"
 #include "iotest/swiftly/fft.hpp"
 
 namespace iotest::pipeline {
@@ -102,6 +103,8 @@ struct Wire {
   double subgrid_worst = -1;
   index_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
+  storage::ReadTally read;  // the imaging direction's streamers
+  double input_s = 0, check_s = 0;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
@@ -122,6 +125,9 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.parts_done = r.parts_done;
   w.tasks_skipped = r.tasks_skipped;
   w.walk_end = r.walk_end;
+  w.read = r.read;
+  w.input_s = r.input_s;
+  w.check_s = r.check_s;
   return w;
 }
 
@@ -181,6 +187,27 @@ void check_options(const RunOptions& o, int size) {
                                              name));
   }
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
+  if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
+  if (o.direction == swiftly::Direction::both)
+    throw UsageError("--direction", "expected predict or image: both is not built yet");
+  if (o.direction == swiftly::Direction::predict && !o.inputs.empty())
+    throw UsageError("FILE", "input files are read by --direction=image; predict writes one "
+                             "OUTPUT");
+  if (o.direction == swiftly::Direction::image) {
+    if (!o.observation && o.inputs.empty())
+      throw UsageError("--vis-set", "expected a visibility set, or a predict run's files to "
+                                    "read, with --direction=image");
+    if (o.synthetic_vis)
+      throw UsageError("--synthetic-vis",
+                       "does not apply to --direction=image (it reads what a run wrote)");
+    if (o.duration)
+      throw UsageError("--duration", "is not supported with --direction=image yet");
+    if (o.target_err)
+      throw UsageError("--target-err", "is not supported with --direction=image yet");
+    if (o.facet_workers && *o.facet_workers < 1)
+      throw UsageError("--facet-workers", "expected at least 1 with --direction=image: "
+                                          "producers hold the dirty image");
+  }
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
     throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
@@ -205,7 +232,7 @@ Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int 
     // Degridding costs far more than producing (small + vlaa: streamer busy
     // 94 s, producers 12 s each): with visibilities a third of the ranks
     // produce, else half.
-    const int share = o.observation ? others / 3 : (others + 1) / 2;
+    const int share = o.observation || !o.inputs.empty() ? others / 3 : (others + 1) / 2;
     r.producers = static_cast<int>(std::min<index_t>(p.facet_count(), std::max(1, share)));
   }
   r.streamers = others - r.producers;
@@ -214,7 +241,7 @@ Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int 
       throw UsageError("--assigner", "expected ranks left for streamers besides the assigner");
     r.assigner_rank = size - 1;
   }
-  if (o.observation && r.streamers < 1)
+  if ((o.observation || !o.inputs.empty()) && r.streamers < 1)
     throw UsageError("--facet-workers",
                      fmt::format("{} rank(s) leave no streamer to degrid; run under mpirun with "
                                  "more ranks, or use `iotest degrid` for one process",
@@ -293,11 +320,38 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // The options and the job: the recombination, and with visibilities the
   // degridding that shapes it. The same on every rank, except what a node
   // sees alone (a layout file it cannot read): agreed, so all end alike.
+  double inputs_open_s = 0;
+  std::string input_backend;
+  bool input_direct = false;
+  index_t chunks_stored = 0;
   agree_on_usage(comm, [&] {
     check_options(o, size);
-    ctx.job = job::resolve(job::job_options(o));
+    auto jo = job::job_options(o);
+    if (!o.inputs.empty()) {
+      // The imaging direction over a predict run's files: their observation
+      // and sky. Every rank reads the first file's provenance; the
+      // streamers open them all, checked whole, before any work.
+      const auto first = storage::open_reader(o.inputs[0], o.storage);
+      job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
+      input_backend = first->backend();
+      input_direct = first->direct();
+    }
+    ctx.job = job::resolve(jo);
     ctx.roles = make_roles(o, ctx.job.p, rank, size);
+    if (!o.inputs.empty() && ctx.roles.is_streamer()) {
+      const auto t0 = Clock::now();
+      ctx.inputs = storage::open_output_set(o.inputs, o.storage);
+      chunks_stored = storage::require_whole_observation(ctx.inputs, o.inputs, *ctx.job.obs);
+      inputs_open_s = seconds_since(t0);
+    }
   });
+  if (!o.inputs.empty()) {  // rank 0, a producer, reports what the streamers found
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, &chunks_stored, 1, MPI_INT64_T, MPI_MAX, comm, &request);
+    wait_for(request);
+    MPI_Iallreduce(MPI_IN_PLACE, &inputs_open_s, 1, MPI_DOUBLE, MPI_MAX, comm, &request);
+    wait_for(request);
+  }
   const auto& p = ctx.job.p;
   const auto& roles = ctx.roles;
   const job::RunShape shape = job::run_shape(o, roles.producers, roles.streamers,
@@ -340,7 +394,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       for (const auto& path : ctx.outputs())
         if (!path.empty()) check_creatable(path);
     });
-    if (roles.is_streamer()) open_writers(ctx);
+    if (roles.is_streamer() && !ctx.imaging()) open_writers(ctx);
   };
   if (!o.target_err) count_and_check();  // else once the tower height is measured
 
@@ -362,6 +416,11 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   for (index_t k = 0; k < my_facets * p.yB; ++k) {
     cplx* row = ctx.prepared_facets[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * p.yN;
     std::fill(row, row + p.yN, cplx{});
+  }
+  if (ctx.imaging()) {
+    for (index_t i = 0; i < my_facets; ++i) ctx.image_facets.emplace_back(p.yB, p.yB);
+    if (o.pixel_samples > 0)
+      ctx.pixels = sky::random_sources(o.pixel_samples, p.used_size, o.seed ^ 0x1ace);
   }
   std::string wisdom = rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
   broadcast(comm, wisdom_root, wisdom);
@@ -429,7 +488,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // Synthetic visibilities have no sky and nothing to check.
   s.source_count = o.synthetic_vis ? 0 : o.source_count;
   s.seed = o.seed;
-  s.direction = "predict";
+  s.direction = swiftly::to_string(o.direction);
   s.subgrids = pl.subgrid_visits;
   s.check = o.synthetic_vis ? 0 : o.check_subgrids;
   s.threads = ctx.threads;
@@ -439,17 +498,23 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     if (ctx.degridder)
       job::describe_degridding(s, ctx.job, *ctx.degridder, static_cast<index_t>(stacks.size()),
                                calibration);
-    s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
-    s.backend = storage::backend_for(o.storage, o.output);
-    s.durability = storage::make_backend(o.storage, o.output)->durability();
-    s.nonce = ctx.nonce;
-    s.output = o.output;
+    if (!ctx.imaging()) {
+      s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
+      s.backend = storage::backend_for(o.storage, o.output);
+      s.durability = storage::make_backend(o.storage, o.output)->durability();
+      s.nonce = ctx.nonce;
+      s.output = o.output;
+    }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));
   }
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = pl.subgrid_visits;
   r.pipeline = pl;
+  if (!o.inputs.empty()) {  // the rest once read
+    r.reading = report::Reading{};
+    r.reading->files = o.inputs;
+  }
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
   if (rank == 0) {
@@ -469,13 +534,13 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   int role = 0;
   const double cpu0 = process_cpu_seconds();
   if (roles.is_producer()) {
-    mine = run_producer(ctx);
+    mine = ctx.imaging() ? run_image_producer(ctx) : run_producer(ctx);
   } else if (roles.is_assigner()) {
     role = 2;
     mine = run_assigner(ctx);
   } else {
     role = 1;
-    mine = run_streamer(ctx);
+    mine = ctx.imaging() ? run_image_streamer(ctx) : run_streamer(ctx);
   }
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
   MPI_Barrier(comm);
@@ -483,6 +548,28 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // Past the barrier every rank has ended its role without failing (one
   // that failed aborts the job): only now do the outputs get their names.
   for (const auto& path : mine.outputs) storage::publish(path);
+
+  // The imaging direction's check: the sampled pixels' direct sums (from
+  // the streamers) and image values (from the producers holding them).
+  const index_t n_pixels = static_cast<index_t>(ctx.pixels.size());
+  std::vector<cplx> pixel_sums(static_cast<size_t>(2 * n_pixels));
+  if (n_pixels > 0) {
+    for (index_t i = 0; i < n_pixels && !mine.dirty_sums.empty(); ++i)
+      pixel_sums[static_cast<size_t>(i)] = mine.dirty_sums[static_cast<size_t>(i)];
+    for (index_t i = 0; i < n_pixels && roles.is_producer(); ++i) {
+      const auto& px = ctx.pixels[static_cast<size_t>(i)];
+      const auto at = swiftly::locate_pixel(ctx.facet_tiles, p.yB, px.y0, px.y1);
+      if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
+      if (roles.facet_owner(at.facet) == rank)
+        pixel_sums[static_cast<size_t>(n_pixels + i)] =
+            ctx.image_facets[static_cast<size_t>(at.facet / roles.producers)](at.a, at.b);
+    }
+    MPI_Request request;
+    MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : pixel_sums.data(), pixel_sums.data(),
+                static_cast<int>(pixel_sums.size()), MPI_C_DOUBLE_COMPLEX, MPI_SUM, 0, comm,
+                &request);
+    wait_for(request);
+  }
 
   // Gather.
   const Wire wire = to_wire(mine, rank, role);
@@ -501,6 +588,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
           visibilities = 0, planes = 0;
   double write_s = 0, sync_s = 0, open_s = 0, producer_wait = 0, streamer_wait = 0;
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
+  storage::ReadTally read;
+  double read_s_max = 0, input_s = 0, check_s = 0;
+  report::Reading reading = r.reading.value_or(report::Reading{});
   auto& ranks = r.pipeline->per_rank;
   for (const auto& w : all) {
     const auto& f = w.figures;
@@ -514,8 +604,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     parts_done += w.parts_done;
     tasks_skipped += w.tasks_skipped;
     walk_end = std::max(walk_end, w.walk_end);
-    sent += w.role == 0 ? f.bytes_sent : 0;
-    received += w.role == 1 ? f.bytes_received : 0;
+    // Contributions flow from producers to streamers, or back when imaging.
+    sent += w.role == (ctx.imaging() ? 1 : 0) ? f.bytes_sent : 0;
+    received += w.role == (ctx.imaging() ? 0 : 1) ? f.bytes_received : 0;
     bytes_written += f.bytes_written;
     chunks_written += f.chunks_written;
     chunks_rewritten += f.chunks_rewritten;
@@ -525,6 +616,13 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     write_s = std::max(write_s, f.write_s);
     sync_s = std::max(sync_s, f.sync_s);
     open_s = std::max(open_s, f.open_s);
+    read.add(w.read);
+    read_s_max = std::max(read_s_max, w.read.seconds);
+    input_s = std::max(input_s, w.input_s);
+    check_s = std::max(check_s, w.check_s);
+    if (w.role == 1 && !o.inputs.empty())
+      reading.per_rank.push_back({w.rank, w.host, static_cast<index_t>(o.inputs.size()),
+                                  w.read.chunks, w.read.bytes, 0.0, w.read.seconds});
     if (w.role == 0) producer_wait = std::max(producer_wait, f.wait_s);
     if (w.role == 1) streamer_wait = std::max(streamer_wait, f.wait_s);
     if (f.busy_s > busiest) {
@@ -536,12 +634,14 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   const double share = 0.25 * stream_s;
   if (producer_wait > share && streamer_wait > share)
     r.pipeline->bound = "network";
-  else if (write_s + sync_s > 0.5 * stream_s)
+  else if (write_s + sync_s > 0.5 * stream_s || read_s_max > 0.5 * stream_s)
     r.pipeline->bound = "storage";
   else if (o.synthetic_vis)  // nothing computed: the streamers' walk and chunk assembly
     r.pipeline->bound = "chunk assembly";
   else if (producer_wait >= streamer_wait && roles.streamers > 0)
-    r.pipeline->bound = ctx.job.obs ? "degridding" : "subgrid assembly";
+    r.pipeline->bound = ctx.imaging() ? "gridding"
+                        : ctx.job.obs ? "degridding"
+                                      : "subgrid assembly";
   else
     r.pipeline->bound = "producers";
 
@@ -557,7 +657,32 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   report::Accuracy accuracy;
   accuracy.subgrid_rmse = subgrid_error.value();
   accuracy.subgrid_rmse_max = subgrid_worst >= 0 ? subgrid_worst : std::nan("");
-  if (ctx.job.obs) {
+  if (ctx.imaging()) {
+    RelativeError pixel_error;
+    for (index_t i = 0; i < n_pixels; ++i)
+      pixel_error.add(CView2D(&pixel_sums[static_cast<size_t>(n_pixels + i)], 1, 1),
+                      CView2D(&pixel_sums[static_cast<size_t>(i)], 1, 1));
+    accuracy = {};
+    accuracy.facet_rmse = pixel_error.value();
+    accuracy.pixel_samples = n_pixels;
+    if (visibilities != ctx.job.obs->visibility_count())
+      throw std::logic_error(fmt::format("gridded {} visibilities of {}", visibilities,
+                                         ctx.job.obs->visibility_count()));
+    if (!o.inputs.empty()) {
+      reading.backend = input_backend;
+      reading.ranks = roles.streamers;
+      reading.direct = input_direct;
+      reading.chunks = read.chunks;
+      reading.bytes = read.bytes;
+      reading.open_s = inputs_open_s;
+      reading.read_s = read.seconds;
+      reading.wall_s = stream_s;
+      reading.bytes_per_s = static_cast<double>(read.bytes) / stream_s;
+      reading.chunks_reread = read.chunks - chunks_stored;
+      reading.chunks_stored = chunks_stored;
+      r.reading = reading;
+    }
+  } else if (ctx.job.obs) {
     accuracy.vis_rmse = vis_error.value();
     accuracy.vis_rmse_max = accuracy.vis_rmse;
     accuracy.vis_samples = vis_checked;
@@ -587,6 +712,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   report::Timing timing;
   timing.planning_s = planning_s;
   timing.stream_s = stream_s;
+  timing.input_s = input_s;
+  timing.check_s = check_s;
   timing.write_s = write_s;
   timing.sync_s = sync_s;
   timing.open_s = open_s;

@@ -11,10 +11,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/swiftly/direction.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::pipeline {
@@ -54,6 +56,15 @@ struct RunOptions {
   // started, what is in flight drains and the run ends normally, reporting
   // the fraction done and a projection for the whole observation.
   std::optional<double> duration;
+  // The imaging direction (--direction=image): streamers read the
+  // visibilities of a predict run's `inputs` (none: they predict the sky's
+  // themselves), grid them and send each facet's contribution of every
+  // subgrid to its producer, which recombines them into the dirty image;
+  // `pixel_samples` of its pixels are checked against the direct adjoint
+  // transform.
+  swiftly::Direction direction = swiftly::Direction::predict;
+  std::vector<std::string> inputs;
+  index_t pixel_samples = 64;
 };
 
 // Runs the job on `comm`; the report is complete on rank 0 only. A

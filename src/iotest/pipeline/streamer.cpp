@@ -5,11 +5,7 @@
 // assembling subgrids (sum of contributions, w-tower) and degrid tasks of
 // --bls-per-task baselines' time chunks, which hand whole chunks to the
 // writers. Every queue is bounded, so memory is too.
-//
-// Why a queue of our own rather than OpenMP tasks: libgomp's taskyield does
-// nothing, so the receiving thread could not run one task when idle and
-// return to MPI; with the queue it can, and the others block on a condition
-// variable instead of spinning.
+// The queue is task_queue.hpp's.
 #include <omp.h>
 #include <unistd.h>
 
@@ -24,90 +20,11 @@
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/pipeline/roles.hpp"
+#include "iotest/pipeline/task_queue.hpp"
 #include "iotest/pipeline/writers.hpp"
 
 namespace iotest::pipeline {
 namespace {
-
-// Work for the streamer's threads. push never blocks (the receiving thread
-// bounds what it starts by outstanding()).
-class TaskQueue {
- public:
-  using Task = std::function<void(int thread)>;
-  void push(Task task) {
-    {
-      const std::lock_guard<std::mutex> hold(lock_);
-      tasks_.push_back(std::move(task));
-      high_water_ = std::max(high_water_, ++outstanding_);
-    }
-    ready_.notify_one();
-  }
-  // Runs one task if there is one (the receiving thread, when idle).
-  bool try_run(int thread) {
-    Task task;
-    {
-      const std::lock_guard<std::mutex> hold(lock_);
-      if (tasks_.empty()) return false;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    execute(task, thread);
-    return true;
-  }
-  // The other threads: run tasks until closed.
-  void serve(int thread) {
-    while (true) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> hold(lock_);
-        ready_.wait(hold, [&] { return !tasks_.empty() || closed_; });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      execute(task, thread);
-    }
-  }
-  void close() {
-    {
-      const std::lock_guard<std::mutex> hold(lock_);
-      closed_ = true;
-    }
-    ready_.notify_all();
-  }
-  index_t outstanding() {
-    const std::lock_guard<std::mutex> hold(lock_);
-    return outstanding_;
-  }
-  index_t high_water() {
-    const std::lock_guard<std::mutex> hold(lock_);
-    return high_water_;
-  }
-  ExceptionCollector failures;
-  std::atomic<bool> failed{false};
-
- private:
-  void execute(Task& task, int thread) {
-    // After a failure the rank is about to abort: queued work is dropped,
-    // not run (degridding it could take long).
-    if (!failed)
-      failures.capture([&] {
-        try {
-          task(thread);
-        } catch (...) {
-          failed = true;
-          throw;
-        }
-      });
-    const std::lock_guard<std::mutex> hold(lock_);
-    --outstanding_;
-  }
-  std::mutex lock_;
-  std::condition_variable ready_;
-  std::deque<Task> tasks_;
-  index_t outstanding_ = 0, high_water_ = 0;
-  bool closed_ = false;
-};
 
 // Receive buffers for one subgrid: one contribution per facet.
 struct Slot {

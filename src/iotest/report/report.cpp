@@ -287,6 +287,8 @@ json to_json(const Report& r) {
                  {"direct", d.direct},
                  {"caches_dropped", d.caches_dropped},
                  {"chunks", d.chunks},
+                 {"chunks_stored", d.chunks_stored},
+                 {"chunks_reread", d.chunks_reread},
                  {"bytes", d.bytes},
                  {"open_s", d.open_s},
                  {"read_s", d.read_s},
@@ -614,12 +616,17 @@ std::string render_body(const Report& r) {
           t.input_s > 0
               ? fmt::format(" (visibilities predicted in memory apart: {:.3f} s)", t.input_s)
               : std::string());
-    if (r.reading && r.mode == "grid")
+    if (r.reading && r.mode != "read")
       s += fmt::format(
-          "  read {} file(s) ({}{}): {} chunk reads, {} in {:.3f} s, {:.3g} B/s (inside reads "
+          "  read {} file(s) ({}{}): {} chunk reads{}, {} in {:.3f} s, {:.3g} B/s (inside reads "
           "{:.3f} s)\n",
           r.reading->files.size(), r.reading->backend, r.reading->direct ? ", O_DIRECT" : "",
-          r.reading->chunks, bytes_text(static_cast<double>(r.reading->bytes)), r.reading->wall_s,
+          r.reading->chunks,
+          r.reading->chunks_stored > 0
+              ? fmt::format(" of {} chunks stored ({} read again)", r.reading->chunks_stored,
+                            r.reading->chunks_reread)
+              : std::string(),
+          bytes_text(static_cast<double>(r.reading->bytes)), r.reading->wall_s,
           r.reading->bytes_per_s, r.reading->read_s);
     if (t.image_s > 0 && r.mode != "grid")
       s += fmt::format("  image   {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.image_s,
@@ -638,7 +645,8 @@ std::string render_body(const Report& r) {
         "  {} visibilities, {} {}; grid cell {:.3g} wavelengths, field {:.4g} "
         "(direction cosines)\n",
         r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
-        r.mode == "grid" ? "of them" : "to write", o.cell_uv, o.field_lm);
+        r.mode == "grid" || (r.settings && r.settings->direction == "image") ? "of them"
+                                                                            : "to write", o.cell_uv, o.field_lm);
     s += fmt::format(
         "  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
         r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
@@ -726,13 +734,19 @@ std::string render_run_plan(const Report& r) {
   s += fmt::format("  memory estimate: producer {}, streamer {}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)));
+  const bool imaging = r.settings && r.settings->direction == "image";
+  std::string where = r.settings && !r.settings->output.empty() ? "-> " + r.settings->output
+                                                                  : "-> null (dry run)";
+  if (imaging)
+    where = r.reading ? fmt::format("<- {} file(s) {}{}, into the dirty image",
+                                    r.reading->files.size(), r.reading->files.front(),
+                                    r.reading->files.size() > 1 ? " ..." : "")
+                      : "predicted by the streamers (no files), into the dirty image";
   if (r.observation)
-    s += fmt::format("  {} visibilities ({}) of {} over {} subgrids -> {}\n",
+    s += fmt::format("  {} visibilities ({}) of {} over {} subgrids {}\n",
                      r.counts.visibilities.value_or(0),
                      bytes_text(static_cast<double>(r.observation->visibility_bytes)),
-                     r.observation->vis_set, r.counts.subgrids_used.value_or(0),
-                     r.settings && !r.settings->output.empty() ? r.settings->output
-                                                               : std::string("null (dry run)"));
+                     r.observation->vis_set, r.counts.subgrids_used.value_or(0), where);
   return s;
 }
 

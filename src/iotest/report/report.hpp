@@ -233,6 +233,9 @@ struct Reading {
   bool direct = false;          // O_DIRECT (--posix.direct): past the page cache
   bool caches_dropped = false;  // --drop-caches before reading
   index_t chunks = 0, bytes = 0;
+  // The imaging direction: chunks the files hold, and the reads beyond
+  // one each (a chunk spans several subgrids; each visit reads it again).
+  index_t chunks_stored = 0, chunks_reread = 0;
   double open_s = 0;       // opening the files, summed over ranks (apart from reads)
   double read_s = 0;       // inside the read calls, summed over ranks
   double wall_s = 0;       // the reading phase, barrier to barrier

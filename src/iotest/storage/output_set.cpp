@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -71,6 +72,40 @@ std::vector<std::unique_ptr<Reader>> open_output_set(const std::vector<std::stri
       check_same_set(*files.back(), path, *files[0], paths[0]);
   }
   return files;
+}
+
+index_t require_whole_observation(const std::vector<std::unique_ptr<Reader>>& files,
+                                  const std::vector<std::string>& paths,
+                                  const telescope::Observation& obs) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto mismatch = [&](const char* what, index_t got, index_t want) {
+      if (got != want)
+        throw UsageError(paths[i], fmt::format("{} {} does not match its provenance's "
+                                               "observation ({})",
+                                               what, got, want));
+    };
+    mismatch("Nbls", files[i]->baselines(), obs.baseline_count());
+    mismatch("Ntimes", files[i]->times(), obs.time.steps);
+    mismatch("Nfreqs", files[i]->channels(), obs.freq.steps);
+  }
+  std::vector<bool> whole;
+  index_t stored = 0;
+  for (const auto& f : files) {
+    const auto map = f->chunk_map();
+    whole.resize(map.size(), false);
+    for (size_t c = 0; c < map.size(); ++c)
+      if (map[c]) {
+        whole[c] = true;
+        ++stored;
+      }
+  }
+  const auto missing = std::count(whole.begin(), whole.end(), false);
+  if (missing > 0)
+    throw UsageError(paths.front(),
+                     fmt::format("{} of the observation's {} chunks are in none of the {} "
+                                 "file(s): an incomplete output set (a file left out?)",
+                                 missing, whole.size(), files.size()));
+  return stored;
 }
 
 }  // namespace iotest::storage

@@ -31,4 +31,22 @@ std::vector<Tile> subgrid_tiles(const config::RecombinationParams& p) {
   return tiles;
 }
 
+FacetPixel locate_pixel(const std::vector<Tile>& tiles, index_t yB, index_t y0, index_t y1) {
+  const auto axis = [&](index_t y, index_t& j, index_t& at) {
+    for (j = 0; j < static_cast<index_t>(tiles.size()); ++j) {
+      const auto& t = tiles[static_cast<size_t>(j)];
+      if (y - t.offset >= t.lo && y - t.offset < t.hi) {
+        at = y - t.offset + yB / 2;
+        return true;
+      }
+    }
+    return false;
+  };
+  FacetPixel fp;
+  index_t j0 = 0, j1 = 0;
+  if (axis(y0, j0, fp.a) && axis(y1, j1, fp.b))
+    fp.facet = j0 * static_cast<index_t>(tiles.size()) + j1;
+  return fp;
+}
+
 }  // namespace iotest::swiftly

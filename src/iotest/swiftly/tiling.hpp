@@ -27,6 +27,13 @@ std::vector<Tile> facet_tiles(const config::RecombinationParams& p);
 // around the periodic grid of size N.
 std::vector<Tile> subgrid_tiles(const config::RecombinationParams& p);
 
+// Where image pixel (y0, y1) (centred) lies: its facet (-1: in none) and
+// the pixel (a, b) in that facet's yB x yB array.
+struct FacetPixel {
+  index_t facet = -1, a = 0, b = 0;
+};
+FacetPixel locate_pixel(const std::vector<Tile>& facet_tiles, index_t yB, index_t y0, index_t y1);
+
 // Offset in [-N/2, N/2) equal to `offset` modulo N (grid positions are periodic).
 inline index_t wrap_centred(index_t offset, index_t N) {
   index_t r = ((offset % N) + N) % N;
