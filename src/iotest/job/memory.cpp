@@ -62,39 +62,38 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
 
   // A producer: its share of the facets, prepared, with a column buffer
   // each; per thread a facet and a column workspace; its send slots.
-  if (s.producers > 0 && s.image) {
-    // Imaging: a w-stack's facet sums (the prepared facets' buffers), a
-    // column sum each, the dirty image facets, receive slots.
+  // Imaging: a w-stack's facet sums, a column sum each, the dirty image
+  // facets, per thread workspaces, receive slots. Both: the two sides.
+  const bool predicts = s.direction != swiftly::Direction::image;
+  const bool images = s.direction != swiftly::Direction::predict;
+  if (s.producers > 0) {
     const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
     const index_t t = s.producer_threads;
-    m.producer_bytes = add("producer", "process", kProcessBytes) +
-                       add("producer", "facet sums", own * m.prepared_facet_bytes) +
-                       add("producer", "column sums", own * column) +
-                       add("producer", "dirty image facets", own * m.facet_bytes) +
-                       add("producer", "facet and column workspaces",
-                           t * (m.facet_bytes + p.yB * p.m * kCplx + column)) +
-                       add("producer", "receive slots", s.send_queue * t * m.contribution_bytes) +
-                       add("producer", "tracks", tracks);
-  } else if (s.producers > 0) {
-    const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
-    const index_t t = s.producer_threads;
-    m.producer_bytes = add("producer", "process", kProcessBytes) +
-                       add("producer", "prepared facets", own * m.prepared_facet_bytes) +
-                       add("producer", "column buffers", own * column) +
-                       add("producer", "facet and column workspaces",
-                           t * (m.facet_bytes + p.yB * p.m * kCplx + column)) +
-                       add("producer", "send slots", s.send_queue * t * m.contribution_bytes) +
-                       add("producer", "tracks", tracks);
+    const index_t workspaces = t * (m.facet_bytes + p.yB * p.m * kCplx + column);
+    m.producer_bytes = add("producer", "process", kProcessBytes) + add("producer", "tracks", tracks);
+    if (predicts)
+      m.producer_bytes += add("producer", "prepared facets", own * m.prepared_facet_bytes) +
+                          add("producer", "column buffers", own * column) +
+                          add("producer", "facet and column workspaces", workspaces) +
+                          add("producer", "send slots", s.send_queue * t * m.contribution_bytes);
+    if (images)
+      m.producer_bytes +=
+          add("producer", "facet sums", own * m.prepared_facet_bytes) +
+          add("producer", "column sums", own * column) +
+          add("producer", "dirty image facets", own * m.facet_bytes) +
+          add("producer", "imaging facet and column workspaces", workspaces) +
+          add("producer", "receive slots", s.send_queue * t * m.contribution_bytes);
   }
 
   // A streamer: receive slots (one contribution per facet each), towers
   // (sum, screen, scratch and planes; one per thread and one assembling),
   // per thread its subgrid buffers, task buffers and open chunks, the
   // pieces of the visits in flight, and its writers' queues.
-  if (s.streamers > 0 && s.image && job.obs && counts) {
+  if (s.streamers > 0 && images && job.obs && counts) {
     // Imaging: send slots (one contribution per facet each), a tower, task
     // buffers, the chunks a task reads (at most one a run) and its visit's
-    // pieces per thread.
+    // pieces per thread. Both: per thread the model's tower, subgrid sum
+    // and visibilities too.
     const int t = s.threads;
     const auto& obs = *job.obs;
     const index_t planes = max_tower_planes(job, *counts);
@@ -115,6 +114,10 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
             t * max_of(counts->pieces) *
                 static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
                                      sizeof(binning::TrackPiece)));
+    if (predicts)
+      m.streamer_bytes +=
+          add("streamer", "model towers and visibilities",
+              t * (3 * m.subgrid_bytes + planes * xA2 + task_vis * kCplx));
   } else if (s.streamers > 0) {
     const int t = s.threads;
     m.streamer_bytes =

@@ -35,7 +35,8 @@ struct RunShape {
   // The imaging direction: producers hold their dirty image facets too;
   // streamers send (not receive) through their slots, grid on one tower a
   // thread and hold the chunks a task reads instead of writers' queues.
-  bool image = false;
+  // Both: the producers hold both sides, the streamers a model tower more.
+  swiftly::Direction direction = swiftly::Direction::predict;
 };
 
 // The options a run's shape comes from, checked (UsageError naming the
@@ -87,7 +88,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.writes = !o.output.empty();
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;
-  if constexpr (requires { o.direction; }) s.image = o.direction != swiftly::Direction::predict;
+  if constexpr (requires { o.direction; }) s.direction = o.direction;
   if constexpr (requires { o.storage; })
     if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
   return s;

@@ -8,11 +8,20 @@
 // from the sky) onto a w-tower, collapsed into the subgrid's image-space
 // sum, from which each facet's contribution is extracted into the slot.
 // Memory is bounded by --subgrid-queue send slots and one tower a thread.
+//
+// --direction=both (the self-calibration major cycle) runs both ways in the
+// same pass: a slot first receives the model's contributions from the
+// producers, as the predict streamer's do; the part's task sums them into
+// the model subgrid, builds its w-tower, and for each task reads the
+// observed visibilities, degrids the model's, and grids the residual
+// (observed minus model); the slot then carries the residual's
+// contributions back.
 #include <omp.h>
 
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
@@ -25,18 +34,26 @@ namespace {
 
 // Send buffers for one subgrid part: one contribution per facet.
 struct SendSlot {
-  enum class State { kFree, kGridding, kReady, kSending } state = State::kFree;
+  // kReceiving: the model's contributions coming in (--direction=both).
+  enum class State { kFree, kReceiving, kGridding, kReady, kSending } state = State::kFree;
   AlignedBuffer contributions;
   std::vector<MPI_Request> requests;
   index_t part = -1;
 };
 
-// A gridding thread's tower, subgrid sum and task buffers.
+// A gridding thread's tower, subgrid sum and task buffers; with
+// --direction=both also the model's.
 struct GridThread {
   degrid::Degridder::Workspace tower;
   Array2D sum;
   std::vector<binning::VisRun> runs;
   std::vector<cplx> vis;
+  std::optional<degrid::Degridder::Workspace> model_tower;
+  Array2D model_sum;
+  std::vector<cplx> model;
+  double observed2 = 0, residual2 = 0;  // sums of |V|^2: observed, residual
+  double degrid_s = 0;                  // the model's tower and degridding
+  double grid_s = 0;                    // the residual's (or the observed) gridding
   std::unique_ptr<storage::ChunkGatherer> gatherer;  // with input files
   degrid::DirtyPixels dirty;
   index_t visibilities = 0, w_planes = 0, subgrids = 0;
@@ -59,6 +76,7 @@ RankResult run_image_streamer(Context& ctx) {
   const index_t F = p.facet_count(), values = p.m * p.m;
   const bool dynamic = ctx.roles.assigner_rank >= 0;
   const bool check = !ctx.pixels.empty();
+  const bool both = ctx.both();
 
   std::vector<const storage::Reader*> readers;
   for (const auto& f : ctx.inputs) readers.push_back(f.get());
@@ -74,6 +92,14 @@ RankResult run_image_streamer(Context& ctx) {
     ts.vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
     ts.vis.clear();
     if (!readers.empty()) ts.gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
+    if (both) {
+      ts.model_tower.emplace(p);
+      while (static_cast<index_t>(ts.model_tower->planes.size()) < ctx.tower_planes)
+        ts.model_tower->planes.emplace_back(p.xA, p.xA);
+      ts.model_sum = rec.make_subgrid_sum();
+      ts.model.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
+      ts.model.clear();
+    }
   }
   std::vector<SendSlot> slots(static_cast<size_t>(o.subgrid_queue));
   for (auto& s : slots) s.contributions = AlignedBuffer(F * values);
@@ -89,6 +115,7 @@ RankResult run_image_streamer(Context& ctx) {
     auto& ts = state[static_cast<size_t>(thread)];
     const auto t0 = Clock::now();
     double input_s = 0, check_s = 0;
+    const double read0 = ts.gatherer ? ts.gatherer->tally().seconds : 0;
     SendSlot& slot = slots[slot_index];
     const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
     const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
@@ -98,10 +125,25 @@ RankResult run_image_streamer(Context& ctx) {
                                     visit.parts);
     auto sum = ts.sum.view();
     std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+    double degrid_s = 0;
+    if (both) {  // the model subgrid, from the producers' contributions
+      const auto td = Clock::now();
+      auto model = ts.model_sum.view();
+      std::fill(model.data, model.data + p.xM * p.xM, cplx{});
+      for (index_t f = 0; f < F; ++f)
+        rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
+                             ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, model);
+      degrid_s += seconds_since(td);
+    }
     double w_lo = 0, w_hi = 0;
     if (pieces.w_range(w_lo, w_hi)) {  // a part may hold no visibilities: it sends zeros
-      ts.w_planes += degridder.begin_tower(w_lo / degridder.planes().dw,
-                                           w_hi / degridder.planes().dw, ts.tower);
+      const double wc_lo = w_lo / degridder.planes().dw, wc_hi = w_hi / degridder.planes().dw;
+      if (both) {
+        const auto td = Clock::now();
+        ts.w_planes += degridder.build_tower(ts.model_sum.view(), wc_lo, wc_hi, *ts.model_tower);
+        degrid_s += seconds_since(td);
+      }
+      ts.w_planes += degridder.begin_tower(wc_lo, wc_hi, ts.tower);
       for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
         pieces.runs(first, last, ts.runs);
         const auto* begin = ts.runs.data();
@@ -120,6 +162,18 @@ RankResult run_image_streamer(Context& ctx) {
           degrid::predict_direct(degridder, ctx.job.sources, begin, end, ts.vis);
           input_s += seconds_since(ti);
         }
+        if (both) {  // the residual: observed minus the model's visibilities
+          const auto td = Clock::now();
+          ts.model.clear();
+          degridder.degrid(begin, end, off0, off1, *ts.model_tower, ts.model);
+          for (index_t x = 0; x < n; ++x) {
+            cplx& v = ts.vis[static_cast<size_t>(x)];
+            ts.observed2 += std::norm(v);
+            v -= ts.model[static_cast<size_t>(x)];
+            ts.residual2 += std::norm(v);
+          }
+          degrid_s += seconds_since(td);
+        }
         degridder.grid(begin, end, off0, off1, ts.vis.data(), ts.tower);
         ts.visibilities += n;
         if (check) {  // untimed: the same visibilities into the sampled pixels
@@ -134,9 +188,12 @@ RankResult run_image_streamer(Context& ctx) {
       rec.extract_from_subgrid(sum, ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset,
                                MView2D(slot.contributions.data() + f * values, p.m, p.m));
     ++ts.subgrids;
+    ts.degrid_s += degrid_s;
     ts.input_s += input_s;
     ts.check_s += check_s;
-    ts.busy_s += seconds_since(t0) - input_s - check_s;
+    const double busy = seconds_since(t0) - input_s - check_s;
+    ts.busy_s += busy;
+    ts.grid_s += busy - degrid_s - (ts.gatherer ? ts.gatherer->tally().seconds - read0 : 0);
     const std::lock_guard<std::mutex> hold(lock);
     gridded.push_back(slot_index);
   };
@@ -197,8 +254,30 @@ RankResult run_image_streamer(Context& ctx) {
             if (s.state != SendSlot::State::kFree) continue;
             s.part = todo.front();
             todo.pop_front();
-            s.state = SendSlot::State::kGridding;
             send_order.push_back(i);
+            progressed = true;
+            if (both) {  // the model's contributions first
+              s.state = SendSlot::State::kReceiving;
+              s.requests.resize(static_cast<size_t>(F));
+              for (index_t f = 0; f < F; ++f)
+                MPI_Irecv(s.contributions.data() + f * values, static_cast<int>(values),
+                          MPI_C_DOUBLE_COMPLEX, ctx.roles.facet_owner(f), static_cast<int>(f),
+                          ctx.data, &s.requests[static_cast<size_t>(f)]);
+              continue;
+            }
+            s.state = SendSlot::State::kGridding;
+            tasks.push([&, i](int t) { grid_part(i, t); });
+          }
+          // Slots whose model is in: their parts' tasks.
+          for (size_t i = 0; i < slots.size(); ++i) {
+            SendSlot& s = slots[i];
+            if (s.state != SendSlot::State::kReceiving) continue;
+            int done = 0;
+            MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
+            if (!done) continue;
+            st.messages_received += F;
+            st.bytes_received += F * values * static_cast<index_t>(sizeof(cplx));
+            s.state = SendSlot::State::kGridding;
             tasks.push([&, i](int t) { grid_part(i, t); });
             progressed = true;
           }
@@ -250,10 +329,11 @@ RankResult run_image_streamer(Context& ctx) {
           if (progressed) {
             backoff.reset();
           } else if (!tasks.try_run(thread)) {
-            // Nothing to do: waiting on producers while sends are posted,
-            // else on the gridding threads.
+            // Nothing to do: waiting on producers while sends (or the
+            // model's receives) are posted, else on the gridding threads.
             const bool sending = std::any_of(slots.begin(), slots.end(), [](const SendSlot& s) {
-              return s.state == SendSlot::State::kSending;
+              return s.state == SendSlot::State::kSending ||
+                     s.state == SendSlot::State::kReceiving;
             });
             backoff.pause(sending ? wait_s : idle_s);
           }
@@ -274,6 +354,10 @@ RankResult run_image_streamer(Context& ctx) {
     st.w_planes += ts.w_planes;
     st.subgrids += ts.subgrids;
     input_s = std::max(input_s, ts.input_s);
+    out.degrid_s = std::max(out.degrid_s, ts.degrid_s);
+    out.grid_s = std::max(out.grid_s, ts.grid_s);
+    out.observed2 += ts.observed2;
+    out.residual2 += ts.residual2;
     check_s = std::max(check_s, ts.check_s);
     for (size_t i = 0; i < out.dirty_sums.size(); ++i) out.dirty_sums[i] += ts.dirty.sums[i];
     if (ts.gatherer) out.read.add(ts.gatherer->tally());

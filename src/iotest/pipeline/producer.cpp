@@ -4,10 +4,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/pipeline/image_receiver.hpp"
 #include "iotest/pipeline/roles.hpp"
 
 namespace iotest::pipeline {
@@ -88,6 +90,11 @@ RankResult run_producer(Context& ctx) {
   for (auto& s : slots) s.buffer = rec.make_contribution();
   const index_t contribution_values = p.m * p.m;
   Assignments assignments(ctx);
+  // --direction=both: the residual's contributions come back while the
+  // model's go out; the imaging side is polled wherever this one waits.
+  std::optional<ImageReceiver> receiver;
+  if (ctx.both()) receiver.emplace(ctx, ctx.facet_sums, ctx.options.send_queue * threads, assignments);
+  const auto meanwhile = [&] { return receiver && receiver->step(st); };
   Progress progress(ctx.options.progress && ctx.roles.rank == 0,
                     static_cast<index_t>(ctx.plan.visits.size()), "subgrids");
   ExceptionCollector failures;
@@ -103,7 +110,7 @@ RankResult run_producer(Context& ctx) {
   for (; k < ctx.plan.visits.size(); ++k) {
     const auto& v = ctx.plan.visits[k];
     if (!dynamic && !stop.may_start(static_cast<index_t>(k), waited)) break;
-    if (!assignments.streamers_of(static_cast<index_t>(k), v, streamers, waited)) break;
+    if (!assignments.streamers_of(static_cast<index_t>(k), v, streamers, waited, meanwhile)) break;
     if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
       // The streamers wait for the first stack's facets with nothing else
       // to do, so the host's idle cores join each facet's transforms.
@@ -143,7 +150,7 @@ RankResult run_producer(Context& ctx) {
           if (free.size() < facets.size() - next && !s.busy()) free.push_back(&s);
         if (!free.empty()) break;
         if (!dynamic) stop.poll(static_cast<index_t>(k) + 1);  // this visit is under way
-        backoff.pause(waited);
+        if (!meanwhile()) backoff.pause(waited);
       }
       backoff.reset();
       const size_t batch = std::min(free.size(), facets.size() - next);
@@ -173,6 +180,7 @@ RankResult run_producer(Context& ctx) {
       next += batch;
     }
     progress.update(static_cast<index_t>(k + 1));
+    meanwhile();
   }
   // --duration: the streamers learn where the walk ended (static
   // assignment; the assigner tells them itself).
@@ -188,7 +196,14 @@ RankResult run_producer(Context& ctx) {
   }
   // The last sends.
   for (auto& s : slots)
-    while (s.busy()) backoff.pause(waited);
+    while (s.busy())
+      if (!meanwhile()) backoff.pause(waited);
+  // The residual's last contributions.
+  if (receiver) {
+    while (!receiver->done())
+      if (!receiver->step(st)) backoff.pause(waited);
+    receiver->finish();
+  }
   progress.finish();
   const double total = seconds_since(t_start);
   st.wait_s = waited;

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -87,13 +88,17 @@ struct Context {
   // and first touched while a streamer plans the FFTs.
   std::vector<Array2D> prepared_facets;
   // The imaging direction: a producer's dirty image facets (those of
-  // facets_of_producer; the prepared facets then hold a w-stack's sums), a
+  // facets_of_producer), a
   // streamer's input files (none: it predicts the visibilities itself),
   // and the dirty image pixels checked against the direct adjoint transform.
   std::vector<Array2D> image_facets;
+  // A w-stack's facet sums of the imaging side (the prepared facets'
+  // twins; with --direction=image they replace them).
+  std::vector<Array2D> facet_sums;
   std::vector<std::unique_ptr<storage::Reader>> inputs;
   std::vector<sky::PointSource> pixels;
   bool imaging() const { return options.direction != swiftly::Direction::predict; }
+  bool both() const { return options.direction == swiftly::Direction::both; }
 
   // This streamer's outputs, one per writer, numbered across the
   // streamers (empty names in a dry run; none on other roles).
@@ -134,7 +139,10 @@ class Assignments {
   }
   // The streamer of every part of visit k, waiting for the assigner if
   // needed; false when the assigner ended the walk before visit k.
-  bool streamers_of(index_t k, const Visit& v, std::vector<int>& out, double& waited) {
+  // `meanwhile` (if any) runs while it waits, instead of sleeping when it
+  // returns true: --direction=both's imaging side.
+  bool streamers_of(index_t k, const Visit& v, std::vector<int>& out, double& waited,
+                    const std::function<bool()>& meanwhile = {}) {
     out.clear();
     if (ctx_.roles.streamers == 0) return true;  // a producer-only dry run
     Backoff backoff;
@@ -144,7 +152,7 @@ class Assignments {
       for (index_t i = 0; i < v.parts && known; ++i)
         known = streamer_[static_cast<size_t>(v.first_part + i)] >= 0;
       if (known) break;
-      if (!receive()) backoff.pause(waited);
+      if (!receive() && !(meanwhile && meanwhile())) backoff.pause(waited);
     }
     for (index_t i = 0; i < v.parts; ++i)
       out.push_back(streamer_[static_cast<size_t>(v.first_part + i)]);
@@ -226,6 +234,10 @@ struct RankResult {
   std::vector<cplx> dirty_sums, image_pixels;
   storage::ReadTally read;
   double input_s = 0, check_s = 0;  // predicting visibilities in memory; checks
+  // --direction=both: the model's degridding, and the sums of |V|^2 of the
+  // observed and residual visibilities.
+  double degrid_s = 0, observed2 = 0, residual2 = 0;
+  double grid_s = 0;  // the busiest gridding thread's time in gridding, collapsing, extracting
   // Outputs complete under their temporary names: published once every
   // rank has finished, so a failed run leaves none that looks complete.
   std::vector<std::string> outputs;

@@ -104,7 +104,7 @@ struct Wire {
   index_t subgrids_checked = 0, vis_checked = 0, visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
   storage::ReadTally read;  // the imaging direction's streamers
-  double input_s = 0, check_s = 0;
+  double input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0, residual2 = 0;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
@@ -128,6 +128,10 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.read = r.read;
   w.input_s = r.input_s;
   w.check_s = r.check_s;
+  w.degrid_s = r.degrid_s;
+  w.grid_s = r.grid_s;
+  w.observed2 = r.observed2;
+  w.residual2 = r.residual2;
   return w;
 }
 
@@ -188,25 +192,22 @@ void check_options(const RunOptions& o, int size) {
   }
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
-  if (o.direction == swiftly::Direction::both)
-    throw UsageError("--direction", "expected predict or image: both is not built yet");
   if (o.direction == swiftly::Direction::predict && !o.inputs.empty())
     throw UsageError("FILE", "input files are read by --direction=image; predict writes one "
                              "OUTPUT");
-  if (o.direction == swiftly::Direction::image) {
+  if (o.direction != swiftly::Direction::predict) {
+    const std::string d = "--direction=" + swiftly::to_string(o.direction);
     if (!o.observation && o.inputs.empty())
       throw UsageError("--vis-set", "expected a visibility set, or a predict run's files to "
-                                    "read, with --direction=image");
+                                    "read, with " + d);
     if (o.synthetic_vis)
-      throw UsageError("--synthetic-vis",
-                       "does not apply to --direction=image (it reads what a run wrote)");
-    if (o.duration)
-      throw UsageError("--duration", "is not supported with --direction=image yet");
-    if (o.target_err)
-      throw UsageError("--target-err", "is not supported with --direction=image yet");
+      throw UsageError("--synthetic-vis", "does not apply to " + d + " (it reads what a run "
+                                          "wrote)");
+    if (o.duration) throw UsageError("--duration", "is not supported with " + d + " yet");
+    if (o.target_err) throw UsageError("--target-err", "is not supported with " + d + " yet");
     if (o.facet_workers && *o.facet_workers < 1)
-      throw UsageError("--facet-workers", "expected at least 1 with --direction=image: "
-                                          "producers hold the dirty image");
+      throw UsageError("--facet-workers", "expected at least 1 with " + d + ": producers hold "
+                                          "the dirty image");
   }
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
@@ -411,14 +412,19 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
   if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
-  for (index_t i = 0; i < my_facets; ++i) ctx.prepared_facets.emplace_back(p.yB, p.yN, false);
+  // Allocated here and first touched on the setup threads, row by row.
+  const auto touch = [&](std::vector<Array2D>& buffers, index_t cols) {
+    for (index_t i = 0; i < my_facets; ++i) buffers.emplace_back(p.yB, cols, false);
 #pragma omp parallel for schedule(static) num_threads(ctx.setup_threads)
-  for (index_t k = 0; k < my_facets * p.yB; ++k) {
-    cplx* row = ctx.prepared_facets[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * p.yN;
-    std::fill(row, row + p.yN, cplx{});
-  }
+    for (index_t k = 0; k < my_facets * p.yB; ++k) {
+      cplx* row = buffers[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * cols;
+      std::fill(row, row + cols, cplx{});
+    }
+  };
+  if (o.direction != swiftly::Direction::image) touch(ctx.prepared_facets, p.yN);
   if (ctx.imaging()) {
-    for (index_t i = 0; i < my_facets; ++i) ctx.image_facets.emplace_back(p.yB, p.yB);
+    touch(ctx.facet_sums, p.yN);
+    touch(ctx.image_facets, p.yB);
     if (o.pixel_samples > 0)
       ctx.pixels = sky::random_sources(o.pixel_samples, p.used_size, o.seed ^ 0x1ace);
   }
@@ -472,7 +478,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.assigner = roles.assigner_rank >= 0;
   pl.threads = ctx.threads;
   pl.producer_threads = ctx.producer_threads;
-  pl.writers_per_streamer = ctx.job.obs ? o.writer_count : 0;
+  pl.writers_per_streamer = ctx.job.obs && !ctx.imaging() ? o.writer_count : 0;
   pl.fork_writer = o.fork_writer;
   pl.synthetic_vis = o.synthetic_vis;
   pl.send_queue = o.send_queue;
@@ -534,7 +540,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   int role = 0;
   const double cpu0 = process_cpu_seconds();
   if (roles.is_producer()) {
-    mine = ctx.imaging() ? run_image_producer(ctx) : run_producer(ctx);
+    mine = o.direction == swiftly::Direction::image ? run_image_producer(ctx) : run_producer(ctx);
   } else if (roles.is_assigner()) {
     role = 2;
     mine = run_assigner(ctx);
@@ -589,7 +595,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   double write_s = 0, sync_s = 0, open_s = 0, producer_wait = 0, streamer_wait = 0;
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
   storage::ReadTally read;
-  double read_s_max = 0, input_s = 0, check_s = 0;
+  double read_s_max = 0, input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0,
+         residual2 = 0;
   report::Reading reading = r.reading.value_or(report::Reading{});
   auto& ranks = r.pipeline->per_rank;
   for (const auto& w : all) {
@@ -604,9 +611,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     parts_done += w.parts_done;
     tasks_skipped += w.tasks_skipped;
     walk_end = std::max(walk_end, w.walk_end);
-    // Contributions flow from producers to streamers, or back when imaging.
-    sent += w.role == (ctx.imaging() ? 1 : 0) ? f.bytes_sent : 0;
-    received += w.role == (ctx.imaging() ? 0 : 1) ? f.bytes_received : 0;
+    // Contributions, both ways (not the assigner's grants).
+    sent += w.role != 2 ? f.bytes_sent : 0;
+    received += w.role != 2 ? f.bytes_received : 0;
     bytes_written += f.bytes_written;
     chunks_written += f.chunks_written;
     chunks_rewritten += f.chunks_rewritten;
@@ -620,6 +627,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     read_s_max = std::max(read_s_max, w.read.seconds);
     input_s = std::max(input_s, w.input_s);
     check_s = std::max(check_s, w.check_s);
+    degrid_s = std::max(degrid_s, w.degrid_s);
+    grid_s = std::max(grid_s, w.grid_s);
+    observed2 += w.observed2;
+    residual2 += w.residual2;
     if (w.role == 1 && !o.inputs.empty())
       reading.per_rank.push_back({w.rank, w.host, static_cast<index_t>(o.inputs.size()),
                                   w.read.chunks, w.read.bytes, 0.0, w.read.seconds});
@@ -665,6 +676,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     accuracy = {};
     accuracy.facet_rmse = pixel_error.value();
     accuracy.pixel_samples = n_pixels;
+    if (ctx.both()) accuracy.residual_rms = std::sqrt(residual2 / observed2);
     if (visibilities != ctx.job.obs->visibility_count())
       throw std::logic_error(fmt::format("gridded {} visibilities of {}", visibilities,
                                          ctx.job.obs->visibility_count()));
@@ -714,6 +726,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   timing.stream_s = stream_s;
   timing.input_s = input_s;
   timing.check_s = check_s;
+  timing.degrid_s = degrid_s;  // --direction=both: the model's (the busiest streamer thread's)
+  timing.image_s = grid_s;
   timing.write_s = write_s;
   timing.sync_s = sync_s;
   timing.open_s = open_s;

@@ -228,6 +228,7 @@ json to_json(const Report& r) {
       j["accuracy"]["vis_samples"] = *a.vis_samples;
     }
     if (a.pixel_samples) j["accuracy"]["pixel_samples"] = *a.pixel_samples;
+    if (!std::isnan(a.residual_rms)) j["accuracy"]["residual_rms"] = a.residual_rms;
   }
   if (r.timing) {
     const auto& t = *r.timing;
@@ -562,7 +563,12 @@ std::string render_body(const Report& r) {
         st.seed, st.threads);
   }
   if (r.accuracy && r.accuracy->pixel_samples) {
-    s += fmt::format("  dirty image (relative RMSE vs direct adjoint FT): {} ({} pixels sampled)\n",
+    const bool both = !std::isnan(r.accuracy->residual_rms);
+    if (both)
+      s += fmt::format("  residual (RMS of observed - model over RMS of observed): {}\n",
+                       error_text(r.accuracy->residual_rms));
+    s += fmt::format("  {} (relative RMSE vs direct adjoint FT): {} ({} pixels sampled)\n",
+                     both ? "residual dirty image" : "dirty image",
                      error_text(r.accuracy->facet_rmse), *r.accuracy->pixel_samples);
   } else if (r.accuracy &&
              (std::isfinite(r.accuracy->subgrid_rmse) || std::isfinite(r.accuracy->facet_rmse))) {
@@ -586,7 +592,7 @@ std::string render_body(const Report& r) {
         r.settings->w_stack_step > 0
             ? fmt::format(" {:.4g} wavelengths apart", r.settings->w_stack_step)
             : std::string());
-  if (r.rates && r.timing && r.timing->degrid_s > 0)
+  if (r.rates && r.timing && r.timing->degrid_s > 0 && r.mode != "run")
     s += fmt::format(
         "  degrid {:.3f} s: {:.3g} visibilities/s ({:.3g} per thread), {:.1f} w-planes/s\n",
         r.timing->degrid_s, r.rates->vis_per_s, r.rates->vis_per_s_per_thread,
@@ -628,7 +634,7 @@ std::string render_body(const Report& r) {
               : std::string(),
           bytes_text(static_cast<double>(r.reading->bytes)), r.reading->wall_s,
           r.reading->bytes_per_s, r.reading->read_s);
-    if (t.image_s > 0 && r.mode != "grid")
+    if (t.image_s > 0 && r.mode != "grid" && r.mode != "run")
       s += fmt::format("  image   {:.3f} s: {:.1f} subgrids/s, {:.2f} GFLOP/s\n", t.image_s,
                        q.image_subgrids_per_s, q.image_gflops);
     s += fmt::format("  wall {:.3f} s (planning {:.3f} s, checks {:.3f} s)\n", t.wall_s,
@@ -645,8 +651,8 @@ std::string render_body(const Report& r) {
         "  {} visibilities, {} {}; grid cell {:.3g} wavelengths, field {:.4g} "
         "(direction cosines)\n",
         r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
-        r.mode == "grid" || (r.settings && r.settings->direction == "image") ? "of them"
-                                                                            : "to write", o.cell_uv, o.field_lm);
+        r.mode == "grid" || (r.settings && r.settings->direction != "predict") ? "of them"
+                                                                              : "to write", o.cell_uv, o.field_lm);
     s += fmt::format(
         "  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
         r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
@@ -663,6 +669,12 @@ std::string render_body(const Report& r) {
     if (r.observation)
       s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s, q.w_planes_per_s);
     s += "\n";
+    if (r.settings && r.settings->direction != "predict")
+      s += fmt::format(
+          "  stages, the busiest streamer thread: degrid the model {:.3f} s, grid {:.3f} s{}\n",
+          t.degrid_s, t.image_s,
+          t.input_s > 0 ? fmt::format(" (predicting visibilities apart: {:.3f} s)", t.input_s)
+                        : std::string());
     if (r.counts.bytes_sent)
       s += fmt::format("  sent {} in contributions, received {}\n",
                        bytes_text(static_cast<double>(*r.counts.bytes_sent)),
@@ -734,7 +746,8 @@ std::string render_run_plan(const Report& r) {
   s += fmt::format("  memory estimate: producer {}, streamer {}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)));
-  const bool imaging = r.settings && r.settings->direction == "image";
+  const bool imaging =
+      r.settings && (r.settings->direction == "image" || r.settings->direction == "both");
   std::string where = r.settings && !r.settings->output.empty() ? "-> " + r.settings->output
                                                                   : "-> null (dry run)";
   if (imaging)
@@ -742,6 +755,8 @@ std::string render_run_plan(const Report& r) {
                                     r.reading->files.size(), r.reading->files.front(),
                                     r.reading->files.size() > 1 ? " ..." : "")
                       : "predicted by the streamers (no files), into the dirty image";
+  if (imaging && r.settings->direction == "both")
+    where += " (the residual: observed minus the model degridded from the facets)";
   if (r.observation)
     s += fmt::format("  {} visibilities ({}) of {} over {} subgrids {}\n",
                      r.counts.visibilities.value_or(0),

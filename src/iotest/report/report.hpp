@@ -70,6 +70,9 @@ struct Accuracy {  // NaN when not measured (serialised as null)
   // The imaging direction: dirty image pixels checked against the direct
   // adjoint transform of the same visibilities (their RMSE: facet_rmse).
   std::optional<index_t> pixel_samples;
+  // --direction=both: RMS(residual) / RMS(observed) over every visibility,
+  // zero to rounding when the model is the sky that made the files.
+  double residual_rms = std::nan("");
 };
 
 struct Timing {
