@@ -132,6 +132,33 @@ def test_both_directions_without_files_measure_the_model_error(mpirun, tmp_path)
     assert 1e-10 < r["accuracy"]["residual_rms"] < 1e-7
 
 
+def test_storage_only_imaging_reads_and_checks_a_synthetic_set(mpirun, tmp_path):
+    """--synthetic-vis: the imaging walk reads its parts' chunks (O_DIRECT
+    here) and checks every value against the pattern, with no gridding."""
+    mpirun(2, "--synthetic-vis", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--storage=posix",
+           "--no-progress", str(tmp_path / "syn%d.bin"), check=0)
+    files = sorted(str(p) for p in tmp_path.glob("syn*.bin"))
+    proc, r = image_run(mpirun, tmp_path, 2, "--synthetic-vis", "--posix.direct", *files)
+    rd = r["read"]
+    assert rd["direct"] and rd["checked"] and rd["passed"]
+    assert rd["values_checked"] == rd["values_right"] == r["counts"]["visibilities"] == 44928
+    assert rd["chunks"] >= rd["chunks_stored"] > 0 and rd["bytes_per_s"] > 0
+    assert "accuracy" not in r and r["counts"]["bytes_sent"] == 0
+    assert "read and checked" in proc.stdout
+    # A value changed on disk is found, and fails the run.
+    data = bytearray(open(files[0], "rb").read())
+    data[4096:4112] = b"\x01" * 16
+    open(files[0], "wb").write(data)
+    (tmp_path / "r.json").unlink()
+    image_run(mpirun, tmp_path, 2, "--synthetic-vis", *files, check=1)
+    rd = load(tmp_path / "r.json")["read"]
+    assert not rd["passed"] and 0 < rd["values_wrong"] < rd["values_checked"]
+    # A sky's files are not a synthetic set.
+    proc, _ = image_run(mpirun, tmp_path, 2, "--synthetic-vis", *files[:0],
+                        "--vis-set=vlaa", *OBS, check=2)
+    assert "--synthetic-vis" in error_line(proc)
+
+
 def error_line(proc):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
     assert len(lines) == 1, proc.stderr

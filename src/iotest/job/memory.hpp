@@ -57,7 +57,9 @@ void check_shape_options(const Options& o) {
   if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
   if (o.visibility_queue < o.writer_count)
     throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
-  if (o.synthetic_vis && !o.observation)
+  bool reads = false;  // the imaging direction's input files give the observation
+  if constexpr (requires { o.inputs; }) reads = !o.inputs.empty();
+  if (o.synthetic_vis && !o.observation && !reads)
     throw UsageError("--synthetic-vis", "needs a --vis-set: the visibilities to write");
   if (!o.output.empty() && !o.observation)
     throw UsageError("OUTPUT", "writing visibilities needs a --vis-set");

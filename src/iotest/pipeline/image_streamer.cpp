@@ -16,6 +16,10 @@
 // observed visibilities, degrids the model's, and grids the residual
 // (observed minus model); the slot then carries the residual's
 // contributions back.
+//
+// Storage only (--synthetic-vis over a synthetic run's files): the same
+// walk, parts and tasks read the same chunks, whose values are checked
+// against the pattern; nothing is gridded or sent.
 #include <omp.h>
 
 #include <algorithm>
@@ -58,6 +62,7 @@ struct GridThread {
   degrid::DirtyPixels dirty;
   index_t visibilities = 0, w_planes = 0, subgrids = 0;
   double busy_s = 0, input_s = 0, check_s = 0;
+  index_t values_checked = 0, values_wrong = 0;  // storage only
   GridThread(const swiftly::Recombination& rec, const std::vector<sky::PointSource>& pixels)
       : tower(rec.params()), sum(rec.make_subgrid_sum()), dirty(pixels) {}
 };
@@ -70,7 +75,8 @@ RankResult run_image_streamer(Context& ctx) {
   const auto& p = ctx.job.p;
   const auto& rec = *ctx.rec;
   const auto& o = ctx.options;
-  const auto& degridder = *ctx.degridder;
+  const bool synthetic = o.synthetic_vis;  // storage only: no degridder
+  const degrid::Degridder* degridder_or_null = ctx.degridder.get();
   const auto& obs = *ctx.job.obs;
   const int threads = ctx.threads, me = ctx.roles.streamer_index();
   const index_t F = p.facet_count(), values = p.m * p.m;
@@ -102,7 +108,7 @@ RankResult run_image_streamer(Context& ctx) {
     }
   }
   std::vector<SendSlot> slots(static_cast<size_t>(o.subgrid_queue));
-  for (auto& s : slots) s.contributions = AlignedBuffer(F * values);
+  for (auto& s : slots) s.contributions = AlignedBuffer(synthetic ? 1 : F * values);
   std::mutex lock;               // guards gridded
   std::vector<size_t> gridded;   // slots whose contributions are extracted
   std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
@@ -111,7 +117,38 @@ RankResult run_image_streamer(Context& ctx) {
   // One part, as a task: its visibilities onto this thread's tower (one
   // thread per tower: the part's tasks add to the same planes), the tower
   // collapsed into the subgrid's sum, each facet's contribution extracted.
+  // Storage only: a part's chunks read in its tasks' order, the values
+  // checked against the pattern.
+  const auto read_part = [&](size_t slot_index, int thread) {
+    auto& ts = state[static_cast<size_t>(thread)];
+    const auto t0 = Clock::now();
+    const auto& part = ctx.plan.parts[static_cast<size_t>(slots[slot_index].part)];
+    const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
+    const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part,
+                                    visit.parts);
+    for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+      pieces.runs(first, last, ts.runs);
+      for (const auto& run : ts.runs) {
+        const index_t row = index_t{run.baseline} * obs.time.steps + run.time;
+        ts.vis.resize(static_cast<size_t>(run.count()));
+        ts.gatherer->gather(row, run.chan_begin, run.count(), ts.vis.data());
+        for (index_t x = 0; x < run.count(); ++x)
+          ts.values_wrong += ts.vis[static_cast<size_t>(x)] !=
+                             degrid::synthetic_visibility(run.baseline, run.time,
+                                                          run.chan_begin + x, ctx.input_nonce);
+        ts.values_checked += run.count();
+        ts.visibilities += run.count();
+      }
+      ts.gatherer->clear();
+    }
+    ++ts.subgrids;
+    ts.busy_s += seconds_since(t0);
+    const std::lock_guard<std::mutex> hold(lock);
+    gridded.push_back(slot_index);
+  };
+
   const auto grid_part = [&](size_t slot_index, int thread) {
+    const auto& degridder = *degridder_or_null;
     auto& ts = state[static_cast<size_t>(thread)];
     const auto t0 = Clock::now();
     double input_s = 0, check_s = 0;
@@ -266,7 +303,10 @@ RankResult run_image_streamer(Context& ctx) {
               continue;
             }
             s.state = SendSlot::State::kGridding;
-            tasks.push([&, i](int t) { grid_part(i, t); });
+            if (synthetic)
+              tasks.push([&, i](int t) { read_part(i, t); });
+            else
+              tasks.push([&, i](int t) { grid_part(i, t); });
           }
           // Slots whose model is in: their parts' tasks.
           for (size_t i = 0; i < slots.size(); ++i) {
@@ -287,7 +327,15 @@ RankResult run_image_streamer(Context& ctx) {
               const std::lock_guard<std::mutex> hold(lock);
               done.swap(gridded);
             }
-            for (const size_t i : done) slots[i].state = SendSlot::State::kReady;
+            // Storage only: nothing to send, the slot is free at once.
+            for (const size_t i : done) {
+              slots[i].state = synthetic ? SendSlot::State::kFree : SendSlot::State::kReady;
+              if (synthetic) {
+                std::erase(send_order, i);
+                request(1);
+                progress.update(++sent_parts);
+              }
+            }
             progressed = progressed || !done.empty();
           }
           // Sends, in walk order: the producers' receives match them so.
@@ -355,6 +403,8 @@ RankResult run_image_streamer(Context& ctx) {
     st.subgrids += ts.subgrids;
     input_s = std::max(input_s, ts.input_s);
     out.degrid_s = std::max(out.degrid_s, ts.degrid_s);
+    out.values_checked += ts.values_checked;
+    out.values_wrong += ts.values_wrong;
     out.grid_s = std::max(out.grid_s, ts.grid_s);
     out.observed2 += ts.observed2;
     out.residual2 += ts.residual2;

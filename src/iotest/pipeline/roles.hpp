@@ -97,6 +97,7 @@ struct Context {
   std::vector<Array2D> facet_sums;
   std::vector<std::unique_ptr<storage::Reader>> inputs;
   std::vector<sky::PointSource> pixels;
+  std::uint32_t input_nonce = 0;  // the input files' run (their synthetic pattern)
   bool imaging() const { return options.direction != swiftly::Direction::predict; }
   bool both() const { return options.direction == swiftly::Direction::both; }
 
@@ -233,6 +234,7 @@ struct RankResult {
   // image values (producers), summed over the ranks; what was read.
   std::vector<cplx> dirty_sums, image_pixels;
   storage::ReadTally read;
+  index_t values_checked = 0, values_wrong = 0;  // storage only: against the pattern
   double input_s = 0, check_s = 0;  // predicting visibilities in memory; checks
   // --direction=both: the model's degridding, and the sums of |V|^2 of the
   // observed and residual visibilities.

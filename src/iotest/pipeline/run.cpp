@@ -105,6 +105,7 @@ struct Wire {
   index_t parts_done = 0, tasks_skipped = 0, walk_end = -1;
   storage::ReadTally read;  // the imaging direction's streamers
   double input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0, residual2 = 0;
+  index_t values_checked = 0, values_wrong = 0;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
@@ -132,6 +133,8 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.grid_s = r.grid_s;
   w.observed2 = r.observed2;
   w.residual2 = r.residual2;
+  w.values_checked = r.values_checked;
+  w.values_wrong = r.values_wrong;
   return w;
 }
 
@@ -173,7 +176,8 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
 
 void check_options(const RunOptions& o, int size) {
   job::check_shape_options(o);
-  storage::check_storage(o.storage, o.output);
+  // Reading, the back-end's options are checked against the input files'.
+  storage::check_storage(o.storage, o.inputs.empty() ? o.output : o.inputs.front());
   if (storage::shares_output(o.storage, o.output)) {
     const std::string name = storage::backend_for(o.storage, o.output);
     if (o.writer_count != 1)
@@ -200,12 +204,15 @@ void check_options(const RunOptions& o, int size) {
     if (!o.observation && o.inputs.empty())
       throw UsageError("--vis-set", "expected a visibility set, or a predict run's files to "
                                     "read, with " + d);
-    if (o.synthetic_vis)
-      throw UsageError("--synthetic-vis", "does not apply to " + d + " (it reads what a run "
-                                          "wrote)");
+    // Storage only: the streamers read their parts' chunks in walk order
+    // and check the pattern; nothing is gridded (the read side's twin of
+    // --synthetic-vis in predict).
+    if (o.synthetic_vis && (o.inputs.empty() || o.direction == swiftly::Direction::both))
+      throw UsageError("--synthetic-vis",
+                       "expected --direction=image and a synthetic run's files to read");
     if (o.duration) throw UsageError("--duration", "is not supported with " + d + " yet");
     if (o.target_err) throw UsageError("--target-err", "is not supported with " + d + " yet");
-    if (o.facet_workers && *o.facet_workers < 1)
+    if (o.facet_workers && *o.facet_workers < 1 && !o.synthetic_vis)
       throw UsageError("--facet-workers", "expected at least 1 with " + d + ": producers hold "
                                           "the dirty image");
   }
@@ -336,6 +343,11 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
       input_backend = first->backend();
       input_direct = first->direct();
+      ctx.input_nonce = first->provenance()->nonce;
+      if (o.synthetic_vis && !first->provenance()->synthetic)
+        throw UsageError("--synthetic-vis", fmt::format("expected a synthetic run's files: {} "
+                                                        "holds a sky's visibilities",
+                                                        o.inputs[0]));
     }
     ctx.job = job::resolve(jo);
     ctx.roles = make_roles(o, ctx.job.p, rank, size);
@@ -425,7 +437,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   if (ctx.imaging()) {
     touch(ctx.facet_sums, p.yN);
     touch(ctx.image_facets, p.yB);
-    if (o.pixel_samples > 0)
+    if (o.pixel_samples > 0 && !o.synthetic_vis)
       ctx.pixels = sky::random_sources(o.pixel_samples, p.used_size, o.seed ^ 0x1ace);
   }
   std::string wisdom = rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
@@ -630,6 +642,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     degrid_s = std::max(degrid_s, w.degrid_s);
     grid_s = std::max(grid_s, w.grid_s);
     observed2 += w.observed2;
+    reading.values_checked += w.values_checked;
+    reading.values_wrong += w.values_wrong;
     residual2 += w.residual2;
     if (w.role == 1 && !o.inputs.empty())
       reading.per_rank.push_back({w.rank, w.host, static_cast<index_t>(o.inputs.size()),
@@ -692,6 +706,11 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       reading.bytes_per_s = static_cast<double>(read.bytes) / stream_s;
       reading.chunks_reread = read.chunks - chunks_stored;
       reading.chunks_stored = chunks_stored;
+      // Storage only: every value read against the synthetic pattern.
+      reading.checked = o.synthetic_vis;
+      reading.values_right = reading.values_checked - reading.values_wrong;
+      reading.passed = reading.values_wrong == 0;
+      if (!reading.passed) reading.first_wrong = "a value unlike the pattern";
       r.reading = reading;
     }
   } else if (ctx.job.obs) {

@@ -669,13 +669,13 @@ std::string render_body(const Report& r) {
     if (r.observation)
       s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s, q.w_planes_per_s);
     s += "\n";
-    if (r.settings && r.settings->direction != "predict")
+    if (r.settings && r.settings->direction != "predict" && !pl.synthetic_vis)
       s += fmt::format(
           "  stages, the busiest streamer thread: degrid the model {:.3f} s, grid {:.3f} s{}\n",
           t.degrid_s, t.image_s,
           t.input_s > 0 ? fmt::format(" (predicting visibilities apart: {:.3f} s)", t.input_s)
                         : std::string());
-    if (r.counts.bytes_sent)
+    if (r.counts.bytes_sent.value_or(0) > 0)
       s += fmt::format("  sent {} in contributions, received {}\n",
                        bytes_text(static_cast<double>(*r.counts.bytes_sent)),
                        bytes_text(static_cast<double>(r.counts.bytes_received.value_or(0))));
@@ -740,9 +740,12 @@ std::string render_run_plan(const Report& r) {
   s += fmt::format("  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n",
                    pl.send_queue, pl.subgrid_queue, pl.task_queue, pl.bls_per_task,
                    pl.visibility_queue);
+  const bool reads = r.settings && r.settings->direction != "predict";
   if (pl.synthetic_vis)
-    s += "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
-         "written as the real run would\n";
+    s += reads ? "  synthetic visibilities (storage only): no producers, no gridding, every value "
+                 "read checked against the pattern\n"
+               : "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
+                 "written as the real run would\n";
   s += fmt::format("  memory estimate: producer {}, streamer {}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)));
@@ -755,6 +758,10 @@ std::string render_run_plan(const Report& r) {
                                     r.reading->files.size(), r.reading->files.front(),
                                     r.reading->files.size() > 1 ? " ..." : "")
                       : "predicted by the streamers (no files), into the dirty image";
+  if (imaging && r.pipeline && r.pipeline->synthetic_vis && r.reading)
+    where = fmt::format("<- {} file(s) {}{}, read and checked (storage only)",
+                        r.reading->files.size(), r.reading->files.front(),
+                        r.reading->files.size() > 1 ? " ..." : "");
   if (imaging && r.settings->direction == "both")
     where += " (the residual: observed minus the model degridded from the facets)";
   if (r.observation)
