@@ -107,8 +107,10 @@ def test_both_directions_on_a_predict_runs_own_files_leave_no_residual(mpirun, t
     proc, r = image_run(mpirun, tmp_path, ranks, "--direction=both", *extra, *predicted)
     assert r["config"]["direction"] == "both"
     assert r["accuracy"]["residual_rms"] < 1e-12
-    # The residual's dirty image still matches its direct adjoint transform.
-    assert r["accuracy"]["facet_rmse"] < 1e-7
+    # The residual's dirty image matches its direct adjoint transform,
+    # unless the residual is exactly zero (the same FFT plans as the
+    # predict run's: FFTW_MEASURE may pick others, which round otherwise).
+    assert r["accuracy"]["facet_rmse"] is None or r["accuracy"]["facet_rmse"] < 1e-7
     pl = r["pipeline"]
     # Every producer sends and receives; so do the streamers (with an
     # assigner, one may be granted nothing on so small a walk).
