@@ -27,6 +27,26 @@ TEST_P(Tiling, FacetsCoverTheUsedImageExactlyOnce) {
   for (int c : covered) ASSERT_EQ(c, 1);
 }
 
+TEST_P(Tiling, EveryUsedPixelLiesInTheFacetThatOwnsIt) {
+  const auto p = config::resolve_rec_set(GetParam());
+  const auto tiles = facet_tiles(p);
+  const index_t nf = p.facets_per_axis, half = p.used_size / 2;
+  for (index_t y0 = -half; y0 < half; y0 += std::max<index_t>(1, p.used_size / 97))
+    for (index_t y1 = -half; y1 < half; y1 += std::max<index_t>(1, p.used_size / 89)) {
+      const auto at = locate_pixel(tiles, p.yB, y0, y1);
+      ASSERT_GE(at.facet, 0);
+      const auto& t0 = tiles[static_cast<size_t>(at.facet / nf)];
+      const auto& t1 = tiles[static_cast<size_t>(at.facet % nf)];
+      // The pixel's place in the facet array maps back to the image pixel.
+      ASSERT_EQ(at.a - p.yB / 2 + t0.offset, y0);
+      ASSERT_EQ(at.b - p.yB / 2 + t1.offset, y1);
+      ASSERT_GE(at.a - p.yB / 2, t0.lo);
+      ASSERT_LT(at.b - p.yB / 2, t1.hi);
+    }
+  // Outside the used image: no facet.
+  EXPECT_EQ(locate_pixel(tiles, p.yB, half + 1, 0).facet, -1);
+}
+
 TEST_P(Tiling, SubgridsCoverTheGridExactlyOnce) {
   const auto p = config::resolve_rec_set(GetParam());
   const auto tiles = subgrid_tiles(p);
