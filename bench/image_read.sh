@@ -8,14 +8,14 @@
 # chunks, two writers) writes the set through `posix`. Then, REPEATS times
 # (default 3), interleaved, each after the page cache is dropped (root
 # only):
-# - fio: a sequential O_DIRECT read of the set's two files, 64 KiB
-#   transfers, one job per file (the raw ceiling the ratio is judged
-#   against);
+# - fio: a sequential read of the set's two files, 64 KiB transfers, one
+#   job per file: O_DIRECT (the raw ceiling the ratio is judged against)
+#   and through the page cache;
 # - iotest: `run --direction=image --synthetic-vis` on two streamer ranks
 #   (storage only: each walks its parts and reads their chunks through the
 #   posix back-end, no producers, no gridding; every value checked against
-#   the pattern, as OSU's -c), with `--posix.direct` (O_DIRECT) and through
-#   the page cache.
+#   the pattern, as OSU's -c; two threads a rank, the default there), with
+#   `--posix.direct` (O_DIRECT) and through the page cache.
 #
 # iotest's rate is the bytes its reads returned over timing.stream_s. A
 # chunk spans several subgrids and every visit reads it again
@@ -52,17 +52,20 @@ $mpirun -np 1 build/bin/iotest --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
 files=("$dir"/vis0.bin "$dir"/vis1.bin)
 
 for ((repeat = 1; repeat <= repeats; repeat++)); do
-  drop
-  # Global options first: fio applies those after a --name to that job only.
-  fio --rw=read --bs=64k --direct=1 --ioengine=psync --readonly --group_reporting \
-    --output-format=json --name=raw0 --filename="${files[0]}" --name=raw1 \
-    --filename="${files[1]}" > "$dir/fio.json"
-  python3 - "$dir/fio.json" >> "$results" <<'PY'
+  for direct in 1 0; do
+    drop
+    # Global options first: fio applies those after a --name to that job only.
+    fio --rw=read --bs=64k --direct=$direct --ioengine=psync --readonly --group_reporting \
+      --output-format=json --name=raw0 --filename="${files[0]}" --name=raw1 \
+      --filename="${files[1]}" > "$dir/fio.json"
+    python3 - "$dir/fio.json" $direct >> "$results" <<'PY'
 import json, sys
 job = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 rate = job["io_bytes"] / (job["runtime"] / 1e3)
-print(f"fio|O_DIRECT|{rate}|{rate}")
+label = "O_DIRECT" if sys.argv[2] == "1" else "page cache (dropped)"
+print(f"fio|{label}|{rate}|{rate}")
 PY
+  done
   for direct in --posix.direct ""; do
     drop
     # shellcheck disable=SC2086

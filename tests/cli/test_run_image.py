@@ -74,6 +74,22 @@ def test_image_run_of_predict_files_matches_the_direct_adjoint(mpirun, tmp_path,
                    if k["role"] == "streamer")
 
 
+@pytest.mark.parametrize("storage,name", [("posix", "vis%d.bin"), ("phdf5", "vis.h5")])
+def test_image_run_reads_every_back_end_that_writes(iotest, mpirun, tmp_path, storage, name):
+    """Reading goes through the back-ends' readers: the files of a posix
+    run (raw chunks and an index) and of a phdf5 run (one shared file)."""
+    if storage == "phdf5" and "phdf5" not in iotest("run", "--help").stdout:
+        pytest.skip("iotest was built with the serial HDF5 (no libhdf5-openmpi-dev)")
+    mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", *OBS, f"--storage={storage}",
+           "--no-progress", str(tmp_path / name), check=0)
+    files = sorted(str(p) for p in tmp_path.glob("vis*"))
+    _, r = image_run(mpirun, tmp_path, 3, *ACCURATE, *files)
+    # A shared phdf5 file is UVH5, read by the hdf5 back-end's reader.
+    assert r["read"]["backend"] == {"posix": "posix", "phdf5": "hdf5"}[storage]
+    assert r["read"]["files"] == files
+    assert r["accuracy"]["facet_rmse"] <= 1e-8
+
+
 def test_image_run_without_files_predicts_the_sky(mpirun, tmp_path):
     """Streamers predict the visibilities themselves: gridding and the
     network alone; predicting is measured apart (input_s)."""
