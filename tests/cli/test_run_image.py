@@ -163,6 +163,7 @@ def test_storage_only_imaging_reads_and_checks_a_synthetic_set(mpirun, tmp_path)
     assert rd["chunks"] >= rd["chunks_stored"] > 0 and rd["bytes_per_s"] > 0
     assert "accuracy" not in r and r["counts"]["bytes_sent"] == 0
     assert "read and checked" in proc.stdout
+    check_estimate(r)
     # A value changed on disk is found, and fails the run.
     data = bytearray(open(files[0], "rb").read())
     data[4096:4112] = b"\x01" * 16

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <map>
 
-#include "iotest/job/job.hpp"
-#include "iotest/job/memory.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/job/job.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/swiftly/core.hpp"
 

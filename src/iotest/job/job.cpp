@@ -165,8 +165,8 @@ void use_files_observation(JobOptions& j, const storage::Provenance& pv, const s
   if (j.observation) {
     const auto& given = *j.observation;
     const auto disagree = [&](const char* option, const std::string& got, const std::string& want) {
-      throw UsageError(option, fmt::format("expected the input files' {} ({}), got {}", option + 2,
-                                           want, got));
+      throw UsageError(
+          option, fmt::format("expected the input files' {} ({}), got {}", option + 2, want, got));
     };
     if (!given.vis_set.empty() && given.vis_set != mine.vis_set)
       disagree("--vis-set", given.vis_set, mine.vis_set);

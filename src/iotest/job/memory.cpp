@@ -70,19 +70,19 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
     const index_t own = (p.facet_count() + s.producers - 1) / s.producers;
     const index_t t = s.producer_threads;
     const index_t workspaces = t * (m.facet_bytes + p.yB * p.m * kCplx + column);
-    m.producer_bytes = add("producer", "process", kProcessBytes) + add("producer", "tracks", tracks);
+    m.producer_bytes =
+        add("producer", "process", kProcessBytes) + add("producer", "tracks", tracks);
     if (predicts)
       m.producer_bytes += add("producer", "prepared facets", own * m.prepared_facet_bytes) +
                           add("producer", "column buffers", own * column) +
                           add("producer", "facet and column workspaces", workspaces) +
                           add("producer", "send slots", s.send_queue * t * m.contribution_bytes);
     if (images)
-      m.producer_bytes +=
-          add("producer", "facet sums", own * m.prepared_facet_bytes) +
-          add("producer", "column sums", own * column) +
-          add("producer", "dirty image facets", own * m.facet_bytes) +
-          add("producer", "imaging facet and column workspaces", workspaces) +
-          add("producer", "receive slots", s.send_queue * t * m.contribution_bytes);
+      m.producer_bytes += add("producer", "facet sums", own * m.prepared_facet_bytes) +
+                          add("producer", "column sums", own * column) +
+                          add("producer", "dirty image facets", own * m.facet_bytes) +
+                          add("producer", "imaging facet and column workspaces", workspaces) +
+                          add("producer", "receive slots", s.send_queue * t * m.contribution_bytes);
   }
 
   // A streamer: receive slots (one contribution per facet each), towers
@@ -96,14 +96,16 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
     // and visibilities too.
     const int t = s.threads;
     const auto& obs = *job.obs;
-    const index_t planes = max_tower_planes(job, *counts);
+    // Storage only (reading a synthetic set): no planes, nothing to send.
+    const index_t planes = s.synthetic ? 0 : max_tower_planes(job, *counts);
     const index_t task_vis = task_visibilities(job, *counts, s.bls_per_task);
     const index_t runs =
         task_vis / std::max<index_t>(1, std::min(obs.freq.chunk, obs.freq.steps)) * 2;
     const index_t chunk = obs.time.chunk * obs.freq.chunk * kCplx;
     m.streamer_bytes =
         add("streamer", "process", kProcessBytes) +
-        add("streamer", "send slots", s.subgrid_queue * p.facet_count() * m.contribution_bytes) +
+        add("streamer", "send slots",
+            s.synthetic ? 0 : s.subgrid_queue * p.facet_count() * m.contribution_bytes) +
         add("streamer", "tracks", tracks) +
         add("streamer", "towers", t * (3 * m.subgrid_bytes + planes * xA2)) +
         add("streamer", "task buffers",
@@ -115,9 +117,8 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
                 static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
                                      sizeof(binning::TrackPiece)));
     if (predicts)
-      m.streamer_bytes +=
-          add("streamer", "model towers and visibilities",
-              t * (3 * m.subgrid_bytes + planes * xA2 + task_vis * kCplx));
+      m.streamer_bytes += add("streamer", "model towers and visibilities",
+                              t * (3 * m.subgrid_bytes + planes * xA2 + task_vis * kCplx));
   } else if (s.streamers > 0) {
     const int t = s.threads;
     m.streamer_bytes =

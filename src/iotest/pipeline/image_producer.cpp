@@ -112,10 +112,9 @@ bool ImageReceiver::step(report::RankFigures& st) {
   batch_.clear();
   while (batch_.size() < posted_.size()) {
     Slot* s = posted_[batch_.size()];
-    if (!batch_.empty() &&
-        (s->visit != batch_.front()->visit ||
-         std::any_of(batch_.begin(), batch_.end(),
-                     [&](const Slot* b) { return b->facet == s->facet; })))
+    if (!batch_.empty() && (s->visit != batch_.front()->visit ||
+                            std::any_of(batch_.begin(), batch_.end(),
+                                        [&](const Slot* b) { return b->facet == s->facet; })))
       break;
     int done = 0;
     MPI_Test(&s->request, &done, MPI_STATUS_IGNORE);

@@ -18,8 +18,7 @@ class ImageReceiver {
   // `sums`: a w-stack's facet sums (zeroed); the dirty image goes to
   // ctx.image_facets. `assignments`: the producer's one view of the
   // assigner's messages, shared with its predict side.
-  ImageReceiver(Context& ctx, std::vector<Array2D>& sums, index_t slots,
-                Assignments& assignments);
+  ImageReceiver(Context& ctx, std::vector<Array2D>& sums, index_t slots, Assignments& assignments);
   // Posts receives and recombines what has arrived; false when nothing
   // happened (the caller may sleep).
   bool step(report::RankFigures& stats);

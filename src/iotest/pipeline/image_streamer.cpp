@@ -55,9 +55,9 @@ struct GridThread {
   std::optional<degrid::Degridder::Workspace> model_tower;
   Array2D model_sum;
   std::vector<cplx> model;
-  double observed2 = 0, residual2 = 0;  // sums of |V|^2: observed, residual
-  double degrid_s = 0;                  // the model's tower and degridding
-  double grid_s = 0;                    // the residual's (or the observed) gridding
+  double observed2 = 0, residual2 = 0;               // sums of |V|^2: observed, residual
+  double degrid_s = 0;                               // the model's tower and degridding
+  double grid_s = 0;                                 // the residual's (or the observed) gridding
   std::unique_ptr<storage::ChunkGatherer> gatherer;  // with input files
   degrid::DirtyPixels dirty;
   index_t visibilities = 0, w_planes = 0, subgrids = 0;
@@ -97,7 +97,8 @@ RankResult run_image_streamer(Context& ctx) {
       ts.tower.planes.emplace_back(p.xA, p.xA);
     ts.vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
     ts.vis.clear();
-    if (!readers.empty()) ts.gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
+    if (!readers.empty())
+      ts.gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
     if (both) {
       ts.model_tower.emplace(p);
       while (static_cast<index_t>(ts.model_tower->planes.size()) < ctx.tower_planes)
@@ -109,8 +110,8 @@ RankResult run_image_streamer(Context& ctx) {
   }
   std::vector<SendSlot> slots(static_cast<size_t>(o.subgrid_queue));
   for (auto& s : slots) s.contributions = AlignedBuffer(synthetic ? 1 : F * values);
-  std::mutex lock;               // guards gridded
-  std::vector<size_t> gridded;   // slots whose contributions are extracted
+  std::mutex lock;                // guards gridded
+  std::vector<size_t> gridded;    // slots whose contributions are extracted
   std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
   TaskQueue tasks;
 
@@ -380,8 +381,7 @@ RankResult run_image_streamer(Context& ctx) {
             // Nothing to do: waiting on producers while sends (or the
             // model's receives) are posted, else on the gridding threads.
             const bool sending = std::any_of(slots.begin(), slots.end(), [](const SendSlot& s) {
-              return s.state == SendSlot::State::kSending ||
-                     s.state == SendSlot::State::kReceiving;
+              return s.state == SendSlot::State::kSending || s.state == SendSlot::State::kReceiving;
             });
             backoff.pause(sending ? wait_s : idle_s);
           }

@@ -93,7 +93,8 @@ RankResult run_producer(Context& ctx) {
   // --direction=both: the residual's contributions come back while the
   // model's go out; the imaging side is polled wherever this one waits.
   std::optional<ImageReceiver> receiver;
-  if (ctx.both()) receiver.emplace(ctx, ctx.facet_sums, ctx.options.send_queue * threads, assignments);
+  if (ctx.both())
+    receiver.emplace(ctx, ctx.facet_sums, ctx.options.send_queue * threads, assignments);
   const auto meanwhile = [&] { return receiver && receiver->step(st); };
   Progress progress(ctx.options.progress && ctx.roles.rank == 0,
                     static_cast<index_t>(ctx.plan.visits.size()), "subgrids");

@@ -235,7 +235,7 @@ struct RankResult {
   std::vector<cplx> dirty_sums, image_pixels;
   storage::ReadTally read;
   index_t values_checked = 0, values_wrong = 0;  // storage only: against the pattern
-  double input_s = 0, check_s = 0;  // predicting visibilities in memory; checks
+  double input_s = 0, check_s = 0;               // predicting visibilities in memory; checks
   // --direction=both: the model's degridding, and the sums of |V|^2 of the
   // observed and residual visibilities.
   double degrid_s = 0, observed2 = 0, residual2 = 0;

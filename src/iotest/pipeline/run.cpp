@@ -197,13 +197,16 @@ void check_options(const RunOptions& o, int size) {
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.direction == swiftly::Direction::predict && !o.inputs.empty())
-    throw UsageError("FILE", "input files are read by --direction=image; predict writes one "
-                             "OUTPUT");
+    throw UsageError("FILE",
+                     "input files are read by --direction=image; predict writes one "
+                     "OUTPUT");
   if (o.direction != swiftly::Direction::predict) {
     const std::string d = "--direction=" + swiftly::to_string(o.direction);
     if (!o.observation && o.inputs.empty())
-      throw UsageError("--vis-set", "expected a visibility set, or a predict run's files to "
-                                    "read, with " + d);
+      throw UsageError("--vis-set",
+                       "expected a visibility set, or a predict run's files to "
+                       "read, with " +
+                           d);
     // Storage only: the streamers read their parts' chunks in walk order
     // and check the pattern; nothing is gridded (the read side's twin of
     // --synthetic-vis in predict).
@@ -213,8 +216,9 @@ void check_options(const RunOptions& o, int size) {
     if (o.duration) throw UsageError("--duration", "is not supported with " + d + " yet");
     if (o.target_err) throw UsageError("--target-err", "is not supported with " + d + " yet");
     if (o.facet_workers && *o.facet_workers < 1 && !o.synthetic_vis)
-      throw UsageError("--facet-workers", "expected at least 1 with " + d + ": producers hold "
-                                          "the dirty image");
+      throw UsageError("--facet-workers", "expected at least 1 with " + d +
+                                              ": producers hold "
+                                              "the dirty image");
   }
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
@@ -642,9 +646,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     degrid_s = std::max(degrid_s, w.degrid_s);
     grid_s = std::max(grid_s, w.grid_s);
     observed2 += w.observed2;
+    residual2 += w.residual2;
     reading.values_checked += w.values_checked;
     reading.values_wrong += w.values_wrong;
-    residual2 += w.residual2;
     if (w.role == 1 && !o.inputs.empty())
       reading.per_rank.push_back({w.rank, w.host, static_cast<index_t>(o.inputs.size()),
                                   w.read.chunks, w.read.bytes, 0.0, w.read.seconds});
@@ -710,7 +714,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       reading.checked = o.synthetic_vis;
       reading.values_right = reading.values_checked - reading.values_wrong;
       reading.passed = reading.values_wrong == 0;
-      if (!reading.passed) reading.first_wrong = "a value unlike the pattern";
+      if (!reading.passed)
+        reading.first_wrong = fmt::format("{} values unlike the pattern", reading.values_wrong);
       r.reading = reading;
     }
   } else if (ctx.job.obs) {

@@ -14,8 +14,8 @@
 #include <functional>
 #include <mutex>
 
-#include "iotest/common/parallel.hpp"
 #include "iotest/common/array.hpp"
+#include "iotest/common/parallel.hpp"
 
 namespace iotest::pipeline {
 
