@@ -24,6 +24,7 @@
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/net/net.hpp"
 #include "iotest/pipeline/read.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/report/report.hpp"
@@ -176,6 +177,11 @@ iotest::report::Environment environment(const iotest::report::Report& report,
       if (std::find(e.hosts.begin(), e.hosts.end(), k.host) == e.hosts.end())
         e.hosts.push_back(k.host);
   }
+  if (report.interconnect) {
+    for (const auto& p : report.interconnect->pairs)
+      for (const auto& h : {p.sender_host, p.receiver_host})
+        if (std::find(e.hosts.begin(), e.hosts.end(), h) == e.hosts.end()) e.hosts.push_back(h);
+  }
   if (e.hosts.empty()) e.hosts.push_back(iotest::host_name());
   if (!data_path.empty()) {
     // An output pattern (OUT%d.h5) is looked up by its folder.
@@ -255,6 +261,8 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
     // A read-back that found wrong values fails, as verify does.
     if (report->reading && !report->reading->passed) status = iotest::kExitFailure;
     if (report->checkpoint && report->checkpoint->values_wrong > 0) status = iotest::kExitFailure;
+    if (report->interconnect && report->interconnect->messages_wrong > 0)
+      status = iotest::kExitFailure;
   }
   MPI_Finalize();
   return status;
@@ -443,6 +451,33 @@ int main(int argc, char** argv) {
   h5->add_flag("--keep", h5_opts.keep, "keep the file (default: removed at the end)");
   h5->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
 
+  iotest::net::NetOptions net_opts;
+  auto* net = app.add_subcommand(
+      "net",
+      "the interconnect under mpirun: latency and bandwidth between pairs of ranks over message "
+      "size, for MPI and for TCP sockets (as OSU's latency and bw tests)");
+  net->add_option("--pairs", net_opts.pairs,
+                  "rank pairs A:B,C:D measured at once, A sending (default: the first rank of "
+                  "each node with the first of the next; one node: 0:1,2:3,...)");
+  net->add_option("--min-size", net_opts.min_size, "smallest message (bytes)")
+      ->capture_default_str();
+  net->add_option("--max-size", net_opts.max_size, "largest message (bytes; powers of 2 between)")
+      ->capture_default_str();
+  net->add_option("--iterations", net_opts.iterations,
+                  "timed iterations below 8 KiB, a tenth of them up to 1 MiB, a hundredth above "
+                  "(default: 1000)");
+  net->add_option("--warmup", net_opts.warmup,
+                  "untimed iterations first, scaled as --iterations (default: a tenth of "
+                  "--iterations)");
+  net->add_option("--window", net_opts.window, "messages in flight per bandwidth iteration")
+      ->capture_default_str();
+  net->add_option("--transport", net_opts.transports, "mpi, tcp or mpi,tcp")
+      ->delimiter(',')
+      ->capture_default_str();
+  net->add_flag("--check", net_opts.check,
+                "check the bytes of every message of extra, untimed iterations (OSU's -c)");
+  net->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
@@ -558,7 +593,7 @@ int main(int argc, char** argv) {
     // (run and the other commands that start MPI).
     if (is_run) return run_pipeline(run_opts, "", line);
     const std::string named = argc > 1 ? argv[1] : "";
-    if (named == "read" || named == "h5")
+    if (named == "read" || named == "h5" || named == "net")
       return run_mpi([](MPI_Comm) { return iotest::report::Report{}; }, "", line, "");
     print_error(line);
     return iotest::kExitUsage;
@@ -582,6 +617,9 @@ int main(int argc, char** argv) {
     return run_mpi([&](MPI_Comm comm) { return iotest::checkpoint::h5(h5_opts, comm); },
                    report_path, bad, h5_opts.path);
   }
+  if (*net)
+    return run_mpi([&](MPI_Comm comm) { return iotest::net::net(net_opts, comm); }, report_path, "",
+                   "");
   if (*read)
     return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); },
                    report_path, "", read_opts.files.front());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -447,6 +448,50 @@ json to_json(const Report& r) {
                    {"layout", layout},
                    {"warnings", a.warnings}};
   }
+  if (r.interconnect) {
+    const auto& n = *r.interconnect;
+    json sizes = json::array();
+    for (const auto& z : n.sizes)
+      sizes.push_back({{"bytes", z.bytes},
+                       {"iterations", z.iterations},
+                       {"warmup", z.warmup},
+                       {"windows", z.windows},
+                       {"window_warmup", z.window_warmup}});
+    json pairs = json::array();
+    for (const auto& p : n.pairs) {
+      json pair = {{"sender", p.sender},
+                   {"receiver", p.receiver},
+                   {"sender_host", p.sender_host},
+                   {"receiver_host", p.receiver_host},
+                   {"tcp_address", p.tcp_address}};
+      for (size_t t = 0; t < n.transports.size() && t < p.figures.size(); ++t) {
+        json figures = json::array();
+        for (size_t z = 0; z < n.sizes.size() && z < p.figures[t].size(); ++z) {
+          const auto& f = p.figures[t][z];
+          figures.push_back({{"bytes", n.sizes[z].bytes},
+                             {"latency_us", f.latency_us},
+                             {"bandwidth_mb_per_s", f.bandwidth_mb_per_s},
+                             {"messages_checked", f.messages_checked},
+                             {"messages_wrong", f.messages_wrong}});
+        }
+        pair[n.transports[t]] = figures;
+      }
+      pairs.push_back(pair);
+    }
+    j["net"] = {{"ranks", n.ranks},
+                {"nodes", n.nodes},
+                {"window", n.window},
+                {"transports", n.transports},
+                {"units",
+                 {{"latency_us", "microseconds, half the mean round trip"},
+                  {"bandwidth_mb_per_s", "10^6 bytes per second, sender to receiver"}}},
+                {"sizes", sizes},
+                {"pairs", pairs},
+                {"checked", n.checked},
+                {"messages_checked", n.messages_checked},
+                {"messages_wrong", n.messages_wrong},
+                {"passed", n.messages_wrong == 0}};
+  }
   return j;
 }
 
@@ -464,6 +509,67 @@ std::string environment_text(const Environment& e) {
 }
 
 std::string render_body(const Report& r);
+
+// "1 B", "8 KiB", "64 MiB"; other sizes in bytes.
+std::string message_size_text(index_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (u < 3 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
+  return fmt::format("{} {}", b, units[u]);
+}
+
+// One table, as OSU and DiFX print theirs: a row per size, latency and
+// bandwidth per transport, the mean over the pairs.
+std::string interconnect_text(const Interconnect& n) {
+  std::string pairs;
+  for (const auto& p : n.pairs)
+    pairs += fmt::format("{}{}:{}", pairs.empty() ? "" : ", ", p.sender, p.receiver);
+  std::string s = fmt::format(
+      "iotest net: {} pair(s) ({}) of {} rank(s) on {} node(s), window {}{}\n", n.pairs.size(),
+      pairs, n.ranks, n.nodes, n.window, n.pairs.size() > 1 ? ", the mean over the pairs" : "");
+  const auto tcp = std::find(n.transports.begin(), n.transports.end(), "tcp");
+  if (tcp != n.transports.end() && !n.pairs.empty())
+    s += fmt::format("  TCP to {}{}\n", n.pairs.front().tcp_address,
+                     n.pairs.size() > 1 ? " (the first pair's)" : "");
+  std::string names = fmt::format("  {:<8}", "");
+  for (const auto& t : n.transports) {
+    std::string name = t;
+    std::transform(name.begin(), name.end(), name.begin(), [](char c) {
+      return static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    });
+    names += fmt::format(" {:^27}", name);
+  }
+  s += names.substr(0, names.find_last_not_of(' ') + 1) + fmt::format("\n  {:<8}", "size");
+  for (size_t t = 0; t < n.transports.size(); ++t)
+    s += fmt::format(" {:>12} {:>14}", "latency us", "bandwidth MB/s");
+  s += "\n";
+  for (size_t z = 0; z < n.sizes.size(); ++z) {
+    s += fmt::format("  {:<8}", message_size_text(n.sizes[z].bytes));
+    for (size_t t = 0; t < n.transports.size(); ++t) {
+      double latency = 0, bandwidth = 0;
+      for (const auto& p : n.pairs) {
+        latency += p.figures[t][z].latency_us / static_cast<double>(n.pairs.size());
+        bandwidth += p.figures[t][z].bandwidth_mb_per_s / static_cast<double>(n.pairs.size());
+      }
+      s += fmt::format(" {:>12.2f} {:>14.2f}", latency, bandwidth);
+    }
+    s += "\n";
+  }
+  if (n.checked) {
+    s += fmt::format("  --check: {} messages checked, {} wrong", n.messages_checked,
+                     n.messages_wrong);
+    for (size_t z = 0; z < n.sizes.size() && n.messages_wrong > 0; ++z)
+      for (size_t t = 0; t < n.transports.size(); ++t) {
+        index_t wrong = 0;
+        for (const auto& p : n.pairs) wrong += p.figures[t][z].messages_wrong;
+        if (wrong > 0)
+          s += fmt::format(", {} at {} over {}", wrong, message_size_text(n.sizes[z].bytes),
+                           n.transports[t]);
+      }
+    s += n.messages_wrong == 0 ? ": passed\n" : ": FAILED\n";
+  }
+  return s;
+}
 }  // namespace
 
 std::string render_text(const Report& r) {
@@ -474,6 +580,10 @@ namespace {
 std::string render_body(const Report& r) {
   const auto& p = r.rec;
   std::string s;
+  if (r.interconnect) {  // nor does the interconnect benchmark
+    s += interconnect_text(*r.interconnect);
+    return s;
+  }
   if (r.checkpoint) {  // nor does the checkpoint kernel
     const auto& c = *r.checkpoint;
     s += fmt::format(

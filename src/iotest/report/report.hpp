@@ -342,6 +342,35 @@ struct Environment {
   std::optional<FileSystem> output;
 };
 
+// `iotest net`: the interconnect between pairs of ranks over message size,
+// for each transport (MPI, TCP), as OSU's latency and bw tests measure it.
+struct Interconnect {
+  int ranks = 0, nodes = 0;
+  int window = 0;                       // messages in flight per bandwidth iteration
+  std::vector<std::string> transports;  // "mpi", "tcp": the order of every pair's figures
+  struct Size {
+    index_t bytes = 0;
+    int iterations = 0, warmup = 0;      // latency round trips, timed and not
+    int windows = 0, window_warmup = 0;  // bandwidth windows, timed and not
+  };
+  std::vector<Size> sizes;
+  // One pair, one transport, one size.
+  struct Figure {
+    double latency_us = 0;          // half the mean round trip
+    double bandwidth_mb_per_s = 0;  // MB = 10^6 B (as OSU): bytes streamed over their time
+    index_t messages_checked = 0, messages_wrong = 0;  // --check, both ways
+  };
+  struct Pair {
+    int sender = 0, receiver = 0;  // ranks; the bandwidth flows from sender to receiver
+    std::string sender_host, receiver_host;
+    std::string tcp_address;                   // where the sender reached the receiver
+    std::vector<std::vector<Figure>> figures;  // [transport][size]
+  };
+  std::vector<Pair> pairs;
+  bool checked = false;  // --check: every check message's bytes compared on arrival
+  index_t messages_checked = 0, messages_wrong = 0;
+};
+
 struct Report {
   std::string mode;  // "recombine" or "plan"
   config::RecombinationParams rec;
@@ -361,6 +390,7 @@ struct Report {
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
   std::optional<Environment> environment;
+  std::optional<Interconnect> interconnect;
 };
 
 nlohmann::json to_json(const Report& report);

@@ -1,0 +1,714 @@
+#include "iotest/net/net.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/pipeline/run.hpp"
+
+namespace iotest::net {
+namespace {
+
+using Size = report::Interconnect::Size;
+
+constexpr index_t kMaxSize = index_t{1} << 30;  // MPI counts are ints
+// A size's timed bandwidth windows stream at most this much (one window at
+// least), so a sweep to 64 MiB takes seconds rather than minutes; warm-up
+// windows an eighth of it.
+constexpr index_t kStreamBytes = index_t{2} << 30;
+// --check: the window's messages land in distinct slots, at most this much.
+constexpr index_t kCheckBytes = index_t{64} << 20;
+constexpr int kCheckRoundTrips = 2;
+constexpr int kMaxWindow = 4096;
+constexpr int kConnectTimeoutMs = 5000, kAcceptTimeoutMs = 60000;
+constexpr int kTagPing = 1, kTagData = 2, kTagAck = 3, kTagAddress = 4;
+constexpr int kTextBytes = 64;  // host names and addresses gathered to rank 0
+
+[[noreturn]] void fail(const std::string& call) {
+  throw std::runtime_error("TCP: " + call + " failed: " + std::strerror(errno));
+}
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket& operator=(Socket&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+  int fd() const { return fd_; }
+
+ private:
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+// MSG_NOSIGNAL: a peer gone is an error here, not a SIGPIPE.
+void send_all(int fd, const std::byte* data, size_t n) {
+  while (n > 0) {
+    const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0) fail("send");
+    data += sent;
+    n -= static_cast<size_t>(sent);
+  }
+}
+
+void recv_all(int fd, std::byte* data, size_t n) {
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, data, n, MSG_WAITALL);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail("recv");
+    if (got == 0) throw std::runtime_error("TCP: the peer closed the connection");
+    data += got;
+    n -= static_cast<size_t>(got);
+  }
+}
+
+int poll_one(int fd, short events, int timeout_ms) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int n = ::poll(&p, 1, timeout_ms);
+    if (n >= 0) return n;
+    if (errno != EINTR) fail("poll");
+  }
+}
+
+void set_no_delay(int fd) {
+  const int on = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) != 0)
+    fail("setsockopt(TCP_NODELAY)");
+}
+
+// Every interface, an ephemeral port.
+Socket listen_any(int& port) {
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.fd() < 0) fail("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) fail("bind");
+  if (::listen(s.fd(), 1) != 0) fail("listen");
+  socklen_t length = sizeof address;
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    fail("getsockname");
+  port = ntohs(address.sin_port);
+  return s;
+}
+
+// The sender is never told to stop trying, so the wait is bounded.
+Socket accept_within(const Socket& listener, int timeout_ms) {
+  if (poll_one(listener.fd(), POLLIN, timeout_ms) == 0)
+    throw std::runtime_error(
+        fmt::format("TCP: no connection from the sender within {} s", timeout_ms / 1000));
+  Socket s(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (s.fd() < 0) fail("accept");
+  return s;
+}
+
+// The first of `addresses` that answers within the timeout (an address of
+// another network may never answer); `reached` names it.
+Socket connect_first(const std::vector<std::string>& addresses, int port, std::string& reached) {
+  std::string why = "no IPv4 address";
+  for (const auto& a : addresses) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::inet_pton(AF_INET, a.c_str(), &address.sin_addr) != 1) {
+      why = a + ": not an IPv4 address";
+      continue;
+    }
+    Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (s.fd() < 0) fail("socket");
+    if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      if (errno != EINPROGRESS) {
+        why = a + ": " + std::strerror(errno);
+        continue;
+      }
+      if (poll_one(s.fd(), POLLOUT, kConnectTimeoutMs) == 0) {
+        why = a + ": timed out";
+        continue;
+      }
+      int error = 0;
+      socklen_t length = sizeof error;
+      if (::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &error, &length) != 0)
+        fail("getsockopt(SO_ERROR)");
+      if (error != 0) {
+        why = a + ": " + std::strerror(error);
+        continue;
+      }
+    }
+    const int flags = ::fcntl(s.fd(), F_GETFL);
+    if (flags < 0 || ::fcntl(s.fd(), F_SETFL, flags & ~O_NONBLOCK) != 0) fail("fcntl");
+    reached = fmt::format("{}:{}", a, port);
+    return s;
+  }
+  throw std::runtime_error(
+      fmt::format("TCP: could not reach the receiver on port {} ({})", port, why));
+}
+
+// This host's IPv4 addresses on interfaces that are up, loopback left out.
+std::vector<std::string> interface_addresses() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) fail("getifaddrs");
+  std::vector<std::string> addresses;
+  for (const ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) addresses.emplace_back(text);
+  }
+  ::freeifaddrs(list);
+  return addresses;
+}
+
+// Page-aligned as OSU's buffers, and touched, so no page fault lands in a
+// timing.
+using Bytes = std::unique_ptr<std::byte, decltype(&std::free)>;
+Bytes page_aligned(index_t bytes) {
+  const size_t n = (static_cast<size_t>(std::max<index_t>(bytes, 1)) + 4095) / 4096 * 4096;
+  Bytes b(static_cast<std::byte*>(std::aligned_alloc(4096, n)), &std::free);
+  if (!b) throw std::bad_alloc();
+  std::memset(b.get(), 0xa5, n);
+  return b;
+}
+
+// --check: a message's bytes follow from its size, its iteration and its
+// place in the window, so a stale, shifted or misplaced message is wrong.
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+std::uint64_t seed(index_t bytes, int iteration, int message) {
+  return mix(mix(mix(static_cast<std::uint64_t>(bytes)) ^ static_cast<std::uint64_t>(iteration)) ^
+             static_cast<std::uint64_t>(message));
+}
+void fill(std::byte* p, index_t bytes, std::uint64_t s) {
+  for (index_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t word = mix(s + static_cast<std::uint64_t>(i));
+    std::memcpy(p + i, &word, static_cast<size_t>(std::min<index_t>(8, bytes - i)));
+  }
+}
+bool holds(const std::byte* p, index_t bytes, std::uint64_t s) {
+  for (index_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t word = mix(s + static_cast<std::uint64_t>(i));
+    if (std::memcmp(p + i, &word, static_cast<size_t>(std::min<index_t>(8, bytes - i))) != 0)
+      return false;
+  }
+  return true;
+}
+
+struct Tally {
+  index_t checked = 0, wrong = 0;
+  void add(bool right) {
+    ++checked;
+    if (!right) ++wrong;
+  }
+};
+
+// This rank's side of its pair.
+struct Link {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int peer = -1;
+  bool sender = false;  // the bandwidth flows from the sender; it times both tests
+  Socket tcp;
+  std::byte *out = nullptr, *in = nullptr, *slots = nullptr;
+};
+
+int count(index_t bytes) {
+  return static_cast<int>(bytes);
+}
+
+// Seconds one way: blocking ping-pong, half the round trip (osu_latency).
+double mpi_latency(const Link& l, index_t bytes, int warmup, int iterations) {
+  double start = MPI_Wtime();
+  for (int i = 0; i < warmup + iterations; ++i) {
+    if (i == warmup) start = MPI_Wtime();
+    if (l.sender) {
+      MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
+      MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
+      MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
+    }
+  }
+  return (MPI_Wtime() - start) / (2.0 * iterations);
+}
+
+// Bytes per second, sender to receiver: a window of non-blocking sends met
+// by as many receives, then a 4-byte acknowledgement (osu_bw). The window's
+// receives share one buffer, as OSU's do, so that the figures compare
+// (distinct buffers would leave the cache at large windows).
+double mpi_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows) {
+  std::vector<MPI_Request> requests(static_cast<size_t>(window));
+  std::byte ack[4] = {};
+  double start = MPI_Wtime();
+  for (int i = 0; i < warmup + windows; ++i) {
+    if (i == warmup) start = MPI_Wtime();
+    for (auto& r : requests) {
+      if (l.sender)
+        MPI_Isend(l.out, count(bytes), MPI_BYTE, l.peer, kTagData, l.comm, &r);
+      else
+        MPI_Irecv(l.in, count(bytes), MPI_BYTE, l.peer, kTagData, l.comm, &r);
+    }
+    MPI_Waitall(window, requests.data(), MPI_STATUSES_IGNORE);
+    if (l.sender)
+      MPI_Recv(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm, MPI_STATUS_IGNORE);
+    else
+      MPI_Send(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm);
+  }
+  return static_cast<double>(bytes) * window * windows / (MPI_Wtime() - start);
+}
+
+double tcp_latency(const Link& l, index_t bytes, int warmup, int iterations) {
+  const int fd = l.tcp.fd();
+  const auto n = static_cast<size_t>(bytes);
+  double start = MPI_Wtime();
+  for (int i = 0; i < warmup + iterations; ++i) {
+    if (i == warmup) start = MPI_Wtime();
+    if (l.sender) {
+      send_all(fd, l.out, n);
+      recv_all(fd, l.in, n);
+    } else {
+      recv_all(fd, l.in, n);
+      send_all(fd, l.out, n);
+    }
+  }
+  return (MPI_Wtime() - start) / (2.0 * iterations);
+}
+
+// The window's messages streamed on the connection, then a 1-byte
+// acknowledgement.
+double tcp_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows) {
+  const int fd = l.tcp.fd();
+  const auto n = static_cast<size_t>(bytes);
+  std::byte ack[1] = {};
+  double start = MPI_Wtime();
+  for (int i = 0; i < warmup + windows; ++i) {
+    if (i == warmup) start = MPI_Wtime();
+    for (int m = 0; m < window; ++m) {
+      if (l.sender)
+        send_all(fd, l.out, n);
+      else
+        recv_all(fd, l.in, n);
+    }
+    if (l.sender)
+      recv_all(fd, ack, sizeof ack);
+    else
+      send_all(fd, ack, sizeof ack);
+  }
+  return static_cast<double>(bytes) * window * windows / (MPI_Wtime() - start);
+}
+
+// How many of a window's messages the --check slots hold at once.
+int check_slots(index_t bytes, int window) {
+  return static_cast<int>(std::clamp<index_t>(kCheckBytes / bytes, 1, window));
+}
+
+// --check, untimed: round trips with a fresh pattern each way, then a
+// window of distinct messages, each checked where it landed. Counts the
+// messages this rank received.
+Tally mpi_check(const Link& l, index_t bytes, int window) {
+  Tally tally;
+  for (int k = 0; k < kCheckRoundTrips; ++k) {
+    const auto ping = seed(bytes, 2 * k, 0), pong = seed(bytes, 2 * k + 1, 0);
+    if (l.sender) {
+      fill(l.out, bytes, ping);
+      MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
+      MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
+      tally.add(holds(l.in, bytes, pong));
+    } else {
+      MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
+      tally.add(holds(l.in, bytes, ping));
+      fill(l.out, bytes, pong);
+      MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
+    }
+  }
+  const int slots = check_slots(bytes, window);
+  std::vector<MPI_Request> requests(static_cast<size_t>(slots));
+  for (int first = 0; first < window; first += slots) {
+    const int n = std::min(slots, window - first);
+    for (int m = 0; m < n; ++m) {
+      std::byte* slot = l.slots + static_cast<index_t>(m) * bytes;
+      if (l.sender) {
+        fill(slot, bytes, seed(bytes, 2 * kCheckRoundTrips, first + m));
+        MPI_Isend(slot, count(bytes), MPI_BYTE, l.peer, kTagData, l.comm, &requests[m]);
+      } else {
+        MPI_Irecv(slot, count(bytes), MPI_BYTE, l.peer, kTagData, l.comm, &requests[m]);
+      }
+    }
+    MPI_Waitall(n, requests.data(), MPI_STATUSES_IGNORE);
+    for (int m = 0; m < n && !l.sender; ++m)
+      tally.add(holds(l.slots + static_cast<index_t>(m) * bytes, bytes,
+                      seed(bytes, 2 * kCheckRoundTrips, first + m)));
+  }
+  std::byte ack[4] = {};
+  if (l.sender)
+    MPI_Recv(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm, MPI_STATUS_IGNORE);
+  else
+    MPI_Send(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm);
+  return tally;
+}
+
+// As mpi_check; a stream's messages arrive one after the other, each
+// checked before the next lands in the buffer.
+Tally tcp_check(const Link& l, index_t bytes, int window) {
+  Tally tally;
+  const int fd = l.tcp.fd();
+  const auto n = static_cast<size_t>(bytes);
+  for (int k = 0; k < kCheckRoundTrips; ++k) {
+    const auto ping = seed(bytes, 2 * k, 0), pong = seed(bytes, 2 * k + 1, 0);
+    if (l.sender) {
+      fill(l.out, bytes, ping);
+      send_all(fd, l.out, n);
+      recv_all(fd, l.in, n);
+      tally.add(holds(l.in, bytes, pong));
+    } else {
+      recv_all(fd, l.in, n);
+      tally.add(holds(l.in, bytes, ping));
+      fill(l.out, bytes, pong);
+      send_all(fd, l.out, n);
+    }
+  }
+  for (int m = 0; m < window; ++m) {
+    const auto s = seed(bytes, 2 * kCheckRoundTrips, m);
+    if (l.sender) {
+      fill(l.out, bytes, s);
+      send_all(fd, l.out, n);
+    } else {
+      recv_all(fd, l.in, n);
+      tally.add(holds(l.in, bytes, s));
+    }
+  }
+  std::byte ack[1] = {};
+  if (l.sender)
+    recv_all(fd, ack, sizeof ack);
+  else
+    send_all(fd, ack, sizeof ack);
+  return tally;
+}
+
+// The receiver listens on an ephemeral port and tells the sender, over
+// MPI, its host, port, addresses and a token; the sender connects to the
+// first address that answers (loopback on the same host) and sends the
+// token back, so that no other process's connection is taken for it.
+std::string connect_pair(Link& l) {
+  std::string reached;
+  if (!l.sender) {
+    int port = 0;
+    const Socket listener = listen_any(port);
+    std::random_device random;
+    const std::uint64_t token = (std::uint64_t{random()} << 32) ^ random();
+    std::string message = fmt::format("{}\n{}\n{}", host_name(), port, token);
+    for (const auto& a : interface_addresses()) message += "\n" + a;
+    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, l.peer, kTagAddress,
+             l.comm);
+    l.tcp = accept_within(listener, kAcceptTimeoutMs);
+    std::uint64_t got = 0;
+    recv_all(l.tcp.fd(), reinterpret_cast<std::byte*>(&got), sizeof got);
+    if (got != token)
+      throw std::runtime_error(
+          fmt::format("TCP: a connection that is not from rank {} (wrong token)", l.peer));
+  } else {
+    MPI_Status status;
+    MPI_Probe(l.peer, kTagAddress, l.comm, &status);
+    int n = 0;
+    MPI_Get_count(&status, MPI_CHAR, &n);
+    std::string message(static_cast<size_t>(n), '\0');
+    MPI_Recv(message.data(), n, MPI_CHAR, l.peer, kTagAddress, l.comm, MPI_STATUS_IGNORE);
+    std::vector<std::string> lines;
+    for (size_t start = 0;;) {
+      const size_t end = std::min(message.find('\n', start), message.size());
+      lines.push_back(message.substr(start, end - start));
+      if (end == message.size()) break;
+      start = end + 1;
+    }
+    const int port = std::stoi(lines.at(1));
+    const std::uint64_t token = std::stoull(lines.at(2));
+    std::vector<std::string> addresses(lines.begin() + 3, lines.end());
+    if (lines[0] == host_name()) addresses.insert(addresses.begin(), "127.0.0.1");
+    l.tcp = connect_first(addresses, port, reached);
+    send_all(l.tcp.fd(), reinterpret_cast<const std::byte*>(&token), sizeof token);
+  }
+  set_no_delay(l.tcp.fd());
+  return reached;
+}
+
+// A barrier that sleeps while it waits: with more ranks than cores (the
+// development machine), ranks done measuring leave the cores to the pairs
+// still measuring.
+void barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// OSU's shape: many iterations of small messages, fewer of large ones.
+Size plan_size(index_t bytes, const NetOptions& o) {
+  const int divisor = bytes < (index_t{8} << 10) ? 1 : bytes <= (index_t{1} << 20) ? 10 : 100;
+  const auto scaled = [&](int n) { return n == 0 ? 0 : std::max(1, (n + divisor - 1) / divisor); };
+  Size z;
+  z.bytes = bytes;
+  const int iterations = o.iterations.value_or(1000);
+  z.iterations = scaled(iterations);
+  z.warmup = scaled(o.warmup.value_or(std::max(1, iterations / 10)));
+  const index_t per_window = bytes * o.window;
+  z.windows = static_cast<int>(
+      std::min<index_t>(z.iterations, std::max<index_t>(1, kStreamBytes / per_window)));
+  z.window_warmup = z.warmup == 0
+                        ? 0
+                        : static_cast<int>(std::min<index_t>(
+                              z.warmup, std::max<index_t>(1, kStreamBytes / 8 / per_window)));
+  return z;
+}
+
+// The nodes' first ranks paired in order, the first two, the next two, ...
+// (one node: all its ranks, 0:1, 2:3, ...). An odd one out sits out.
+std::vector<std::pair<int, int>> default_pairs(const std::vector<int>& node_of) {
+  std::vector<int> ranks;
+  for (int k = 0; k < static_cast<int>(node_of.size()); ++k)
+    if (node_of[static_cast<size_t>(k)] == k) ranks.push_back(k);
+  if (ranks.size() < 2) {  // one node
+    ranks.resize(node_of.size());
+    for (size_t k = 0; k < ranks.size(); ++k) ranks[k] = static_cast<int>(k);
+  }
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t k = 0; k + 1 < ranks.size(); k += 2) pairs.emplace_back(ranks[k], ranks[k + 1]);
+  return pairs;
+}
+
+std::string fixed_text(const std::string& s) {
+  return s.substr(0, kTextBytes - 1);
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> parse_pairs(const std::string& text, int ranks) {
+  const auto number = [](std::string_view s, int& value) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+  };
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<bool> paired(static_cast<size_t>(ranks), false);
+  for (size_t start = 0;;) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view pair = std::string_view(text).substr(start, end - start);
+    const size_t colon = pair.find(':');
+    int a = 0, b = 0;
+    if (colon == std::string_view::npos || !number(pair.substr(0, colon), a) ||
+        !number(pair.substr(colon + 1), b))
+      throw UsageError("--pairs",
+                       fmt::format("expected rank pairs A:B separated by commas, got '{}'", text));
+    if (a == b)
+      throw UsageError("--pairs", fmt::format("expected two different ranks, got {}:{}", a, b));
+    for (const int k : {a, b}) {
+      if (k < 0 || k >= ranks)
+        throw UsageError(
+            "--pairs", fmt::format("expected ranks 0 to {}, got {} in {}:{}", ranks - 1, k, a, b));
+      if (paired[static_cast<size_t>(k)])
+        throw UsageError("--pairs",
+                         fmt::format("expected each rank in one pair, got rank {} in two", k));
+      paired[static_cast<size_t>(k)] = true;
+    }
+    pairs.emplace_back(a, b);
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return pairs;
+}
+
+report::Report net(const NetOptions& o, MPI_Comm world) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &ranks);
+  // Each rank's node, named by its first rank.
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int first_on_node = rank;
+  MPI_Allreduce(&rank, &first_on_node, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  std::vector<int> node_of(static_cast<size_t>(ranks));
+  MPI_Allgather(&first_on_node, 1, MPI_INT, node_of.data(), 1, MPI_INT, world);
+
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<std::string> transports;
+  std::vector<Size> sizes;
+  pipeline::agree_on_usage(world, [&] {
+    if (ranks < 2)
+      throw UsageError("-np", "expected at least 2 ranks to pair (mpirun -np 2 iotest net)");
+    if (o.min_size < 1)
+      throw UsageError("--min-size", fmt::format("expected at least 1 byte, got {}", o.min_size));
+    if (o.max_size < o.min_size || o.max_size > kMaxSize)
+      throw UsageError("--max-size", fmt::format("expected {} (--min-size) to {} bytes, got {}",
+                                                 o.min_size, kMaxSize, o.max_size));
+    if (o.iterations && *o.iterations < 1)
+      throw UsageError("--iterations", fmt::format("expected at least 1, got {}", *o.iterations));
+    if (o.warmup && *o.warmup < 0)
+      throw UsageError("--warmup", fmt::format("expected 0 or more, got {}", *o.warmup));
+    if (o.window < 1 || o.window > kMaxWindow)
+      throw UsageError("--window",
+                       fmt::format("expected 1 to {} messages, got {}", kMaxWindow, o.window));
+    for (const auto& t : o.transports)
+      if (t != "mpi" && t != "tcp")
+        throw UsageError("--transport", "expected mpi, tcp or mpi,tcp, got '" + t + "'");
+    for (const char* t : {"mpi", "tcp"})
+      if (std::find(o.transports.begin(), o.transports.end(), t) != o.transports.end())
+        transports.emplace_back(t);
+    if (transports.empty()) throw UsageError("--transport", "expected mpi, tcp or mpi,tcp");
+    pairs = o.pairs ? parse_pairs(*o.pairs, ranks) : default_pairs(node_of);
+  });
+  for (index_t bytes = o.min_size; bytes <= o.max_size; bytes *= 2)
+    sizes.push_back(plan_size(bytes, o));
+
+  // Its own communicator: no tag here meets another's.
+  MPI_Comm comm;
+  MPI_Comm_dup(world, &comm);
+  Link link;
+  link.comm = comm;
+  bool paired = false;
+  for (const auto& [a, b] : pairs)
+    if (rank == a || rank == b) {
+      paired = true;
+      link.sender = rank == a;
+      link.peer = rank == a ? b : a;
+    }
+  const bool tcp = std::find(transports.begin(), transports.end(), "tcp") != transports.end();
+  Bytes out(nullptr, &std::free), in(nullptr, &std::free), slots(nullptr, &std::free);
+  std::string reached;
+  if (paired) {
+    out = page_aligned(sizes.back().bytes);
+    in = page_aligned(sizes.back().bytes);
+    index_t slot_bytes = 0;
+    for (const auto& z : sizes)
+      slot_bytes = std::max(slot_bytes, check_slots(z.bytes, o.window) * z.bytes);
+    if (o.check) slots = page_aligned(slot_bytes);
+    link.out = out.get();
+    link.in = in.get();
+    link.slots = slots.get();
+    if (tcp) reached = connect_pair(link);
+  }
+
+  // Per transport and size: latency us, bandwidth MB/s, messages checked
+  // and wrong. Every pair measures at once, each test from a barrier.
+  constexpr size_t kFields = 4;
+  const size_t n_sizes = sizes.size();
+  std::vector<double> mine(transports.size() * n_sizes * kFields, 0.0);
+  for (size_t z = 0; z < n_sizes; ++z) {
+    const auto& size = sizes[z];
+    for (size_t t = 0; t < transports.size(); ++t) {
+      double* figures = &mine[(t * n_sizes + z) * kFields];
+      const bool over_tcp = transports[t] == "tcp";
+      barrier(comm);
+      if (paired)
+        figures[0] = 1e6 * (over_tcp ? tcp_latency : mpi_latency)(link, size.bytes, size.warmup,
+                                                                  size.iterations);
+      barrier(comm);
+      if (paired) {
+        figures[1] = (over_tcp ? tcp_bandwidth : mpi_bandwidth)(link, size.bytes, o.window,
+                                                                size.window_warmup, size.windows) /
+                     1e6;
+        if (o.check) {  // after the timing, before the next test's barrier
+          const Tally tally = (over_tcp ? tcp_check : mpi_check)(link, size.bytes, o.window);
+          figures[2] = static_cast<double>(tally.checked);
+          figures[3] = static_cast<double>(tally.wrong);
+        }
+      }
+    }
+  }
+
+  // To rank 0: every rank's figures, host and the address it reached.
+  std::vector<double> all(rank == 0 ? mine.size() * static_cast<size_t>(ranks) : 0);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+             static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm);
+  char text[2][kTextBytes] = {};
+  const std::string host = fixed_text(host_name()), address = fixed_text(reached);
+  std::copy(host.begin(), host.end(), text[0]);
+  std::copy(address.begin(), address.end(), text[1]);
+  std::vector<char> texts(rank == 0 ? static_cast<size_t>(ranks) * sizeof text : 0);
+  MPI_Gather(text, sizeof text, MPI_CHAR, texts.data(), sizeof text, MPI_CHAR, 0, comm);
+  MPI_Comm_free(&comm);
+
+  report::Report r;
+  r.mode = "net";
+  if (rank != 0) return r;
+  const auto text_of = [&](int k, int field) {
+    return std::string(texts.data() + static_cast<size_t>(k) * sizeof text +
+                       static_cast<size_t>(field) * kTextBytes);
+  };
+  report::Interconnect n;
+  n.ranks = ranks;
+  for (int k = 0; k < ranks; ++k) n.nodes += node_of[static_cast<size_t>(k)] == k ? 1 : 0;
+  n.window = o.window;
+  n.transports = transports;
+  n.sizes = sizes;
+  n.checked = o.check;
+  for (const auto& [a, b] : pairs) {
+    report::Interconnect::Pair p;
+    p.sender = a;
+    p.receiver = b;
+    p.sender_host = text_of(a, 0);
+    p.receiver_host = text_of(b, 0);
+    if (tcp) p.tcp_address = text_of(a, 1);
+    const double* sender = &all[static_cast<size_t>(a) * mine.size()];
+    const double* receiver = &all[static_cast<size_t>(b) * mine.size()];
+    p.figures.resize(transports.size());
+    for (size_t t = 0; t < transports.size(); ++t)
+      for (size_t z = 0; z < n_sizes; ++z) {
+        const size_t at = (t * n_sizes + z) * kFields;
+        report::Interconnect::Figure f;
+        f.latency_us = sender[at];
+        f.bandwidth_mb_per_s = sender[at + 1];
+        f.messages_checked = static_cast<index_t>(sender[at + 2] + receiver[at + 2]);
+        f.messages_wrong = static_cast<index_t>(sender[at + 3] + receiver[at + 3]);
+        n.messages_checked += f.messages_checked;
+        n.messages_wrong += f.messages_wrong;
+        p.figures[t].push_back(f);
+      }
+    n.pairs.push_back(std::move(p));
+  }
+  r.interconnect = std::move(n);
+  return r;
+}
+
+}  // namespace iotest::net
