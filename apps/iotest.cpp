@@ -399,6 +399,9 @@ int main(int argc, char** argv) {
   grid->add_option("--pixel-samples", grid_opts.pixel_samples,
                    "dirty image pixels checked against the direct adjoint transform")
       ->capture_default_str();
+  grid->add_option("--image", grid_opts.image,
+                   "write the dirty image to this HDF5 file (dataset dirty_image: float64 "
+                   "[used, used, 2], real and imaginary)");
   grid->add_option("--report", report_path, "write the JSON report to this file");
   add_storage_options(grid, grid_opts.storage, false);
 

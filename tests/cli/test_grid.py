@@ -86,3 +86,24 @@ def test_grid_rejects_impossible_options(iotest):
     proc = iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--pixel-samples=-1",
                   check=2)
     assert "--pixel-samples" in proc.stderr
+
+
+def test_grid_writes_the_dirty_image(iotest, tmp_path):
+    """--image: the dirty image as one HDF5 dataset, bright where the
+    sources are; an unwritable path is a usage error before any work."""
+    import h5py
+    import numpy as np
+    vis, image, report = tmp_path / "vis.h5", tmp_path / "dirty.h5", tmp_path / "r.json"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, str(vis), check=0)
+    iotest("grid", str(vis), f"--image={image}", f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    used = r["config"]["used_size"]
+    with h5py.File(image, "r") as f:
+        d = f["dirty_image"]
+        assert d.shape == (used, used, 2) and d.attrs["rec_set"] == b"T05_"
+        dirty = d[..., 0] + 1j * d[..., 1]
+    assert np.all(np.isfinite(dirty)) and not (tmp_path / "dirty.h5.partial").exists()
+    at_sources = [abs(dirty[y0 + used // 2, y1 + used // 2]) for y0, y1 in r["sky"]["sources"]]
+    assert np.mean(at_sources) > 3 * np.median(abs(dirty))
+    proc = iotest("grid", str(vis), f"--image={tmp_path}/no/such/folder/dirty.h5", check=2)
+    assert "--image" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

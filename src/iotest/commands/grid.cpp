@@ -16,6 +16,7 @@
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
 #include "iotest/storage/chunk_gatherer.hpp"
+#include "iotest/storage/image_file.hpp"
 #include "iotest/storage/output_set.hpp"
 
 namespace iotest::commands {
@@ -48,6 +49,7 @@ report::Report grid(const GridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.bls_per_task < 1) throw UsageError("--bls-per-task", "expected at least 1");
+  if (!o.image.empty()) storage::check_image_path(o.image);
 
   // The input: files (their provenance gives the job) or the sky.
   std::vector<std::unique_ptr<storage::Reader>> files;
@@ -301,6 +303,9 @@ report::Report grid(const GridRunOptions& o) {
   rates.w_planes_per_s = static_cast<double>(planes) / grid_s;
   r.rates = rates;
   r.sky = job::sky_of(job.sources, g.pixel_lm);
+  if (!o.image.empty())
+    storage::write_dirty_image(o.image, image, facet_tiles, p.yB, p.used_size,
+                               {jo.rec_set, g.pixel_lm, visibilities});
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

@@ -2,7 +2,8 @@
 // `iotest degrid`: visibilities (from a predict run's files, or the sky's
 // predicted in memory) gridded onto w-towers, collapsed into subgrids and
 // recombined into the dirty image facets, checked on sampled pixels
-// against the direct adjoint transform of the same visibilities.
+// against the direct adjoint transform of the same visibilities, and
+// optionally written (HDF5: storage/image_file.hpp).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct GridRunOptions {
   std::optional<index_t> margin;
   std::vector<std::string> inputs;  // a predict run's visibility files
   storage::StorageOptions storage;  // the back-ends' read options (--posix.direct)
+  std::string image;                // --image=FILE.h5: the dirty image (empty: not written)
 };
 
 report::Report grid(const GridRunOptions& options);
