@@ -115,9 +115,6 @@ RankResult run_image_streamer(Context& ctx) {
   std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
   TaskQueue tasks;
 
-  // One part, as a task: its visibilities onto this thread's tower (one
-  // thread per tower: the part's tasks add to the same planes), the tower
-  // collapsed into the subgrid's sum, each facet's contribution extracted.
   // Storage only: a part's chunks read in its tasks' order, the values
   // checked against the pattern.
   const auto read_part = [&](size_t slot_index, int thread) {
@@ -148,6 +145,10 @@ RankResult run_image_streamer(Context& ctx) {
     gridded.push_back(slot_index);
   };
 
+  // One part, as a task: its visibilities onto this thread's tower (one
+  // thread per tower: the part's tasks add to the same planes), the tower
+  // collapsed into the subgrid's sum, each facet's contribution extracted.
+  // Both: the model's tower first, and the residual gridded.
   const auto grid_part = [&](size_t slot_index, int thread) {
     const auto& degridder = *degridder_or_null;
     auto& ts = state[static_cast<size_t>(thread)];
