@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -30,7 +31,9 @@ STAGES = {
     "overall": ("visibilities/s", lambda r: r["rates"]["vis_per_s"]),
     "network": ("bytes/s", lambda r: r["rates"]["net_bytes_per_s"]),
     "degridding": ("visibilities/s", lambda r: degridding_rate(r)),
-    "writing": ("bytes/s", lambda r: r["rates"].get("write_bytes_per_s", 0.0)),
+    # A dry run writes nothing (the null back-end only counts): no stage.
+    "writing": ("bytes/s", lambda r: r["rates"].get("write_bytes_per_s", 0.0)
+                if r.get("config", {}).get("output") else 0.0),
 }
 # Efficiency at the largest N below which scaling counts as sub-linear.
 SUBLINEAR_EFFICIENCY = 0.9
@@ -72,8 +75,10 @@ def fit(stage, unit, n, x):
     if len(n) < 3 or not np.all(x > 0):
         return out
     p0 = (x[0] / n[0], 0.01, 0.0001)
-    popt, pcov = optimize.curve_fit(usl, n, x, p0=p0, bounds=([0, 0, 0], [np.inf, 1, 1]),
-                                    x_scale=(p0[0], 0.1, 0.01), max_nfev=10000)
+    with warnings.catch_warnings():  # 3 points leave no covariance: the CIs say so (NaN)
+        warnings.simplefilter("ignore", optimize.OptimizeWarning)
+        popt, pcov = optimize.curve_fit(usl, n, x, p0=p0, bounds=([0, 0, 0], [np.inf, 1, 1]),
+                                        x_scale=(p0[0], 0.1, 0.01), max_nfev=10000)
     out.gamma, out.alpha, out.beta = (float(v) for v in popt)
     dof = len(n) - 3
     if dof > 0 and np.all(np.isfinite(pcov)):

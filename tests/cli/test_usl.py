@@ -60,7 +60,7 @@ def report(streamers, vis_per_s, net, write, busy):
     return {"pipeline": {"streamers": streamers, "ranks": streamers + 1, "per_rank": per_rank},
             "rates": {"vis_per_s": vis_per_s, "net_bytes_per_s": net,
                       "write_bytes_per_s": write},
-            "counts": {"visibilities": 1_000_000}}
+            "counts": {"visibilities": 1_000_000}, "config": {"output": "/tmp/vis%d.h5"}}
 
 
 def test_the_tool_fits_every_stage_of_reports_and_draws_the_plots(tmp_path):
