@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,9 +22,9 @@
 #include <random>
 #include <stdexcept>
 #include <string_view>
-#include <thread>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/run.hpp"
 
@@ -471,19 +470,6 @@ std::string connect_pair(Link& l) {
   return reached;
 }
 
-// A barrier that sleeps while it waits: with more ranks than cores (the
-// development machine), ranks done measuring leave the cores to the pairs
-// still measuring.
-void barrier(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
-
 // OSU's shape: many iterations of small messages, fewer of large ones.
 Size plan_size(index_t bytes, const NetOptions& o) {
   const int divisor = bytes < (index_t{8} << 10) ? 1 : bytes <= (index_t{1} << 20) ? 10 : 100;
@@ -639,6 +625,8 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
     for (size_t t = 0; t < transports.size(); ++t) {
       double* figures = &mine[(t * n_sizes + z) * kFields];
       const bool over_tcp = transports[t] == "tcp";
+      // Waited for by sleeping (iotest::barrier): ranks done measuring leave
+      // the cores to the pairs still measuring.
       barrier(comm);
       if (paired)
         figures[0] = 1e6 * (over_tcp ? tcp_latency : mpi_latency)(link, size.bytes, size.warmup,
