@@ -21,6 +21,7 @@
 #include "iotest/commands/layout.hpp"
 #include "iotest/commands/plan.hpp"
 #include "iotest/commands/recombine.hpp"
+#include "iotest/commands/scale.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
@@ -481,6 +482,29 @@ int main(int argc, char** argv) {
                 "check the bytes of every message of extra, untimed iterations (OSU's -c)");
   net->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
 
+  iotest::commands::ScaleOptions scale_opts;
+  auto* scale = app.add_subcommand(
+      "scale",
+      "the scaling study: the same job at several rank counts (or run reports already made), "
+      "the Universal Scalability Law fitted to every stage, and its plots");
+  scale->add_option("reports", scale_opts.reports, "`iotest run` reports to fit (no runs)");
+  scale->add_option("--ranks", scale_opts.ranks, "rank counts to run the job at, e.g. 2,3,4")
+      ->delimiter(',');
+  scale->add_option("--job", scale_opts.job,
+                    "the job's `iotest run` options in one string, e.g. \"--rec-set=small "
+                    "--vis-set=vlaa\"");
+  scale->add_option("--launcher", scale_opts.launcher, "what starts a run (srun under Slurm)")
+      ->capture_default_str();
+  scale->add_option("--np-flag", scale_opts.np_flag, "the launcher's rank count flag (srun: -n)")
+      ->capture_default_str();
+  scale->add_option("--out", scale_opts.out, "folder for the runs, the fit and the plots")
+      ->capture_default_str();
+  scale->add_option("--n", scale_opts.n_by, "what N counts: streamers, ranks or nodes")
+      ->capture_default_str();
+  scale->add_option("--python", scale_opts.python,
+                    "the Python for tools/usl.py (default: the project's .venv, else python3)");
+  scale->add_option("--report", report_path, "write the JSON report to this file");
+
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
@@ -671,6 +695,8 @@ int main(int argc, char** argv) {
     } else if (*grid) {
       grid_opts.margin = grid_margin;
       emit(iotest::commands::grid(grid_opts), report_path);
+    } else if (*scale) {
+      emit(iotest::commands::scale(scale_opts), report_path);
     } else if (*layout) {
       emit(iotest::commands::layout(layout_opts), report_path);
     } else if (*plan) {

@@ -448,6 +448,33 @@ json to_json(const Report& r) {
                    {"layout", layout},
                    {"warnings", a.warnings}};
   }
+  if (r.scaling) {
+    const auto& sc = *r.scaling;
+    json points = json::array(), fits = json::array();
+    for (const auto& p : sc.points)
+      points.push_back({{"n", p.n},
+                        {"ranks", p.ranks},
+                        {"streamers", p.streamers},
+                        {"report", p.report},
+                        {"stream_s", number_or_null(p.stream_s)},
+                        {"vis_per_s", number_or_null(p.vis_per_s)},
+                        {"net_bytes_per_s", number_or_null(p.net_bytes_per_s)},
+                        {"write_bytes_per_s", number_or_null(p.write_bytes_per_s)}});
+    for (const auto& f : sc.fits)
+      fits.push_back({{"stage", f.stage},
+                      {"unit", f.unit},
+                      {"gamma", number_or_null(f.gamma)},
+                      {"alpha", number_or_null(f.alpha)},
+                      {"beta", number_or_null(f.beta)},
+                      {"gamma_ci", number_or_null(f.gamma_ci)},
+                      {"alpha_ci", number_or_null(f.alpha_ci)},
+                      {"beta_ci", number_or_null(f.beta_ci)},
+                      {"peak_n", number_or_null(f.peak_n)},
+                      {"efficiency", number_or_null(f.efficiency)},
+                      {"sublinear", f.sublinear},
+                      {"negative", f.negative}});
+    j["scale"] = {{"n_by", sc.n_by}, {"points", points}, {"fits", fits}, {"plots", sc.plots}};
+  }
   if (r.interconnect) {
     const auto& n = *r.interconnect;
     json sizes = json::array();
@@ -582,6 +609,30 @@ std::string render_body(const Report& r) {
   std::string s;
   if (r.interconnect) {  // nor does the interconnect benchmark
     s += interconnect_text(*r.interconnect);
+    return s;
+  }
+  if (r.scaling) {  // nor does the scaling study
+    const auto& sc = *r.scaling;
+    s += fmt::format("iotest scale: {} runs, N = {}\n", sc.points.size(), sc.n_by);
+    s += fmt::format("  {:>4} {:>6} {:>10} {:>10} {:>14} {:>14} {:>14}\n", "N", "ranks",
+                     "streamers", "stream s", "visibilities/s", "network B/s", "write B/s");
+    for (const auto& point : sc.points)
+      s += fmt::format("  {:>4} {:>6} {:>10} {:>10.3f} {:>14.4g} {:>14.4g} {:>14.4g}\n", point.n,
+                       point.ranks, point.streamers, point.stream_s, point.vis_per_s,
+                       point.net_bytes_per_s, point.write_bytes_per_s);
+    s += "  Universal Scalability Law X(N) = gamma N / (1 + alpha (N-1) + beta N (N-1)), 95 % "
+         "intervals:\n";
+    for (const auto& f : sc.fits) {
+      std::string flags;
+      if (f.sublinear) flags += " sub-linear";
+      if (f.negative) flags += " negative (past its peak)";
+      s += fmt::format(
+          "  {:<11} gamma {:.4g} +/- {:.2g} {}, alpha {:.3g} +/- {:.2g}, beta {:.3g} +/- {:.2g}, "
+          "peak N* {:.3g}, efficiency {:.2f} at N = {}{}\n",
+          f.stage, f.gamma, f.gamma_ci, f.unit, f.alpha, f.alpha_ci, f.beta, f.beta_ci, f.peak_n,
+          f.efficiency, sc.points.empty() ? 0 : sc.points.back().n, flags);
+    }
+    for (const auto& plot : sc.plots) s += "  plot " + plot + "\n";
     return s;
   }
   if (r.checkpoint) {  // nor does the checkpoint kernel
@@ -762,7 +813,8 @@ std::string render_body(const Report& r) {
         "(direction cosines)\n",
         r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
         r.mode == "grid" || (r.settings && r.settings->direction != "predict") ? "of them"
-                                                                              : "to write", o.cell_uv, o.field_lm);
+                                                                               : "to write",
+        o.cell_uv, o.field_lm);
     s += fmt::format(
         "  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
         r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,
@@ -861,17 +913,17 @@ std::string render_run_plan(const Report& r) {
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)));
   const bool imaging =
       r.settings && (r.settings->direction == "image" || r.settings->direction == "both");
-  std::string where = r.settings && !r.settings->output.empty() ? "-> " + r.settings->output
-                                                                  : "-> null (dry run)";
+  std::string where =
+      r.settings && !r.settings->output.empty() ? "-> " + r.settings->output : "-> null (dry run)";
   if (imaging)
-    where = r.reading ? fmt::format("<- {} file(s) {}{}, into the dirty image",
-                                    r.reading->files.size(), r.reading->files.front(),
-                                    r.reading->files.size() > 1 ? " ..." : "")
-                      : "predicted by the streamers (no files), into the dirty image";
+    where = r.reading
+                ? fmt::format("<- {} file(s) {}{}, into the dirty image", r.reading->files.size(),
+                              r.reading->files.front(), r.reading->files.size() > 1 ? " ..." : "")
+                : "predicted by the streamers (no files), into the dirty image";
   if (imaging && r.pipeline && r.pipeline->synthetic_vis && r.reading)
-    where = fmt::format("<- {} file(s) {}{}, read and checked (storage only)",
-                        r.reading->files.size(), r.reading->files.front(),
-                        r.reading->files.size() > 1 ? " ..." : "");
+    where =
+        fmt::format("<- {} file(s) {}{}, read and checked (storage only)", r.reading->files.size(),
+                    r.reading->files.front(), r.reading->files.size() > 1 ? " ..." : "");
   if (imaging && r.settings->direction == "both")
     where += " (the residual: observed minus the model degridded from the facets)";
   if (r.observation)

@@ -371,6 +371,28 @@ struct Interconnect {
   index_t messages_checked = 0, messages_wrong = 0;
 };
 
+// `iotest scale`: the runs and the Universal Scalability Law fitted to
+// every stage (tools/usl.py's figures).
+struct Scaling {
+  std::string n_by;  // what N counts: streamers, ranks or nodes
+  struct Point {
+    int n = 0, ranks = 0, streamers = 0;
+    std::string report;
+    double stream_s = 0, vis_per_s = 0, net_bytes_per_s = 0, write_bytes_per_s = 0;
+  };
+  std::vector<Point> points;  // by N
+  struct Fit {
+    std::string stage, unit;
+    double gamma = 0, alpha = 0, beta = 0;
+    double gamma_ci = 0, alpha_ci = 0, beta_ci = 0;  // 95 % half-widths (NaN: too few runs)
+    double peak_n = 0;      // N* = sqrt((1 - alpha) / beta) (infinite: beta = 0)
+    double efficiency = 0;  // X(N) / (N gamma) at the largest N, as fitted
+    bool sublinear = false, negative = false;
+  };
+  std::vector<Fit> fits;
+  std::vector<std::string> plots;  // PNG files
+};
+
 struct Report {
   std::string mode;  // "recombine" or "plan"
   config::RecombinationParams rec;
@@ -391,6 +413,7 @@ struct Report {
   std::optional<Stonewall> stonewall;
   std::optional<Environment> environment;
   std::optional<Interconnect> interconnect;
+  std::optional<Scaling> scaling;
 };
 
 nlohmann::json to_json(const Report& report);
