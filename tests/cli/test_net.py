@@ -1,5 +1,6 @@
 """`iotest net`, the interconnect benchmark (issue 12): latency and bandwidth
 between pairs of ranks over message size, for MPI and TCP, checked."""
+import os
 import re
 
 import pytest
@@ -94,3 +95,20 @@ def test_net_refuses_bad_options(mpirun, args, option):
 def test_net_needs_two_ranks(mpirun):
     proc = mpirun(1, "net", timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr, proc.stderr
+
+
+def test_the_net_curves_plot_from_a_report(mpirun, tmp_path):
+    """tools/net_plot.py: latency and bandwidth against size, as PNG files."""
+    import struct
+    import subprocess
+    import sys
+    report, plots = tmp_path / "net.json", tmp_path / "plots"
+    mpirun(2, "net", "--max-size=4096", "--iterations=20", f"--report={report}", check=0)
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "net_plot.py")
+    subprocess.run([sys.executable, tool, str(report), f"--plots={plots}"], check=True,
+                   capture_output=True)
+    for name in ("latency", "bandwidth"):
+        with open(plots / f"net_{name}.png", "rb") as f:
+            head = f.read(24)
+        assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (640, 480)
+        assert (plots / f"net_{name}.png").stat().st_size > 5000
