@@ -93,7 +93,9 @@ std::string default_python() {
 report::Report scale(const ScaleOptions& o) {
   const bool running = !o.ranks.empty();
   if (running == !o.reports.empty())
-    throw UsageError("--ranks", "expected either --ranks (with --job) or run reports, not both");
+    throw UsageError("--ranks", running ? "expected --ranks or run reports, not both"
+                                        : "expected --ranks (with --job) to run, or run "
+                                          "reports to fit");
   if (running && words(o.job).empty())
     throw UsageError("--job",
                      "expected the job's `iotest run` options, e.g. \"--rec-set=small "

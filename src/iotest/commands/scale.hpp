@@ -17,8 +17,8 @@ struct ScaleOptions {
   std::vector<std::string> reports;  // `iotest run` reports to fit (instead of running)
   std::vector<int> ranks;            // rank counts to run the job at
   std::string job;                   // the job's `iotest run` options, one string
-  // The launcher before "-np N" (srun: "srun --ntasks" is spelled
-  // "srun -n"; give --launcher="srun" --np-flag="-n").
+  // What starts a run, before the rank count flag and N (under Slurm:
+  // --launcher=srun --np-flag=-n, inside an allocation).
   std::string launcher = "mpirun --allow-run-as-root --oversubscribe";
   std::string np_flag = "-np";
   std::string out = "scale";       // folder: the runs' reports and outputs, the fits, the plots
