@@ -565,6 +565,9 @@ int main(int argc, char** argv) {
                   "measure the w-tower height at which the error reaches this");
   run->add_option("--wstep", run_opts.kernel.w_step, "w-tower planes between w-stacking planes");
   run->add_flag("--no-progress", no_progress, "no progress line on stderr");
+  run->add_flag("--network-only", run_opts.network_only,
+                "the network alone: the walk's contributions sent and received with the same "
+                "slots, nothing computed (no facets, transforms, assembly or degridding)");
   run->add_option("--duration", run_opts.duration,
                   "stonewall: start no new work after this many seconds, drain, report the "
                   "fraction done and the projected time of the whole observation");

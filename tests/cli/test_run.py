@@ -193,3 +193,26 @@ def test_synthetic_vis_usage_errors(mpirun, tmp_path, args, option):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
     assert len(errors) == 1 and option in errors[0], proc.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_network_only_sends_the_walks_contributions_and_computes_nothing(mpirun, tmp_path):
+    """--network-only (issue 12's collective pattern): the same walk, slots
+    and back-pressure, the contributions sent as they are; the memory model
+    holds without facets or towers."""
+    from test_scale import check_estimate
+    report = tmp_path / "r.json"
+    mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", "--network-only", "--send-queue=1",
+           "--subgrid-queue=1", "--no-progress", f"--report={report}", check=0)
+    r = load(report)
+    pl = r["pipeline"]
+    assert pl["network_only"] and pl["bound"] == "network" and "accuracy" not in r
+    parts = pl["subgrid_parts"]
+    assert r["counts"]["bytes_sent"] == r["counts"]["bytes_received"] == parts * 9 * 64 * 64 * 16
+    assert sum(k["subgrids"] for k in pl["per_rank"]) == parts
+    assert sum(k["visibilities"] for k in pl["per_rank"]) == 0
+    check_estimate(r)
+    names = {i["name"] for i in r["memory"]["items"] if i["role"] == "producer"}
+    assert "prepared facets" not in names
+    proc = mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", "--network-only",
+                  str(tmp_path / "vis%d.h5"), check=2)
+    assert "--network-only" in proc.stderr

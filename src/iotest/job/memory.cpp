@@ -72,7 +72,9 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
     const index_t workspaces = t * (m.facet_bytes + p.yB * p.m * kCplx + column);
     m.producer_bytes =
         add("producer", "process", kProcessBytes) + add("producer", "tracks", tracks);
-    if (predicts)
+    if (s.network_only)
+      m.producer_bytes += add("producer", "send slots", s.send_queue * t * m.contribution_bytes);
+    else if (predicts)
       m.producer_bytes += add("producer", "prepared facets", own * m.prepared_facet_bytes) +
                           add("producer", "column buffers", own * column) +
                           add("producer", "facet and column workspaces", workspaces) +
@@ -126,7 +128,7 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
         add("streamer", "receive slots",
             s.subgrid_queue * (s.producers > 0 ? p.facet_count() * m.contribution_bytes : 0)) +
         add("streamer", "tracks", tracks);
-    if (job.obs && counts) {
+    if (job.obs && counts && !s.network_only) {
       const auto& obs = *job.obs;
       const index_t planes = s.synthetic ? 0 : max_tower_planes(job, *counts);
       const index_t task_vis = task_visibilities(job, *counts, s.bls_per_task);

@@ -37,6 +37,7 @@ struct RunShape {
   // thread and hold the chunks a task reads instead of writers' queues.
   // Both: the producers hold both sides, the streamers a model tower more.
   swiftly::Direction direction = swiftly::Direction::predict;
+  bool network_only = false;  // producers hold no facets, streamers no towers
 };
 
 // The options a run's shape comes from, checked (UsageError naming the
@@ -98,6 +99,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;
   if constexpr (requires { o.direction; }) s.direction = o.direction;
+  if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
   if constexpr (requires { o.storage; })
     if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
   return s;

@@ -60,7 +60,8 @@ RankResult run_assigner(Context& ctx) {
       end = next;  // the parts of a visit under way are all granted
       while (end < parts && ctx.plan.parts[static_cast<size_t>(end)].part > 0) ++end;
       const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
-      const index_t end_visit = end < parts ? ctx.plan.parts[static_cast<size_t>(end)].visit : visits;
+      const index_t end_visit =
+          end < parts ? ctx.plan.parts[static_cast<size_t>(end)].visit : visits;
       out.walk_end = end_visit < visits ? end_visit : -1;
       assigned.insert(assigned.end(), {-1, static_cast<std::int64_t>(end_visit)});
     }

@@ -78,11 +78,12 @@ RankResult run_producer(Context& ctx) {
   const int threads = ctx.producer_threads;
   const std::vector<index_t> facets = ctx.facets_of_producer();  // round-robin
   std::vector<Array2D>& prepared = ctx.prepared_facets;          // allocated in setup
+  const bool compute = !ctx.options.network_only;  // --network-only: send the buffers as they are
   std::vector<Array2D> columns;
-  for (size_t i = 0; i < facets.size(); ++i) columns.push_back(rec.make_column());
+  for (size_t i = 0; compute && i < facets.size(); ++i) columns.push_back(rec.make_column());
   std::vector<swiftly::ColumnWorkspace> column_ws;
   std::vector<Array2D> facet_ws;
-  for (int t = 0; t < threads; ++t) {
+  for (int t = 0; t < threads && compute; ++t) {
     column_ws.emplace_back(p);
     facet_ws.push_back(rec.make_facet());
   }
@@ -112,7 +113,9 @@ RankResult run_producer(Context& ctx) {
     const auto& v = ctx.plan.visits[k];
     if (!dynamic && !stop.may_start(static_cast<index_t>(k), waited)) break;
     if (!assignments.streamers_of(static_cast<index_t>(k), v, streamers, waited, meanwhile)) break;
-    if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
+    if (v.stack != stack && !compute) {
+      stack = v.stack;
+    } else if (v.stack != stack) {  // a new w-stacking plane: prepare the facets for it
       // The streamers wait for the first stack's facets with nothing else
       // to do, so the host's idle cores join each facet's transforms.
       const int inner = stack < 0 ? std::max(1, ctx.setup_threads / threads) : 1;
@@ -131,7 +134,7 @@ RankResult run_producer(Context& ctx) {
       failures.rethrow();
     }
     const index_t i0 = v.subgrid / p.subgrids_per_axis;
-    if (i0 != column) {
+    if (i0 != column && compute) {
       column = i0;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t i = 0; i < facets.size(); ++i)
@@ -158,6 +161,7 @@ RankResult run_producer(Context& ctx) {
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t b = 0; b < batch; ++b)
         failures.capture([&] {
+          if (!compute) return;
           rec.extract_contribution(columns[next + b].view(),
                                    ctx.facet_tile1(facets[next + b]).offset,
                                    ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());

@@ -196,6 +196,23 @@ void check_options(const RunOptions& o, int size) {
   }
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
+  if (o.network_only) {
+    const auto refuse = [](bool given, const char* option) {
+      if (given)
+        throw UsageError(option,
+                         "does not apply to --network-only (nothing is computed or "
+                         "written)");
+    };
+    refuse(!o.output.empty(), "OUTPUT");
+    refuse(o.synthetic_vis, "--synthetic-vis");
+    refuse(o.direction != swiftly::Direction::predict, "--direction");
+    refuse(o.duration.has_value(), "--duration");
+    refuse(o.target_err.has_value(), "--target-err");
+    if (o.facet_workers && *o.facet_workers < 1)
+      throw UsageError("--facet-workers",
+                       "expected at least 1 with --network-only: producers "
+                       "send the contributions");
+  }
   if (o.direction == swiftly::Direction::predict && !o.inputs.empty())
     throw UsageError("FILE",
                      "input files are read by --direction=image; predict writes one "
@@ -399,8 +416,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     }
     memory = job::estimate_memory(ctx.job, shape, ctx.job.obs ? &counts : nullptr);
     if (ctx.job.obs) {
-      ctx.tower_planes = o.synthetic_vis ? 0 : job::max_tower_planes(ctx.job, counts);
-      ctx.task_visibilities = job::task_visibilities(ctx.job, counts, o.bls_per_task);
+      const bool degrids = !o.synthetic_vis && !o.network_only;
+      ctx.tower_planes = degrids ? job::max_tower_planes(ctx.job, counts) : 0;
+      ctx.task_visibilities =
+          o.network_only ? 0 : job::task_visibilities(ctx.job, counts, o.bls_per_task);
     }
     require_node_memory(memory, roles, comm);
     // Outputs: each streamer checks its own (its node may lack a folder the
@@ -437,7 +456,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       std::fill(row, row + cols, cplx{});
     }
   };
-  if (o.direction != swiftly::Direction::image) touch(ctx.prepared_facets, p.yN);
+  if (o.direction != swiftly::Direction::image && !o.network_only) touch(ctx.prepared_facets, p.yN);
   if (ctx.imaging()) {
     touch(ctx.facet_sums, p.yN);
     touch(ctx.image_facets, p.yB);
@@ -497,6 +516,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.writers_per_streamer = ctx.job.obs && !ctx.imaging() ? o.writer_count : 0;
   pl.fork_writer = o.fork_writer;
   pl.synthetic_vis = o.synthetic_vis;
+  pl.network_only = o.network_only;
   pl.send_queue = o.send_queue;
   pl.subgrid_queue = o.subgrid_queue;
   pl.task_queue = o.task_queue;
@@ -661,7 +681,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   }
   // What bound the run: whoever waited least while the others waited on it.
   const double share = 0.25 * stream_s;
-  if (producer_wait > share && streamer_wait > share)
+  if ((producer_wait > share && streamer_wait > share) || o.network_only)
     r.pipeline->bound = "network";
   else if (write_s + sync_s > 0.5 * stream_s || read_s_max > 0.5 * stream_s)
     r.pipeline->bound = "storage";
@@ -722,7 +742,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     accuracy.vis_rmse = vis_error.value();
     accuracy.vis_rmse_max = accuracy.vis_rmse;
     accuracy.vis_samples = vis_checked;
-    r.counts.visibilities_written = written;
+    if (!o.network_only) r.counts.visibilities_written = written;  // nothing written there
     r.counts.bytes_written = bytes_written;
     r.counts.chunks_written = chunks_written;
     r.counts.chunks_rewritten = chunks_rewritten;
@@ -740,11 +760,12 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       sw.projected_s = sw.fraction > 0 ? stream_s / sw.fraction : 0;
       r.stonewall = sw;
     }
-    if (!o.duration && written != ctx.job.obs->visibility_count())
+    if (!o.duration && !o.network_only && written != ctx.job.obs->visibility_count())
       throw std::logic_error(
           fmt::format("wrote {} visibilities of {}", written, ctx.job.obs->visibility_count()));
   }
-  if (!o.synthetic_vis) r.accuracy = accuracy;  // synthetic: no sky, no accuracy
+  // Synthetic or network only: no sky, nothing to check.
+  if (!o.synthetic_vis && !o.network_only) r.accuracy = accuracy;
   report::Timing timing;
   timing.planning_s = planning_s;
   timing.stream_s = stream_s;

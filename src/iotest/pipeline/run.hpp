@@ -65,6 +65,11 @@ struct RunOptions {
   swiftly::Direction direction = swiftly::Direction::predict;
   std::vector<std::string> inputs;
   index_t pixel_samples = 64;
+  // The network alone (issue 12's collective pattern): the walk's
+  // contributions sent and received with the same slots and
+  // back-pressure, nothing computed (no facets, transforms, assembly or
+  // degridding): the contribution rate the network allows.
+  bool network_only = false;
 };
 
 // Runs the job on `comm`; the report is complete on rank 0 only. A

@@ -65,10 +65,11 @@ struct ThreadState {
 }  // namespace
 
 void open_writers(Context& ctx) {
-  // Without visibilities there is nothing to write: an empty layout.
+  // Without visibilities, or with the network alone, there is nothing to
+  // write: an empty layout and no writers.
   ctx.layout = {};
   ctx.layout.time_chunk = ctx.layout.freq_chunk = 1;
-  if (!ctx.job.obs) return;
+  if (!ctx.job.obs || ctx.options.network_only) return;
   const auto& o = ctx.options;
   ctx.layout = storage::layout_of(*ctx.job.obs);
   auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis, ctx.nonce);
@@ -363,9 +364,16 @@ RankResult run_streamer(Context& ctx) {
             int done = 0;
             MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
             if (!done) continue;
-            s.state = Slot::State::kReady;
-            ready.push_back(i);
             st.messages_received += F;
+            if (o.network_only) {  // nothing to assemble: the slot is free at once
+              s.state = Slot::State::kAssembling;
+              ++state[0].subgrids;
+              const std::lock_guard<std::mutex> hold(lock);
+              released.push_back(i);
+            } else {
+              s.state = Slot::State::kReady;
+              ready.push_back(i);
+            }
             st.bytes_received += F * values * static_cast<index_t>(sizeof(cplx));
             progressed = true;
           }

@@ -20,7 +20,8 @@ WorkPlan plan_work(const config::RecombinationParams& p,
     for (index_t s = 0; s < p.subgrid_count(); ++s) plan.visits.push_back({0, s, 0, 0, 1});
   } else {
     // std::map orders by (stack, subgrid) = (stack, column, subgrid in column).
-    for (const auto& [key, vis] : per_visit) plan.visits.push_back({key.first, key.second, vis, 0, 1});
+    for (const auto& [key, vis] : per_visit)
+      plan.visits.push_back({key.first, key.second, vis, 0, 1});
   }
   index_t total = 0;
   for (const auto& v : plan.visits) total += v.visibilities;
@@ -40,8 +41,9 @@ WorkPlan plan_work(const config::RecombinationParams& p,
   for (const auto& v : plan.visits) {
     // The least loaded streamers take the parts, one part each.
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return load[static_cast<size_t>(a)] < load[static_cast<size_t>(b)]; });
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return load[static_cast<size_t>(a)] < load[static_cast<size_t>(b)];
+    });
     for (index_t i = 0; i < v.parts; ++i) {
       auto& part = plan.parts[static_cast<size_t>(v.first_part + i)];
       part.streamer = order[static_cast<size_t>(i)];

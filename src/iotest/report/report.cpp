@@ -411,6 +411,7 @@ json to_json(const Report& r) {
                      {"writers_per_streamer", pl.writers_per_streamer},
                      {"fork_writer", pl.fork_writer},
                      {"synthetic_vis", pl.synthetic_vis},
+                     {"network_only", pl.network_only},
                      {"queues",
                       {{"send", pl.send_queue},
                        {"subgrid", pl.subgrid_queue},
@@ -902,6 +903,9 @@ std::string render_run_plan(const Report& r) {
   s += fmt::format("  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n",
                    pl.send_queue, pl.subgrid_queue, pl.task_queue, pl.bls_per_task,
                    pl.visibility_queue);
+  if (pl.network_only)
+    s += "  network only: the walk's contributions sent as they are with the same slots, "
+         "nothing computed\n";
   const bool reads = r.settings && r.settings->direction != "predict";
   if (pl.synthetic_vis)
     s += reads ? "  synthetic visibilities (storage only): no producers, no gridding, every value "

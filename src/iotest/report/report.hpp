@@ -142,6 +142,8 @@ struct Pipeline {
   // --synthetic-vis: storage only. The streamers walk their parts as ever
   // but write a pattern instead of degridding; no producers, no sky.
   bool synthetic_vis = false;
+  // --network-only: the contributions sent as they are, nothing computed.
+  bool network_only = false;
   index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0, visibility_queue = 0;
   index_t subgrid_visits = 0;  // (w-stack, subgrid) pairs walked, busy ones split in parts
   index_t subgrid_parts = 0;   // work items handed to streamers
