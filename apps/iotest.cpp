@@ -81,7 +81,17 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
                   "chunks waiting for a streamer's writers (and as many parts of chunks held "
                   "until whole)")
       ->capture_default_str();
-  app->add_option("--writer-count", o.writer_count, "writers per streamer")->capture_default_str();
+  app->add_option("--writer-count", o.writer_count,
+                  "writers per streamer (with --writer-ranks: per writer rank)")
+      ->capture_default_str();
+  app->add_option("--writer-ranks", o.writer_ranks,
+                  "in transit: this many ranks (after the streamers) write what the streamers "
+                  "send them over MPI (0: in situ, the writers inside each streamer)")
+      ->capture_default_str();
+  app->add_option("--transit-queue", o.transit_queue,
+                  "with --writer-ranks: chunks in flight from each streamer and receives posted "
+                  "on each writer rank")
+      ->capture_default_str();
   app->add_flag("--synthetic-vis", o.synthetic_vis,
                 "storage only: no producers or degridding; streamers write a pattern in the "
                 "real run's chunks (needs --vis-set)");
@@ -271,10 +281,13 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
 
 int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
                  const std::string& parse_error) {
-  const bool shared = iotest::storage::shares_output(options.storage, options.output);
+  // Threads other than the first call MPI: a shared output's writers, and
+  // in transit each streamer's forwarding thread.
+  const bool multiple =
+      iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
   return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
                  parse_error, options.inputs.empty() ? options.output : options.inputs.front(),
-                 shared ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
+                 multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ struct PlanOptions {
   // The allocation: nodes, ranks on each (mpirun's default mapping by slot
   // puts rank r on node r / ranks_per_node) and the memory of one node.
   index_t nodes = 1;
-  std::optional<index_t> ranks_per_node;   // none: enough for one streamer per node
-  std::optional<index_t> node_memory;  // bytes; none: available on this machine
+  std::optional<index_t> ranks_per_node;  // none: enough for one streamer per node
+  std::optional<index_t> node_memory;     // bytes; none: available on this machine
   // The run's shape, as `iotest run` takes it (job::check_shape_options,
   // job::run_shape): roles, threads, queues and writers.
   std::optional<int> facet_workers;  // none: one per facet
@@ -30,6 +30,8 @@ struct PlanOptions {
   index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
           visibility_queue = 1024;
   int writer_count = 1;
+  int writer_ranks = 0;  // in transit: the writer group
+  index_t transit_queue = 4;
   bool fork_writer = false;
   bool synthetic_vis = false;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)

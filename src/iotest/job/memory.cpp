@@ -137,6 +137,7 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       const index_t chunk = values * kCplx + (values + 63) / 64 * 8;
       const index_t queue_slots = std::max<index_t>(1, s.visibility_queue / s.writer_count);
       const index_t chunks = obs.baseline_count() * obs.time.chunks() * obs.freq.chunks();
+      const bool in_transit = s.writer_ranks > 0;
       m.streamer_bytes +=
           add("streamer", "towers", (t + 1) * (3 * m.subgrid_bytes + planes * xA2)) +
           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2)) +
@@ -148,20 +149,32 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
           add("streamer", "visit pieces",
               (t + 1) * max_of(counts->pieces) *
                   static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +
-                                       sizeof(binning::TrackPiece))) +
-          add("streamer", "visibility queue", s.writer_count * queue_slots * chunk);
+                                       sizeof(binning::TrackPiece)));
       // Held parts of chunks, the writers' chunk maps, HDF5's caches and
       // the checksums of the chunks written (16 B each, a writer's even
-      // share of the observation's) live with the writers: in the streamer
-      // unless they are forked.
-      const index_t share = chunks / std::max<index_t>(1, s.streamers * s.writer_count) + 1;
+      // share of the observation's) live with the writers: in the
+      // streamer, or a writer rank in transit, unless they are forked.
+      const index_t writers_in_all =
+          std::max<index_t>(1, (in_transit ? s.writer_ranks : s.streamers) * s.writer_count);
       const index_t writer = (queue_slots + s.writer_held_chunks) * chunk + chunks / 8 +
-                             (s.writes ? kHdf5FileBytes + 16 * share : 0);
+                             (s.writes ? kHdf5FileBytes + 16 * (chunks / writers_in_all + 1) : 0);
+      const char* writing_role = in_transit ? "writer" : "streamer";
+      index_t& writing_bytes = in_transit ? m.writer_bytes : m.streamer_bytes;
+      if (in_transit) {
+        // The streamer's one chunk queue and its messages in flight; the
+        // writer rank's receives posted and its writers' queues.
+        const index_t message = chunk + static_cast<index_t>(sizeof(std::int64_t)) * 4;
+        m.streamer_bytes += add("streamer", "visibility queue", s.visibility_queue * chunk) +
+                            add("streamer", "transit send slots", s.transit_queue * message);
+        m.writer_bytes = add("writer", "process", kProcessBytes) + add("writer", "tracks", tracks) +
+                         add("writer", "transit receive slots", s.transit_queue * message);
+      }
+      writing_bytes += add(writing_role, "visibility queue", s.writer_count * queue_slots * chunk);
       if (s.fork_writer)
-        add("writer", "held chunk parts, chunk map, HDF5 caches, checksums", writer);
+        add("forked writer", "held chunk parts, chunk map, HDF5 caches, checksums", writer);
       else
-        m.streamer_bytes += add("streamer", "held chunk parts, chunk maps, HDF5 caches, checksums",
-                                s.writer_count * writer);
+        writing_bytes += add(writing_role, "held chunk parts, chunk maps, HDF5 caches, checksums",
+                             s.writer_count * writer);
     } else {
       m.streamer_bytes += add("streamer", "towers", (t + 1) * 3 * m.subgrid_bytes) +
                           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2));

@@ -27,7 +27,9 @@ struct RunShape {
   int threads = 1, producer_threads = 1;
   index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
           visibility_queue = 1024;
-  int writer_count = 1;
+  int writer_count = 1;            // per streamer, or in transit per writer rank
+  int writer_ranks = 0;            // in transit: the writer group
+  index_t transit_queue = 4;       // in transit: messages in flight per streamer and writer rank
   bool writes = false;             // an output (else the null back-end)
   bool fork_writer = false;        // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;          // storage only: no towers, no degridding
@@ -54,6 +56,9 @@ void check_shape_options(const Options& o) {
   positive(o.bls_per_task, "--bls-per-task");
   positive(o.visibility_queue, "--visibility-queue");
   positive(o.writer_count, "--writer-count");
+  positive(o.transit_queue, "--transit-queue");
+  if (o.writer_ranks < 0)
+    throw UsageError("--writer-ranks", "expected a count >= 0 (0: the writers in the streamers)");
   if (o.threads < 0) throw UsageError("--threads", "expected a thread count >= 1");
   if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
   if (o.visibility_queue < o.writer_count)
@@ -95,6 +100,8 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.bls_per_task = o.bls_per_task;
   s.visibility_queue = o.visibility_queue;
   s.writer_count = o.writer_count;
+  s.writer_ranks = o.writer_ranks;
+  s.transit_queue = o.transit_queue;
   s.writes = !o.output.empty();
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;

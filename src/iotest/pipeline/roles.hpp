@@ -16,6 +16,7 @@
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/pipeline/run.hpp"
+#include "iotest/pipeline/transit.hpp"
 #include "iotest/pipeline/work.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/sky/sky_model.hpp"
@@ -48,12 +49,18 @@ std::string agree_on_error(MPI_Comm comm, const std::string& mine);
 struct Roles {
   int rank = 0, size = 1;
   int producers = 0, streamers = 0;
+  int writers = 0;         // the writer group (in transit), after the streamers
   int assigner_rank = -1;  // -1: static assignment
   bool is_producer() const { return rank < producers; }
   bool is_assigner() const { return rank == assigner_rank; }
-  bool is_streamer() const { return !is_producer() && !is_assigner(); }
+  bool is_writer() const {
+    return rank >= producers + streamers && rank < producers + streamers + writers;
+  }
+  bool is_streamer() const { return !is_producer() && !is_assigner() && !is_writer(); }
   int streamer_index() const { return rank - producers; }
   int streamer_rank(int index) const { return producers + index; }
+  int writer_index() const { return rank - producers - streamers; }
+  int writer_rank(int index) const { return producers + streamers + index; }
   int facet_owner(index_t facet) const { return static_cast<int>(facet % producers); }
 };
 
@@ -65,6 +72,11 @@ struct Context {
   // The streamers among themselves when they share one output (phdf5;
   // otherwise and elsewhere: null).
   MPI_Comm shared_output = MPI_COMM_NULL;
+  // In transit: the streamers' chunks to the writer ranks (its own
+  // communicator, so their receives from any source take nothing else);
+  // a streamer's forwarding thread's tally.
+  MPI_Comm transit = MPI_COMM_NULL;
+  TransitTally transit_tally;
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set
@@ -101,8 +113,9 @@ struct Context {
   bool imaging() const { return options.direction != swiftly::Direction::predict; }
   bool both() const { return options.direction == swiftly::Direction::both; }
 
-  // This streamer's outputs, one per writer, numbered across the
-  // streamers (empty names in a dry run; none on other roles).
+  // This rank's outputs, one per writer, numbered across the streamers, or
+  // in transit across the writer ranks (empty names in a dry run; none on
+  // other roles).
   std::vector<std::string> outputs() const;
   // A streamer's writers and the layout they write (with visibilities),
   // opened before the start barrier (open_writers).
@@ -243,6 +256,14 @@ struct RankResult {
   // Outputs complete under their temporary names: published once every
   // rank has finished, so a failed run leaves none that looks complete.
   std::vector<std::string> outputs;
+  // Waits on writing: a streamer's degridding threads on its full chunk
+  // queue (in situ or in transit), a writer rank's receiving on its
+  // writers'. In transit: chunks and payload bytes sent (streamers) or
+  // received (writer ranks), a forwarder's waits for the writer group, a
+  // writer rank's waits for the streamers.
+  double queue_wait_s = 0;
+  index_t transit_chunks = 0, transit_bytes = 0;
+  double send_wait_s = 0, transit_idle_s = 0;
 };
 
 // Shows progress on rank 0: on a terminal a line redrawn in place, in a
@@ -268,6 +289,8 @@ RankResult run_producer(Context& ctx);
 void open_writers(Context& ctx);
 RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
+// In transit (transit.cpp): receives the streamers' chunks and writes them.
+RankResult run_writer_rank(Context& ctx);
 // The imaging direction (image_producer.cpp, image_streamer.cpp).
 RankResult run_image_producer(Context& ctx);
 RankResult run_image_streamer(Context& ctx);

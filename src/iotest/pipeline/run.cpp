@@ -57,10 +57,13 @@ void agree_on_usage(MPI_Comm comm, const std::function<void()>& check) {
 std::vector<std::string> Context::outputs() const {
   std::vector<std::string> paths;
   const auto& o = options;
-  const index_t in_all = roles.streamers * o.writer_count,
-                first = roles.streamer_index() * o.writer_count;
-  if (shared_output != MPI_COMM_NULL) return {o.output};  // every streamer's one writer
-  for (int w = 0; roles.is_streamer() && w < o.writer_count; ++w)
+  const bool in_transit = roles.writers > 0;
+  const bool writes = in_transit ? roles.is_writer() : roles.is_streamer();
+  const index_t in_all = (in_transit ? roles.writers : roles.streamers) * o.writer_count,
+                first =
+                    (in_transit ? roles.writer_index() : roles.streamer_index()) * o.writer_count;
+  if (shared_output != MPI_COMM_NULL) return {o.output};  // every writing rank's one writer
+  for (int w = 0; writes && w < o.writer_count; ++w)
     paths.push_back(o.output.empty() ? std::string() : output_path(o.output, first + w, in_all));
   return paths;
 }
@@ -106,9 +109,11 @@ struct Wire {
   storage::ReadTally read;  // the imaging direction's streamers
   double input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0, residual2 = 0;
   index_t values_checked = 0, values_wrong = 0;
+  double queue_wait_s = 0, send_wait_s = 0, transit_idle_s = 0;
+  index_t transit_chunks = 0, transit_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
-constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner"};
+constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner", "writer"};
 
 Wire to_wire(const RankResult& r, int rank, int role) {
   Wire w;
@@ -135,7 +140,60 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.residual2 = r.residual2;
   w.values_checked = r.values_checked;
   w.values_wrong = r.values_wrong;
+  w.queue_wait_s = r.queue_wait_s;
+  w.send_wait_s = r.send_wait_s;
+  w.transit_idle_s = r.transit_idle_s;
+  w.transit_chunks = r.transit_chunks;
+  w.transit_bytes = r.transit_bytes;
   return w;
+}
+
+// In situ or in transit: both sides' waits, what bound the run and the
+// writer ranks that would keep pace with the streamers (report::Transit).
+report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& o,
+                                const Roles& roles, double stream_s) {
+  report::Transit t;
+  t.placement = roles.writers > 0 ? "in transit" : "in situ";
+  t.writer_ranks = roles.writers;
+  t.writers_per_rank = o.writer_count;
+  t.transit_queue = roles.writers > 0 ? o.transit_queue : 0;
+  double compute = 0, written = 0, writing_s = 0;
+  for (const auto& w : all) {
+    const auto& f = w.figures;
+    written += static_cast<double>(f.bytes_written);
+    writing_s += f.write_s + f.sync_s;
+    if (w.role == 1) {
+      t.chunks_sent += w.transit_chunks;
+      t.bytes_sent += w.transit_bytes;
+      t.streamer_queue_wait_s = std::max(t.streamer_queue_wait_s, w.queue_wait_s);
+      t.send_wait_s = std::max(t.send_wait_s, w.send_wait_s);
+      // What it made while writing did not hold it.
+      compute += static_cast<double>(f.visibilities) * static_cast<double>(sizeof(cplx)) /
+                 std::max(1e-9, stream_s - w.queue_wait_s);
+    } else if (w.role == 3) {
+      t.writer_idle_s = std::max(t.writer_idle_s, w.transit_idle_s);
+      t.writer_queue_wait_s = std::max(t.writer_queue_wait_s, w.queue_wait_s);
+    }
+  }
+  t.bytes_per_s = static_cast<double>(t.bytes_sent) / std::max(1e-9, stream_s);
+  t.compute_bytes_per_s = compute / std::max(1, roles.streamers);
+  t.write_bytes_per_s = writing_s > 0 ? written / writing_s : 0;
+  // Degridding held by full queues for a tenth of the run: the writing
+  // side set the pace; in transit, if the writer ranks mostly waited for
+  // messages meanwhile, the transfer itself did (messages too few in
+  // flight for the latency, or a slow network).
+  if (t.streamer_queue_wait_s <= 0.1 * stream_s)
+    t.bound = "streamers";
+  else if (roles.writers > 0 && t.writer_idle_s > 0.5 * stream_s)
+    t.bound = "transfer";
+  else
+    t.bound = "writers";
+  const double per_rank = t.write_bytes_per_s * o.writer_count;
+  t.suggested_writer_ranks =
+      per_rank > 0 ? std::max<index_t>(1, static_cast<index_t>(std::ceil(
+                                              roles.streamers * t.compute_bytes_per_s / per_rank)))
+                   : 0;
+  return t;
 }
 
 report::RankStats from_wire(const Wire& w) {
@@ -194,6 +252,17 @@ void check_options(const RunOptions& o, int size) {
                                              "writes one file shared by every streamer",
                                              name));
   }
+  if (o.writer_ranks > 0) {
+    const auto refuse = [](bool given, const std::string& what) {
+      if (given)
+        throw UsageError("--writer-ranks",
+                         "expected 0 with " + what + ": the writer group writes predicted chunks");
+    };
+    refuse(!o.observation, "no --vis-set");
+    refuse(o.network_only, "--network-only");
+    refuse(o.direction != swiftly::Direction::predict,
+           "--direction=" + swiftly::to_string(o.direction));
+  }
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.network_only) {
@@ -240,17 +309,27 @@ void check_options(const RunOptions& o, int size) {
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
     throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
-  if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > size - (o.assigner ? 1 : 0)))
-    throw UsageError("--facet-workers", fmt::format("expected 0 to {} producers for {} rank(s){}",
-                                                    size - (o.assigner ? 1 : 0), size,
-                                                    o.assigner ? " and an assigner" : ""));
+  const int others = size - (o.assigner ? 1 : 0) - o.writer_ranks;
+  if (o.writer_ranks > 0 && others < 1)
+    throw UsageError(
+        "--writer-ranks",
+        fmt::format("expected fewer than the {} rank(s){}: the streamers need some",
+                    size - (o.assigner ? 1 : 0), o.assigner ? " besides the assigner" : ""));
+  if (o.facet_workers && (*o.facet_workers < 0 || *o.facet_workers > others))
+    throw UsageError(
+        "--facet-workers",
+        fmt::format("expected 0 to {} producers for {} rank(s){}{}", others, size,
+                    o.assigner ? " and an assigner" : "",
+                    o.writer_ranks > 0 ? fmt::format(" and {} writer rank(s)", o.writer_ranks)
+                                       : std::string()));
 }
 
 Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int rank, int size) {
   Roles r;
   r.rank = rank;
   r.size = size;
-  const int others = size - (o.assigner ? 1 : 0);
+  const int others = size - (o.assigner ? 1 : 0) - o.writer_ranks;
+  r.writers = o.writer_ranks;
   if (o.facet_workers) {
     r.producers = *o.facet_workers;
   } else if (o.synthetic_vis) {
@@ -309,9 +388,11 @@ void require_node_memory(const report::Memory& m, const Roles& roles, MPI_Comm c
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   const index_t mine = roles.is_producer()   ? m.producer_bytes
                        : roles.is_assigner() ? m.assigner_bytes
+                       : roles.is_writer()   ? m.writer_bytes
                                              : m.streamer_bytes;
   const char* role = roles.is_producer()   ? "producer"
                      : roles.is_assigner() ? "assigner"
+                     : roles.is_writer()   ? "writer rank"
                                            : "streamer";
   index_t total = 0;
   MPI_Request request;
@@ -399,8 +480,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
   // A back-end with one output for the run: its writers' communicator.
-  const bool shared = roles.is_streamer() && storage::shares_output(o.storage, o.output);
+  const bool writes = roles.writers > 0 ? roles.is_writer() : roles.is_streamer();
+  const bool shared = writes && storage::shares_output(o.storage, o.output);
   MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, rank, &ctx.shared_output);
+  if (roles.writers > 0) MPI_Comm_dup(comm, &ctx.transit);
 
   const double t_plan = MPI_Wtime();
   // The visits and their figures: counted in parallel over the ranks, the
@@ -430,7 +513,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
       for (const auto& path : ctx.outputs())
         if (!path.empty()) check_creatable(path);
     });
-    if (roles.is_streamer() && !ctx.imaging()) open_writers(ctx);
+    if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
   };
   if (!o.target_err) count_and_check();  // else once the tower height is measured
 
@@ -514,6 +597,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   pl.threads = ctx.threads;
   pl.producer_threads = ctx.producer_threads;
   pl.writers_per_streamer = ctx.job.obs && !ctx.imaging() ? o.writer_count : 0;
+  pl.writer_ranks = roles.writers;
   pl.fork_writer = o.fork_writer;
   pl.synthetic_vis = o.synthetic_vis;
   pl.network_only = o.network_only;
@@ -580,6 +664,9 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   } else if (roles.is_assigner()) {
     role = 2;
     mine = run_assigner(ctx);
+  } else if (roles.is_writer()) {
+    role = 3;
+    mine = run_writer_rank(ctx);
   } else {
     role = 1;
     mine = ctx.imaging() ? run_image_streamer(ctx) : run_streamer(ctx);
@@ -621,6 +708,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Comm_free(&ctx.control);
   if (ctx.producers != MPI_COMM_NULL) MPI_Comm_free(&ctx.producers);
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_free(&ctx.shared_output);
+  if (ctx.transit != MPI_COMM_NULL) MPI_Comm_free(&ctx.transit);
   if (rank != 0) return r;
 
   RelativeError subgrid_error, vis_error;
@@ -648,8 +736,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     tasks_skipped += w.tasks_skipped;
     walk_end = std::max(walk_end, w.walk_end);
     // Contributions, both ways (not the assigner's grants).
-    sent += w.role != 2 ? f.bytes_sent : 0;
-    received += w.role != 2 ? f.bytes_received : 0;
+    sent += w.role < 2 ? f.bytes_sent : 0;
+    received += w.role < 2 ? f.bytes_received : 0;
     bytes_written += f.bytes_written;
     chunks_written += f.chunks_written;
     chunks_rewritten += f.chunks_rewritten;
@@ -703,6 +791,8 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   }
   r.counts.bytes_sent = sent;
   r.counts.bytes_received = received;
+  if (ctx.job.obs && !ctx.imaging() && !o.network_only && (!o.output.empty() || roles.writers > 0))
+    r.transit = transit_figures(all, o, roles, stream_s);
   report::Accuracy accuracy;
   accuracy.subgrid_rmse = subgrid_error.value();
   accuracy.subgrid_rmse_max = subgrid_worst >= 0 ? subgrid_worst : std::nan("");

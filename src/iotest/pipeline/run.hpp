@@ -43,8 +43,14 @@ struct RunOptions {
   index_t task_queue = 128;         // degrid tasks outstanding per streamer
   index_t bls_per_task = 256;       // baselines' time chunks per degrid task
   index_t visibility_queue = 1024;  // chunks waiting for a streamer's writers
-  int writer_count = 1;             // writers per streamer
+  int writer_count = 1;             // writers per streamer (in transit: per writer rank)
   bool fork_writer = false;         // writers as processes
+  // In transit (the Nyx sidecar): this many ranks, after the streamers,
+  // form a writer group; streamers send them whole chunks over MPI
+  // (--transit-queue messages in flight each way) and go on degridding.
+  // 0: in situ, the writers inside each streamer.
+  int writer_ranks = 0;
+  index_t transit_queue = 4;
   std::string output;               // OUT%d.h5; empty: dry run (null back-end)
   storage::StorageOptions storage;  // --storage and its options
   // Storage only (DESIGN.md section 9): no producers, no towers, no

@@ -75,7 +75,8 @@ void open_writers(Context& ctx) {
   auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis, ctx.nonce);
   pv.stonewalled = o.duration.has_value();
   ctx.layout.provenance = pv;
-  // --writer-count per streamer, files numbered across streamers.
+  // --writer-count per streamer (in transit: per writer rank), files
+  // numbered across them.
   WriterOptions wo;
   wo.storage = o.storage;
   wo.fork = o.fork_writer;
@@ -83,6 +84,18 @@ void open_writers(Context& ctx) {
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
   wo.paths = ctx.outputs();
   wo.shared = ctx.shared_output;
+  if (ctx.roles.writers > 0 && ctx.roles.is_streamer()) {
+    // In transit: one queue of --visibility-queue chunks, emptied into the
+    // writer group; parts of chunks are joined there.
+    std::vector<int> writer_ranks;
+    for (int k = 0; k < ctx.roles.writers; ++k) writer_ranks.push_back(ctx.roles.writer_rank(k));
+    wo.fork = false;
+    wo.queue_slots = o.visibility_queue;
+    wo.partial_slots = 0;
+    wo.paths = {std::string()};
+    wo.consumer = forward_to_writer_group(ctx.transit, writer_ranks, o.transit_queue, ctx.layout,
+                                          ctx.transit_tally);
+  }
   ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
 }
 
@@ -450,6 +463,10 @@ RankResult run_streamer(Context& ctx) {
     }
     st.visibility_queue_max = writers->high_water();
     wait_s += write_wait;
+    out.queue_wait_s = write_wait;
+    out.transit_chunks = ctx.transit_tally.chunks;
+    out.transit_bytes = ctx.transit_tally.bytes;
+    out.send_wait_s = ctx.transit_tally.send_wait_s;
     // A shared output is named once, by the first streamer.
     if (!o.output.empty() && (ctx.shared_output == MPI_COMM_NULL || me == 0))
       out.outputs = ctx.outputs();

@@ -351,10 +351,6 @@ void PartialChunks::flush(const Write& write) {
 
 namespace {
 
-// A queue entry carrying written parts (bytes of WrittenPart records,
-// `visibilities` of them), not a chunk: they travel as chunks do, since
-// the writer may be another process.
-constexpr index_t kWrittenPartsEntry = -1;
 // How long a shared output's writer waits for a chunk before it takes part
 // in its peers' collective calls with what it has.
 constexpr int kIdleMs = 2;
@@ -428,6 +424,10 @@ Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& 
 void Writers::start(size_t i) {
   auto& queue = *queues_[i];
   const auto& path = options_.paths[i];
+  if (options_.consumer) {
+    threads_.emplace_back([this, &queue] { options_.consumer(queue); });
+    return;
+  }
   if (!options_.fork) {
     threads_.emplace_back([this, &queue, path] {
       run_writer(queue, options_.storage, path, layout_, options_.partial_slots, options_.shared);

@@ -85,6 +85,11 @@ class ChunkQueue {
   void wait_for_writer();                            // once on not_full, the lock held
 };
 
+// A queue entry carrying written parts (bytes of WrittenPart records,
+// `visibilities` of them), not a chunk: they travel as chunks do, since
+// the writer may be another process or, in transit, another rank.
+inline constexpr index_t kWrittenPartsEntry = -1;
+
 struct WriterOptions {
   storage::StorageOptions storage;  // the back-end (from the paths unless named)
   std::vector<std::string> paths;   // one output per writer
@@ -94,6 +99,9 @@ struct WriterOptions {
   // A back-end whose one output all streamers share (phdf5): the
   // streamers' communicator, for its one writer per streamer (a thread).
   MPI_Comm shared = MPI_COMM_NULL;
+  // In transit: each queue's thread runs this instead of writing (it sends
+  // the chunks to the writer group; transit.hpp), with `paths` empty names.
+  std::function<void(ChunkQueue&)> consumer;
 };
 
 // A chunk whose runs fall in several subgrids (or w-stacks) arrives in

@@ -265,6 +265,7 @@ json to_json(const Report& r) {
                    {"streamer_bytes", m.streamer_bytes},
                    {"single_process_bytes", m.single_process_bytes}};
   if (recombination && m.assigner_bytes > 0) j["memory"]["assigner_bytes"] = m.assigner_bytes;
+  if (recombination && m.writer_bytes > 0) j["memory"]["writer_bytes"] = m.writer_bytes;
   if (recombination && !m.items.empty()) {
     json items = json::array();
     for (const auto& i : m.items)
@@ -361,6 +362,24 @@ json to_json(const Report& r) {
                       {"fraction", w.fraction},
                       {"projected_s", w.projected_s}};
   }
+  if (r.transit) {
+    const auto& t = *r.transit;
+    j["transit"] = {{"placement", t.placement},
+                    {"writer_ranks", t.writer_ranks},
+                    {"writers_per_rank", t.writers_per_rank},
+                    {"transit_queue", t.transit_queue},
+                    {"chunks_sent", t.chunks_sent},
+                    {"bytes_sent", t.bytes_sent},
+                    {"bytes_per_s", t.bytes_per_s},
+                    {"streamer_queue_wait_s", t.streamer_queue_wait_s},
+                    {"send_wait_s", t.send_wait_s},
+                    {"writer_idle_s", t.writer_idle_s},
+                    {"writer_queue_wait_s", t.writer_queue_wait_s},
+                    {"bound", t.bound},
+                    {"compute_bytes_per_s", t.compute_bytes_per_s},
+                    {"write_bytes_per_s", t.write_bytes_per_s},
+                    {"suggested_writer_ranks", t.suggested_writer_ranks}};
+  }
   if (r.pipeline) {
     const auto& pl = *r.pipeline;
     json ranks = json::array();
@@ -409,6 +428,7 @@ json to_json(const Report& r) {
                      {"threads", pl.threads},
                      {"producer_threads", pl.producer_threads},
                      {"writers_per_streamer", pl.writers_per_streamer},
+                     {"writer_ranks", pl.writer_ranks},
                      {"fork_writer", pl.fork_writer},
                      {"synthetic_vis", pl.synthetic_vis},
                      {"network_only", pl.network_only},
@@ -858,6 +878,26 @@ std::string render_body(const Report& r) {
     s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
                      pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
   }
+  if (r.transit) {
+    const auto& t = *r.transit;
+    if (t.writer_ranks > 0)
+      s += fmt::format(
+          "  in transit: {} chunks ({}) sent to {} writer rank(s), {}/s; waits: degridding on the "
+          "queue {:.2f} s, sends on the writer group {:.2f} s, writer ranks idle {:.2f} s and on "
+          "their writers {:.2f} s; bound by the {}\n",
+          t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.writer_ranks,
+          bytes_text(t.bytes_per_s), t.streamer_queue_wait_s, t.send_wait_s, t.writer_idle_s,
+          t.writer_queue_wait_s, t.bound);
+    else
+      s += fmt::format(
+          "  in situ: degridding waited {:.2f} s on the writers' queues; bound by the {}\n",
+          t.streamer_queue_wait_s, t.bound);
+    s += fmt::format(
+        "  a streamer makes {}/s of chunks, a writer writes {}/s: {} writer rank(s) of {} "
+        "writer(s) would keep pace (--writer-ranks)\n",
+        bytes_text(t.compute_bytes_per_s), bytes_text(t.write_bytes_per_s),
+        t.suggested_writer_ranks, std::max(1, t.writers_per_rank));
+  }
   if (r.stonewall) {
     const auto& w = *r.stonewall;
     s += fmt::format(
@@ -875,9 +915,10 @@ std::string render_body(const Report& r) {
                    bytes_text(static_cast<double>(m.contribution_bytes)),
                    bytes_text(static_cast<double>(m.subgrid_bytes)));
   s += fmt::format(
-      "          per facet worker {}, per streamer {}{}, single process {}",
+      "          per facet worker {}, per streamer {}{}{}, single process {}",
       bytes_text(m.producer_bytes), bytes_text(m.streamer_bytes),
       m.assigner_bytes > 0 ? ", per assigner " + bytes_text(m.assigner_bytes) : std::string(),
+      m.writer_bytes > 0 ? ", per writer rank " + bytes_text(m.writer_bytes) : std::string(),
       bytes_text(m.single_process_bytes));
   if (m.peak_rss_bytes)
     s += fmt::format(", peak RSS {}", bytes_text(static_cast<double>(*m.peak_rss_bytes)));
@@ -893,13 +934,17 @@ std::string render_run_plan(const Report& r) {
   std::string s =
       fmt::format("iotest run: {} ({}), {} facets, {} subgrid visits in {} parts\n", p.name,
                   p.canonical, r.counts.facets, pl.subgrid_visits, pl.subgrid_parts);
-  s += fmt::format("  {} ranks: {} producer(s) x {} thread(s), {} streamer(s) x {} thread(s){}{}\n",
-                   pl.ranks, pl.producers, pl.producer_threads, pl.streamers, pl.threads,
-                   pl.assigner ? ", 1 assigner" : ", static assignment",
-                   pl.writers_per_streamer > 0
-                       ? fmt::format(", {} writer {} per streamer", pl.writers_per_streamer,
-                                     pl.fork_writer ? "process(es)" : "thread(s)")
-                       : std::string());
+  s += fmt::format(
+      "  {} ranks: {} producer(s) x {} thread(s), {} streamer(s) x {} thread(s){}{}\n", pl.ranks,
+      pl.producers, pl.producer_threads, pl.streamers, pl.threads,
+      pl.assigner ? ", 1 assigner" : ", static assignment",
+      pl.writer_ranks > 0
+          ? fmt::format(", {} writer rank(s) x {} writer {} (in transit)", pl.writer_ranks,
+                        pl.writers_per_streamer, pl.fork_writer ? "process(es)" : "thread(s)")
+      : pl.writers_per_streamer > 0
+          ? fmt::format(", {} writer {} per streamer", pl.writers_per_streamer,
+                        pl.fork_writer ? "process(es)" : "thread(s)")
+          : std::string());
   s += fmt::format("  queues: send {}, subgrid {}, task {}, bls-per-task {}, visibility {}\n",
                    pl.send_queue, pl.subgrid_queue, pl.task_queue, pl.bls_per_task,
                    pl.visibility_queue);
@@ -912,9 +957,12 @@ std::string render_run_plan(const Report& r) {
                  "read checked against the pattern\n"
                : "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
                  "written as the real run would\n";
-  s += fmt::format("  memory estimate: producer {}, streamer {}\n",
+  s += fmt::format("  memory estimate: producer {}, streamer {}{}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
-                   bytes_text(static_cast<double>(r.memory.streamer_bytes)));
+                   bytes_text(static_cast<double>(r.memory.streamer_bytes)),
+                   r.memory.writer_bytes > 0
+                       ? ", writer rank " + bytes_text(static_cast<double>(r.memory.writer_bytes))
+                       : std::string());
   const bool imaging =
       r.settings && (r.settings->direction == "image" || r.settings->direction == "both");
   std::string where =

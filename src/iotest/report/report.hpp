@@ -138,6 +138,7 @@ struct Pipeline {
   bool assigner = false;
   int threads = 0, producer_threads = 0;
   int writers_per_streamer = 0;
+  int writer_ranks = 0;  // in transit: the writer group (writers_per_streamer: per writer rank)
   bool fork_writer = false;
   // --synthetic-vis: storage only. The streamers walk their parts as ever
   // but write a pattern instead of degridding; no producers, no sky.
@@ -163,6 +164,7 @@ struct Memory {
   index_t streamer_bytes = 0;             // estimate per subgrid worker
   index_t single_process_bytes = 0;       // estimate for one process doing it all
   index_t assigner_bytes = 0;             // estimate for the assigner (run)
+  index_t writer_bytes = 0;               // estimate per writer rank (run --writer-ranks)
   std::optional<index_t> peak_rss_bytes;  // measured: the largest of any rank
   // The model behind the estimates: every buffer each role holds.
   struct Item {
@@ -302,6 +304,29 @@ struct Stonewall {
   double projected_s = 0;  // the whole observation on these ranks at this run's rate
 };
 
+// Where the visibilities were written (issue 12, the Nyx paper's question):
+// in situ by writers inside each streamer, or in transit by a writer group
+// of --writer-ranks ranks the streamers send their chunks to. Both sides'
+// waits say which one bound the run, and the measured rates give the
+// writer ranks that would keep pace: K = ceil(S x compute / (writers per
+// rank x write)), the Nyx rule n x t_compute ~ t_write.
+struct Transit {
+  std::string placement;  // "in situ" or "in transit"
+  int writer_ranks = 0, writers_per_rank = 0;
+  index_t transit_queue = 0;  // messages in flight per streamer, receives posted per writer rank
+  index_t chunks_sent = 0, bytes_sent = 0;  // to the writer group
+  double bytes_per_s = 0;                   // sent over the run's stream time
+  // The longest of any rank's: degridding threads on a full chunk queue,
+  // forwarders with every slot in flight, writer ranks with no message in,
+  // writer ranks on their writers' full queues.
+  double streamer_queue_wait_s = 0, send_wait_s = 0, writer_idle_s = 0, writer_queue_wait_s = 0;
+  std::string bound;  // "streamers", "writers" or (in transit) "transfer"
+  // Per streamer: chunk bytes made per second it was not held by writing;
+  // per writer: bytes per second inside writes and syncs.
+  double compute_bytes_per_s = 0, write_bytes_per_s = 0;
+  index_t suggested_writer_ranks = 0;
+};
+
 // `iotest plan`: the job laid out on its nodes. Ranks fill the nodes in
 // order (mpirun's default mapping by slot: rank r on node r /
 // ranks_per_node); roles in rank order: producers, streamers, the assigner.
@@ -413,6 +438,7 @@ struct Report {
   std::optional<Advice> advice;
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
+  std::optional<Transit> transit;
   std::optional<Environment> environment;
   std::optional<Interconnect> interconnect;
   std::optional<Scaling> scaling;

@@ -1,0 +1,220 @@
+// In-transit writers: a streamer's forwarding thread and a writer rank's
+// role. See transit.hpp for the protocol and why it cannot deadlock.
+#include "iotest/pipeline/transit.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "iotest/common/mpi_wait.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/pipeline/roles.hpp"
+
+namespace iotest::pipeline {
+namespace {
+
+// While sends are in flight the forwarder looks at them every millisecond
+// it has no chunk: MPI moves a message over shared memory in fragments
+// only while its sender calls into the library.
+constexpr int kPollMs = 1;
+
+// A message buffer, aligned for the values after the header.
+struct MessageBuffer {
+  std::vector<std::uint64_t> words;
+  explicit MessageBuffer(index_t bytes) : words(static_cast<size_t>((bytes + 7) / 8)) {}
+  char* data() { return reinterpret_cast<char*>(words.data()); }
+};
+
+}  // namespace
+
+index_t transit_message_bytes(const storage::VisibilityLayout& layout) {
+  return static_cast<index_t>(sizeof(TransitHeader)) + layout.chunk_bytes() +
+         layout.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
+}
+
+std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
+                                                         std::vector<int> writer_ranks,
+                                                         index_t slots,
+                                                         const storage::VisibilityLayout& layout,
+                                                         TransitTally& tally) {
+  return [comm, writer_ranks, slots, layout, &tally](ChunkQueue& queue) {
+    queue.mark_opened();  // nothing to open here: the writer ranks hold the outputs
+    try {
+      const index_t bytes = transit_message_bytes(layout);
+      std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
+      std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
+      std::vector<int> done(static_cast<size_t>(slots));
+      const int n = static_cast<int>(slots);
+      const auto in_flight = [&] {
+        return std::any_of(requests.begin(), requests.end(),
+                           [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+      };
+      const auto reap = [&] {
+        int count = 0;
+        MPI_Testsome(n, requests.data(), &count, done.data(), MPI_STATUSES_IGNORE);
+        return count > 0 && count != MPI_UNDEFINED;
+      };
+      // A free slot, waiting (the writer group's back-pressure) if every one
+      // is in flight.
+      Backoff backoff;
+      const auto free_slot = [&]() -> size_t {
+        for (;;) {
+          for (size_t i = 0; i < requests.size(); ++i)
+            if (requests[i] == MPI_REQUEST_NULL) return i;
+          if (reap())
+            backoff.reset();
+          else
+            backoff.pause(tally.send_wait_s);
+        }
+      };
+      const auto send = [&](int to, const TransitHeader& h, const void* values, index_t value_bytes,
+                            const void* bits, index_t bit_bytes) {
+        const size_t i = free_slot();
+        char* at = buffers[i].data();
+        std::memcpy(at, &h, sizeof h);
+        std::memcpy(at + sizeof h, values, static_cast<size_t>(value_bytes));
+        if (bits) std::memcpy(at + sizeof h + value_bytes, bits, static_cast<size_t>(bit_bytes));
+        const index_t payload = value_bytes + (bits ? bit_bytes : 0);
+        MPI_Issend(at, static_cast<int>(sizeof h + payload), MPI_BYTE, to, kTagChunk, comm,
+                   &requests[i]);
+        ++tally.chunks;
+        tally.bytes += payload;
+      };
+      const auto writers = static_cast<index_t>(writer_ranks.size());
+      const index_t presence_bytes =
+          layout.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
+      ChunkQueue::Entry e;
+      for (;;) {
+        const auto got = queue.peek(e, in_flight() ? kPollMs : -1);
+        if (got == ChunkQueue::Peek::closed) break;
+        if (got == ChunkQueue::Peek::timeout) {
+          reap();
+          continue;
+        }
+        if (e.key.row_chunk == kWrittenPartsEntry) {  // every writer rank records them
+          for (const int to : writer_ranks)
+            send(to, {TransitHeader::written_parts, 0, 0, e.visibilities}, e.data, e.visibilities,
+                 nullptr, 0);
+        } else {
+          const index_t chunk = e.key.row_chunk * layout.freq_chunks() + e.key.freq_chunk;
+          send(writer_ranks[static_cast<size_t>(chunk % writers)],
+               {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
+                e.key.freq_chunk, e.visibilities},
+               e.data, layout.chunk_bytes(), e.present, presence_bytes);
+        }
+        queue.release();
+      }
+      if (!queue.failure().empty()) return;  // the streamer is failing: the job ends
+      while (in_flight())
+        if (!reap()) backoff.pause(tally.send_wait_s);
+      // This streamer is done: an empty message to each writer rank.
+      for (const int to : writer_ranks) {
+        MPI_Request request;
+        MPI_Issend(nullptr, 0, MPI_BYTE, to, kTagChunk, comm, &request);
+        wait_for(request);
+      }
+      queue.set_result({});  // nothing written here: the writer ranks count it
+    } catch (const std::exception& e) {
+      queue.fail(std::string("forwarding to the writer group: ") + e.what());
+    }
+  };
+}
+
+TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots,
+                                       const storage::VisibilityLayout& layout, Writers& writers) {
+  TransitReceived got;
+  const index_t bytes = transit_message_bytes(layout);
+  std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
+  std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
+  std::deque<size_t> posted;  // in posting order
+  const auto post = [&](size_t i) {
+    MPI_Irecv(buffers[i].data(), static_cast<int>(bytes), MPI_BYTE, MPI_ANY_SOURCE, kTagChunk, comm,
+              &requests[i]);
+    posted.push_back(i);
+  };
+  for (size_t i = 0; i < buffers.size(); ++i) post(i);
+  std::vector<storage::WrittenPart> parts;
+  int ended = 0;
+  Backoff backoff;
+  while (ended < senders) {
+    // Receives alike match messages in the order they were posted (MPI's
+    // ordering rule), so the oldest is the next to take one. Once the last
+    // streamer's empty message is in, every message has been taken: each
+    // streamer's empty one is its last.
+    const size_t i = posted.front();
+    posted.pop_front();
+    MPI_Status status;
+    for (int flag = 0;;) {
+      MPI_Test(&requests[i], &flag, &status);
+      if (flag) break;
+      backoff.pause(got.idle_s);
+    }
+    backoff.reset();
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (count == 0) {
+      ++ended;
+    } else {
+      TransitHeader h;
+      std::memcpy(&h, buffers[i].data(), sizeof h);
+      const char* payload = buffers[i].data() + sizeof h;
+      if (h.kind == TransitHeader::written_parts) {
+        const auto* records = reinterpret_cast<const storage::WrittenPart*>(payload);
+        parts.insert(parts.end(), records,
+                     records + h.visibilities / static_cast<index_t>(sizeof(storage::WrittenPart)));
+      } else {
+        const auto* present =
+            h.kind == TransitHeader::chunk_part
+                ? reinterpret_cast<const storage::PresenceWord*>(payload + layout.chunk_bytes())
+                : nullptr;
+        writers.write({h.row_chunk, h.freq_chunk}, reinterpret_cast<const cplx*>(payload),
+                      h.visibilities, present);
+        ++got.chunks;
+      }
+      got.bytes += count - static_cast<index_t>(sizeof h);
+    }
+    if (ended < senders) post(i);
+  }
+  for (const size_t i : posted) {  // never matched
+    MPI_Cancel(&requests[i]);
+    MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
+  }
+  if (!parts.empty()) writers.record_written(storage::merge_written_parts(std::move(parts)));
+  return got;
+}
+
+RankResult run_writer_rank(Context& ctx) {
+  RankResult out;
+  auto& st = out.stats;
+  const auto t0 = Clock::now();
+  Writers& writers = *ctx.writers;
+  const auto got = receive_from_streamers(ctx.transit, ctx.roles.streamers,
+                                          ctx.options.transit_queue, ctx.layout, writers);
+  const double queue_wait = writers.wait_s();
+  for (const auto& w : writers.finish()) {
+    st.bytes_written += w.bytes;
+    st.chunks_written += w.chunks_written;
+    st.chunks_rewritten += w.chunks_rewritten;
+    st.write_s += w.seconds;
+    st.sync_s += w.sync_s;
+    st.open_s = std::max(st.open_s, w.open_s);
+    out.visibilities_written += w.visibilities;
+  }
+  st.visibility_queue_max = writers.high_water();
+  st.bytes_received = got.bytes;
+  out.transit_chunks = got.chunks;
+  out.transit_bytes = got.bytes;
+  out.transit_idle_s = got.idle_s;
+  out.queue_wait_s = queue_wait;
+  // A shared output is named once, by the first writer rank.
+  if (!ctx.options.output.empty() &&
+      (ctx.shared_output == MPI_COMM_NULL || ctx.roles.writer_index() == 0))
+    out.outputs = ctx.outputs();
+  const double total = seconds_since(t0);
+  st.wait_s = queue_wait;
+  st.idle_s = got.idle_s;
+  st.busy_s = std::max(0.0, total - st.wait_s - st.idle_s);
+  return out;
+}
+
+}  // namespace iotest::pipeline
