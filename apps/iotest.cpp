@@ -348,6 +348,9 @@ int main(int argc, char** argv) {
                    "default: what this machine has available, as run checks)")
       ->transform(CLI::AsSizeValue(false));
   add_shape_options(plan, plan_opts, "one per facet");
+  plan->add_option("--rates-from", plan_opts.rates_from,
+                   "a run's JSON report: suggest --writer-ranks from its measured compute and "
+                   "write rates");
   plan->add_option("--window-width", plan_opts.window_width, "override the set's PSWF width W");
   auto* plan_vis_set = plan->add_option(
       "--vis-set", obs_opts.vis_set,

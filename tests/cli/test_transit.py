@@ -2,6 +2,8 @@
 chunks to a group of writer ranks over MPI with bounded slots; every
 visibility is written exactly once, the files verify, the report shows
 both sides, and the memory model holds for the writer ranks too."""
+import json
+import math
 import os
 
 import pytest
@@ -86,13 +88,29 @@ def test_stonewalled_writer_group_records_what_it_wrote(mpirun, iotest, tmp_path
     assert r["counts"]["visibilities_written"] == sw["visibilities_done"]
 
 
-def test_memory_model_holds_for_writer_ranks(mpirun, tmp_path):
+def test_memory_model_holds_for_writer_ranks_and_plan_gives_it(mpirun, iotest, tmp_path):
     report = tmp_path / "r.json"
-    mpirun(4, "--rec-set=T05_", "--vis-set=vlaa", "--no-progress", "--threads=1",
-           "--writer-ranks=1", str(tmp_path / "out%d.h5"), f"--report={report}", check=0,
+    args = ["--rec-set=T05_", "--vis-set=vlaa", "--threads=1", "--facet-workers=1",
+            "--writer-ranks=1"]
+    mpirun(4, *args, "--no-progress", str(tmp_path / "out%d.h5"), f"--report={report}", check=0,
            timeout=MPI_TIMEOUT_S)
     r = load(report)
     m = r["memory"]
+    # `plan` lays out the same ranks and gives the estimate run checked.
+    planned = iotest("plan", *args, "--ranks-per-node=4", f"--rates-from={report}",
+                     str(tmp_path / "out%d.h5"), "--report=-", check=0)
+    p = json.loads(planned.stdout)
+    a = p["advice"]
+    assert (a["producers"], a["streamers"], a["writer_ranks"]) == (1, 2, 1)
+    assert a["layout"][0]["writers"] == 1
+    assert a["layout"][0]["bytes"] == m["producer_bytes"] + 2 * m["streamer_bytes"] + \
+        m["writer_bytes"]
+    for key in ("streamer_bytes", "writer_bytes", "items"):
+        assert p["memory"][key] == m[key], key
+    # ... and the writer ranks that keep pace at the rates it measured.
+    t = r["transit"]
+    assert a["suggested_writer_ranks"] == max(1, math.ceil(
+        2 * t["compute_bytes_per_s"] / t["write_bytes_per_s"]))
     estimate = {"producer": m["producer_bytes"], "streamer": m["streamer_bytes"],
                 "writer": m["writer_bytes"]}
     for k in r["pipeline"]["per_rank"]:
@@ -121,3 +139,11 @@ def test_writer_ranks_need_visibilities(mpirun):
     proc = mpirun(3, "--rec-set=T05_", "--writer-ranks=1", "--no-progress",
                   timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2 and "--writer-ranks" in proc.stderr
+
+
+def test_rates_from_needs_a_run_report(iotest, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"mode": "plan"}')
+    for path in (bad, tmp_path / "missing.json"):
+        proc = iotest("plan", "--rec-set=T05_", f"--rates-from={path}")
+        assert proc.returncode == 2 and "--rates-from" in proc.stderr, proc.stderr

@@ -4,7 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -19,12 +22,13 @@ namespace iotest::commands {
 namespace {
 
 // The nodes' ranks by role, consecutive nodes alike in one group: rank r
-// on node r / ranks_per_node, producers first, then streamers, the
-// assigner last (pipeline::Roles).
+// on node r / ranks_per_node, producers first, then streamers, the writer
+// ranks, the assigner last (pipeline::Roles).
 std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
                                                    const report::Memory& m) {
   const index_t k = a.ranks_per_node;
-  const index_t producers_end = a.producers, streamers_end = a.producers + a.streamers;
+  const index_t producers_end = a.producers, streamers_end = a.producers + a.streamers,
+                writers_end = streamers_end + a.writer_ranks;
   const auto overlap = [](index_t lo, index_t hi, index_t from, index_t to) {
     return std::max<index_t>(0, std::min(hi, to) - std::max(lo, from));
   };
@@ -35,18 +39,21 @@ std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
     g.first_node = node;
     g.producers = overlap(lo, hi, 0, producers_end);
     g.streamers = overlap(lo, hi, producers_end, streamers_end);
-    g.assigners = overlap(lo, hi, streamers_end, a.recommended_ranks);
+    g.writers = overlap(lo, hi, streamers_end, writers_end);
+    g.assigners = overlap(lo, hi, writers_end, a.recommended_ranks);
     g.bytes = g.producers * m.producer_bytes + g.streamers * m.streamer_bytes +
-              g.assigners * m.assigner_bytes;
+              g.writers * m.writer_bytes + g.assigners * m.assigner_bytes;
     g.fits = g.bytes <= a.node_memory_bytes;
     // Nodes wholly of one role are alike up to that role's last whole node
     // (a job of thousands of nodes is a few groups, found in as many steps).
     g.node_count = g.producers == k   ? producers_end / k - node
                    : g.streamers == k ? streamers_end / k - node
+                   : g.writers == k   ? writers_end / k - node
                                       : 1;
     node += g.node_count;
     const auto alike = [&](const report::Advice::NodeGroup& h) {
-      return h.producers == g.producers && h.streamers == g.streamers && h.assigners == g.assigners;
+      return h.producers == g.producers && h.streamers == g.streamers && h.writers == g.writers &&
+             h.assigners == g.assigners;
     };
     if (!groups.empty() && alike(groups.back()))
       groups.back().node_count += g.node_count;
@@ -67,6 +74,7 @@ std::string overflow_warning(const report::Advice& a, const report::Advice::Node
   index_t largest_bytes = 0;
   for (const auto& [count, role, bytes] : {std::tuple{g.producers, "producer", m.producer_bytes},
                                            {g.streamers, "streamer", m.streamer_bytes},
+                                           {g.writers, "writer rank", m.writer_bytes},
                                            {g.assigners, "assigner", m.assigner_bytes}}) {
     if (count == 0) continue;
     ranks += fmt::format("{}{} {}(s) x {}", ranks.empty() ? "" : " + ", count, role, gib(bytes));
@@ -100,6 +108,32 @@ std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
   return {available, "available on this machine"};
 }
 
+// The writer ranks that keep pace with `streamers` at the rates a run
+// measured (its report's transit section): K = ceil(S x compute / (writers
+// per rank x write)), the Nyx rule n x t_compute ~ t_write.
+index_t writer_ranks_from(const std::string& path, index_t streamers, int writers_per_rank) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--rates-from", "cannot read '" + path + "'");
+  nlohmann::json report;
+  try {
+    in >> report;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError("--rates-from", "'" + path + "' is not a JSON report: " + e.what());
+  }
+  const auto t = report.find("transit");
+  if (t == report.end() || !t->contains("compute_bytes_per_s") ||
+      !t->contains("write_bytes_per_s") || (*t)["write_bytes_per_s"].get<double>() <= 0)
+    throw UsageError("--rates-from",
+                     "expected the report of an `iotest run` that wrote "
+                     "visibilities (its transit section), got '" +
+                         path + "'");
+  const double compute = (*t)["compute_bytes_per_s"].get<double>(),
+               write = (*t)["write_bytes_per_s"].get<double>();
+  return std::max<index_t>(
+      1, static_cast<index_t>(std::ceil(static_cast<double>(streamers) * compute /
+                                        (write * std::max(1, writers_per_rank)))));
+}
+
 // The roles on the nodes' slots, as `run` makes them from the rank count
 // this plan gives it.
 report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
@@ -117,28 +151,33 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
   a.assigner = o.assigner;
   a.producers = o.facet_workers ? *o.facet_workers : o.synthetic_vis ? 0 : facets;
   const index_t assigners = o.assigner ? 1 : 0;
+  a.writer_ranks = o.writer_ranks;
   // Streamers degrid (with a vis-set) and take work from the assigner.
   const index_t min_streamers = o.observation || o.assigner ? 1 : 0;
   // Default: one streamer per node (one NUMA domain each, DESIGN.md 2),
   // the producers and the assigner spread over the nodes' slots.
-  a.ranks_per_node =
-      o.ranks_per_node.value_or((a.producers + assigners + nodes + nodes - 1) / nodes);
+  a.ranks_per_node = o.ranks_per_node.value_or(
+      (a.producers + assigners + a.writer_ranks + nodes + nodes - 1) / nodes);
   // MPI counts ranks in an int.
   if (a.ranks_per_node > std::numeric_limits<int>::max() / nodes)
     throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
                      fmt::format("expected at most {} ranks in all, got {} node(s) x {}",
                                  std::numeric_limits<int>::max(), nodes, a.ranks_per_node));
   a.recommended_ranks = nodes * a.ranks_per_node;
-  if (a.recommended_ranks < a.producers + assigners + min_streamers)
+  const index_t needed = a.producers + assigners + a.writer_ranks + min_streamers;
+  if (a.recommended_ranks < needed)
     throw UsageError(
         "--ranks-per-node",
         fmt::format("{} node(s) x {} rank(s) are fewer than the {} ranks the roles "
-                    "need ({} producer(s){}{})",
-                    nodes, a.ranks_per_node, a.producers + assigners + min_streamers, a.producers,
-                    min_streamers > 0 ? " + 1 streamer" : "", o.assigner ? " + the assigner" : ""));
-  // Every slot is used: the ranks left after the producers and the
-  // assigner stream, so with mpirun's mapping by slot no node stays empty.
-  a.streamers = a.recommended_ranks - a.producers - assigners;
+                    "need ({} producer(s){}{}{})",
+                    nodes, a.ranks_per_node, needed, a.producers,
+                    min_streamers > 0 ? " + 1 streamer" : "",
+                    a.writer_ranks > 0 ? fmt::format(" + {} writer rank(s)", a.writer_ranks) : "",
+                    o.assigner ? " + the assigner" : ""));
+  // Every slot is used: the ranks left after the producers, the writer
+  // ranks and the assigner stream, so with mpirun's mapping by slot no
+  // node stays empty.
+  a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
   a.rule = fmt::format(
       "{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
       o.facet_workers   ? "producers as --facet-workers"
@@ -188,6 +227,10 @@ report::Report plan(const PlanOptions& o) {
   }
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
+  if (!o.rates_from.empty()) {
+    a.suggested_writer_ranks = writer_ranks_from(o.rates_from, a.streamers, o.writer_count);
+    a.rates_from = o.rates_from;
+  }
   for (const auto& g : a.layout)
     if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory, r.counts.facets));
   r.advice = a;

@@ -35,6 +35,8 @@ struct PlanOptions {
   bool fork_writer = false;
   bool synthetic_vis = false;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
+  // A run's report whose measured rates size the writer group (in transit).
+  std::string rates_from;
 };
 report::Report plan(const PlanOptions& options);
 

@@ -70,8 +70,10 @@ std::string bytes_text(index_t b) {
 // "2 producers + 1 streamer": the ranks of one node, by role.
 std::string ranks_text(const Advice::NodeGroup& g) {
   std::string s;
-  for (const auto& [count, role] :
-       {std::pair{g.producers, "producer"}, {g.streamers, "streamer"}, {g.assigners, "assigner"}})
+  for (const auto& [count, role] : {std::pair{g.producers, "producer"},
+                                    {g.streamers, "streamer"},
+                                    {g.writers, "writer rank"},
+                                    {g.assigners, "assigner"}})
     if (count > 0)
       s += fmt::format("{}{} {}{}", s.empty() ? "" : " + ", count, role, count > 1 ? "s" : "");
   return s;
@@ -80,16 +82,24 @@ std::string ranks_text(const Advice::NodeGroup& g) {
 std::string advice_text(const Advice& a, const std::optional<Observation>& observation) {
   std::string s = fmt::format(
       "  ranks: {} on {} node(s), {} per node: {} producer(s) x {} thread(s), {} streamer(s) x {} "
-      "thread(s), {}\n",
+      "thread(s), {}{}\n",
       a.recommended_ranks, a.nodes, a.ranks_per_node, a.producers, a.producer_threads, a.streamers,
-      a.threads, a.assigner ? "1 assigner" : "static assignment");
-  s += fmt::format("  run: mpirun -np {} --map-by slot iotest --facet-workers={}{} ...\n",
-                   a.recommended_ranks, a.producers, a.assigner ? " --assigner" : "");
+      a.threads, a.writer_ranks > 0 ? fmt::format("{} writer rank(s), ", a.writer_ranks) : "",
+      a.assigner ? "1 assigner" : "static assignment");
+  s += fmt::format("  run: mpirun -np {} --map-by slot iotest --facet-workers={}{}{} ...\n",
+                   a.recommended_ranks, a.producers,
+                   a.writer_ranks > 0 ? fmt::format(" --writer-ranks={}", a.writer_ranks) : "",
+                   a.assigner ? " --assigner" : "");
+  if (a.suggested_writer_ranks)
+    s += fmt::format(
+        "  in transit: at the rates {} measured, {} writer rank(s) would keep pace with {} "
+        "streamer(s) (--writer-ranks)\n",
+        a.rates_from, *a.suggested_writer_ranks, a.streamers);
   s += fmt::format("  rule: {}\n", a.rule);
   s += fmt::format("  per node, of {} ({}):\n", bytes_text(a.node_memory_bytes),
                    a.node_memory_source);
   for (const auto& g : a.layout) {
-    s += fmt::format("    {:<14} {:<36} {:>10}{}\n", g.nodes_text(), ranks_text(g),
+    s += fmt::format("    {:<14} {:<44} {:>10}{}\n", g.nodes_text(), ranks_text(g),
                      bytes_text(g.bytes), g.fits ? "" : "  DOES NOT FIT");
   }
   if (observation && a.streamers > 0)
@@ -452,6 +462,7 @@ json to_json(const Report& r) {
                         {"node_count", g.node_count},
                         {"producers", g.producers},
                         {"streamers", g.streamers},
+                        {"writers", g.writers},
                         {"assigners", g.assigners},
                         {"bytes", g.bytes},
                         {"fits", g.fits}});
@@ -460,6 +471,7 @@ json to_json(const Report& r) {
                    {"recommended_ranks", a.recommended_ranks},
                    {"producers", a.producers},
                    {"streamers", a.streamers},
+                   {"writer_ranks", a.writer_ranks},
                    {"assigner", a.assigner},
                    {"threads", a.threads},
                    {"producer_threads", a.producer_threads},
@@ -468,6 +480,10 @@ json to_json(const Report& r) {
                    {"node_memory_source", a.node_memory_source},
                    {"layout", layout},
                    {"warnings", a.warnings}};
+    if (a.suggested_writer_ranks) {
+      j["advice"]["suggested_writer_ranks"] = *a.suggested_writer_ranks;
+      j["advice"]["rates_from"] = a.rates_from;
+    }
   }
   if (r.scaling) {
     const auto& sc = *r.scaling;

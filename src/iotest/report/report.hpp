@@ -335,19 +335,24 @@ struct Advice {
   index_t ranks_per_node = 0;
   index_t recommended_ranks = 0;  // nodes x ranks_per_node: every slot used
   index_t producers = 0, streamers = 0;
+  index_t writer_ranks = 0;  // in transit (--writer-ranks), after the streamers
   bool assigner = false;
   int threads = 0, producer_threads = 0;
   std::string rule;
+  // --rates-from: the writer ranks that would keep pace with these
+  // streamers at a measured run's rates (report::Transit's rule).
+  std::optional<index_t> suggested_writer_ranks;
+  std::string rates_from;          // the report they came from
   index_t node_memory_bytes = 0;   // what one node can give the job
   std::string node_memory_source;  // "--node-memory" or where the default came from
   // Consecutive nodes holding the same ranks, with their estimate (the
   // memory model's bytes per role times the ranks of each role on a node).
   struct NodeGroup {
     index_t first_node = 0, node_count = 0;
-    index_t producers = 0, streamers = 0, assigners = 0;  // ranks on each node
-    index_t bytes = 0;                                    // per node
-    bool fits = true;                                     // bytes <= node_memory_bytes
-    std::string nodes_text() const;                       // "node 4", "nodes 5-29"
+    index_t producers = 0, streamers = 0, writers = 0, assigners = 0;  // ranks on each node
+    index_t bytes = 0;                                                 // per node
+    bool fits = true;                                                  // bytes <= node_memory_bytes
+    std::string nodes_text() const;                                    // "node 4", "nodes 5-29"
   };
   std::vector<NodeGroup> layout;
   std::vector<std::string> warnings;  // advice, not errors: plan still exits 0
