@@ -70,6 +70,7 @@ def test_the_dev_machine_run_is_one_node_of_three_producers_and_two_streamers(io
     # As `mpirun -np 5 iotest ... --facet-workers=3` lays it out.
     a = plan(iotest, "--rec-set=small", *VLAA, "--facet-workers=3", "--ranks-per-node=5")["advice"]
     assert a["layout"] == [{"first_node": 0, "node_count": 1, "producers": 3, "streamers": 2,
+                            "writers": 0,
                             "assigners": 0, "bytes": a["layout"][0]["bytes"],
                             "fits": a["layout"][0]["fits"]}]
 
