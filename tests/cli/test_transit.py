@@ -147,3 +147,16 @@ def test_rates_from_needs_a_run_report(iotest, tmp_path):
     for path in (bad, tmp_path / "missing.json"):
         proc = iotest("plan", "--rec-set=T05_", f"--rates-from={path}")
         assert proc.returncode == 2 and "--rates-from" in proc.stderr, proc.stderr
+
+
+def test_writer_ranks_share_one_phdf5_file(mpirun, iotest, tmp_path):
+    """--storage=phdf5 in transit: the writer ranks, not the streamers,
+    share the one file."""
+    if "phdf5" not in iotest("run", "--help").stdout:
+        pytest.skip("iotest built without parallel HDF5")
+    out, report = tmp_path / "vis.h5", tmp_path / "r.json"
+    mpirun(5, *OBS, "--writer-ranks=2", "--storage=phdf5", str(out), f"--report={report}",
+           check=0, timeout=MPI_TIMEOUT_S)
+    check_complete(load(report))
+    assert [f.name for f in tmp_path.glob("*.h5")] == ["vis.h5"]
+    assert "passed" in iotest("verify", "--all", str(out), check=0).stdout
