@@ -9,7 +9,8 @@ import os
 import pytest
 
 from conftest import MPI_TIMEOUT_S, load
-from test_run import CHUNKS, OBS, VISIBILITIES, check_complete
+from test_phdf5 import phdf5  # noqa: F401 (a fixture)
+from test_run import CHUNKS, OBS, check_complete
 
 SYNTHETIC = ["--synthetic-vis", *(a for a in OBS if not a.startswith("--source-count"))]
 
@@ -149,11 +150,9 @@ def test_rates_from_needs_a_run_report(iotest, tmp_path):
         assert proc.returncode == 2 and "--rates-from" in proc.stderr, proc.stderr
 
 
-def test_writer_ranks_share_one_phdf5_file(mpirun, iotest, tmp_path):
+def test_writer_ranks_share_one_phdf5_file(phdf5, mpirun, iotest, tmp_path):
     """--storage=phdf5 in transit: the writer ranks, not the streamers,
     share the one file."""
-    if "phdf5" not in iotest("run", "--help").stdout:
-        pytest.skip("iotest built without parallel HDF5")
     out, report = tmp_path / "vis.h5", tmp_path / "r.json"
     mpirun(5, *OBS, "--writer-ranks=2", "--storage=phdf5", str(out), f"--report={report}",
            check=0, timeout=MPI_TIMEOUT_S)
