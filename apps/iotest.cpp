@@ -587,6 +587,11 @@ int main(int argc, char** argv) {
   run->add_option("--duration", run_opts.duration,
                   "stonewall: start no new work after this many seconds, drain, report the "
                   "fraction done and the projected time of the whole observation");
+  run->add_option("--timeline", run_opts.timeline_s,
+                  "the report's time line: each rank's busy and wait time and rates per "
+                  "interval of this many seconds (0: none; tools/timeline_plot.py draws it)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
   std::string run_direction = "predict";
   std::vector<std::string> run_paths;

@@ -5,12 +5,14 @@ both sides, and the memory model holds for the writer ranks too."""
 import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 
 from conftest import MPI_TIMEOUT_S, load
 from test_phdf5 import phdf5  # noqa: F401 (a fixture)
-from test_run import CHUNKS, OBS, check_complete
+from test_run import CHUNKS, OBS, VISIBILITIES, check_complete
 
 SYNTHETIC = ["--synthetic-vis", *(a for a in OBS if not a.startswith("--source-count"))]
 
@@ -159,3 +161,41 @@ def test_writer_ranks_share_one_phdf5_file(phdf5, mpirun, iotest, tmp_path):
     check_complete(load(report))
     assert [f.name for f in tmp_path.glob("*.h5")] == ["vis.h5"]
     assert "passed" in iotest("verify", "--all", str(out), check=0).stdout
+
+
+def test_time_line_per_rank_adds_up_and_plots(mpirun, tmp_path):
+    """The report's time line: every rank's intervals; the streamers'
+    visibilities and the writer ranks' bytes add up to the run's, and
+    tools/timeline_plot.py draws it."""
+    report = tmp_path / "r.json"
+    mpirun(4, *OBS, "--writer-ranks=1", "--timeline=0.05", str(tmp_path / "out%d.h5"),
+           f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    t = r["timeline"]
+    assert t["interval_s"] == 0.05
+    lines = {k["rank"]: k for k in t["ranks"]}
+    assert sorted(k["role"] for k in t["ranks"]) == ["producer", "streamer", "streamer", "writer"]
+    for k in t["ranks"]:
+        n = len(k["busy_s"])
+        assert n >= 1 and all(len(k[key]) == n for key in
+                              ("wait_s", "visibilities", "bytes_sent", "bytes_written"))
+        assert all(0 <= b <= 0.05 + 1e-9 for b in k["busy_s"])
+        assert n * 0.05 <= r["timing"]["stream_s"] + 0.05
+    streamed = sum(sum(k["visibilities"]) for k in lines.values() if k["role"] == "streamer")
+    assert abs(streamed - VISIBILITIES) <= len(t["ranks"]) * 100  # rounding per interval
+    written = sum(sum(k["bytes_written"]) for k in lines.values() if k["role"] == "writer")
+    assert abs(written - 16 * VISIBILITIES) <= 100 * 16
+    sent = sum(sum(k["bytes_sent"]) for k in lines.values() if k["role"] == "producer")
+    assert abs(sent - r["counts"]["bytes_sent"]) <= 100
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "timeline_plot.py")
+    proc = subprocess.run([sys.executable, tool, str(report), f"--plots={tmp_path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("timeline_ranks.png", "timeline_rates.png"):
+        assert (tmp_path / name).stat().st_size > 5000
+
+
+def test_no_time_line_when_asked(mpirun, tmp_path):
+    report = tmp_path / "r.json"
+    mpirun(3, *OBS, "--timeline=0", f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    assert "timeline" not in load(report)

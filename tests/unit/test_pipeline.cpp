@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "iotest/pipeline/time_series.hpp"
 #include "iotest/pipeline/work.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -47,6 +48,43 @@ TEST(WorkPlan, WithoutVisibilitiesEverySubgridOnce) {
   EXPECT_EQ(static_cast<index_t>(plan.visits.size()), p.subgrid_count());
   EXPECT_EQ(plan.parts.size(), plan.visits.size());
   for (const auto& part : plan.parts) EXPECT_EQ(part.streamer, -1);  // the assigner decides
+}
+
+// Samples at irregular times, spread over regular intervals: each
+// difference is shared out by the time it overlaps each interval.
+TEST(TimeSeries, IntervalsShareEachDifferenceByOverlap) {
+  std::vector<TimeSample> samples = {
+      {0.0, {0.0, 0.0, 0, 0, 0}},
+      {1.5, {0.3, 0.0, 300, 0, 1500}},   // 200 visibilities/s, 0.2 s waiting per s
+      {2.5, {0.3, 0.5, 300, 10, 1500}},  // half idle, then nothing moved
+  };
+  const auto f = per_interval(samples, 1.0);
+  ASSERT_EQ(f.busy_s.size(), 3u);  // [0,1), [1,2), [2,2.5)
+  EXPECT_EQ(f.visibilities, (std::vector<index_t>{200, 100, 0}));
+  EXPECT_EQ(f.bytes_written, (std::vector<index_t>{1000, 500, 0}));
+  EXPECT_EQ(f.bytes_sent, (std::vector<index_t>{0, 5, 5}));
+  EXPECT_NEAR(f.wait_s[0], 0.2, 1e-12);
+  EXPECT_NEAR(f.wait_s[1], 0.1, 1e-12);
+  EXPECT_NEAR(f.busy_s[0], 0.8, 1e-12);
+  EXPECT_NEAR(f.busy_s[1], 1.0 - 0.1 - 0.25, 1e-12);
+  EXPECT_NEAR(f.busy_s[2], 0.5 - 0.25, 1e-12);  // the last interval is half long
+}
+
+TEST(TimeSeries, SamplesStayBoundedAsTheRunGoesOn) {
+  TimeSeries series;
+  series.start(1e-9, Clock::now());  // due at every call
+  StageTotals t;
+  for (int i = 0; i < 3 * static_cast<int>(TimeSeries::kMaxSamples); ++i) {
+    t.visibilities = i;
+    series.sample([&] { return t; });
+  }
+  series.finish(t);
+  const auto& s = series.samples();
+  EXPECT_LE(s.size(), TimeSeries::kMaxSamples);
+  EXPECT_GT(s.size(), TimeSeries::kMaxSamples / 4);
+  EXPECT_EQ(s.front().t, 0.0);
+  EXPECT_EQ(s.back().totals.visibilities, t.visibilities);
+  for (size_t i = 1; i < s.size(); ++i) EXPECT_GE(s[i].t, s[i - 1].t);
 }
 
 TEST(Writers, OutputPathsNumberTheWriters) {

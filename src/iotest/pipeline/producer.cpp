@@ -106,6 +106,7 @@ RankResult run_producer(Context& ctx) {
   const bool dynamic = ctx.roles.assigner_rank >= 0;
   StopAgreement stop(ctx);  // --duration, static assignment
   std::vector<int> streamers;
+  const auto totals = [&]() -> StageTotals { return {waited, 0, 0, st.bytes_sent, 0}; };
 
   index_t stack = -1, column = -1;
   size_t k = 0;
@@ -155,6 +156,7 @@ RankResult run_producer(Context& ctx) {
         if (!free.empty()) break;
         if (!dynamic) stop.poll(static_cast<index_t>(k) + 1);  // this visit is under way
         if (!meanwhile()) backoff.pause(waited);
+        ctx.timeline.sample(totals);
       }
       backoff.reset();
       const size_t batch = std::min(free.size(), facets.size() - next);
@@ -185,6 +187,7 @@ RankResult run_producer(Context& ctx) {
       next += batch;
     }
     progress.update(static_cast<index_t>(k + 1));
+    ctx.timeline.sample(totals);
     meanwhile();
   }
   // --duration: the streamers learn where the walk ended (static
@@ -213,6 +216,7 @@ RankResult run_producer(Context& ctx) {
   const double total = seconds_since(t_start);
   st.wait_s = waited;
   st.busy_s = total - waited;
+  ctx.timeline.finish(totals());
   return out;
 }
 

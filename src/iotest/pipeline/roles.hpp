@@ -77,6 +77,8 @@ struct Context {
   // a streamer's forwarding thread's tally.
   MPI_Comm transit = MPI_COMM_NULL;
   TransitTally transit_tally;
+  // This rank's figures over the run (--timeline), started with the run.
+  TimeSeries timeline;
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set

@@ -148,6 +148,50 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   return w;
 }
 
+// Every rank's time series on rank 0 (elsewhere: nothing).
+std::vector<std::vector<TimeSample>> gather_samples(const std::vector<TimeSample>& mine,
+                                                    MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  static_assert(std::is_trivially_copyable_v<TimeSample>);
+  const int bytes = static_cast<int>(mine.size() * sizeof(TimeSample));
+  std::vector<int> counts(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  for (int i = 1; i < size; ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  std::vector<TimeSample> all(
+      rank == 0 ? static_cast<size_t>(offsets.back() + counts.back()) / sizeof(TimeSample) : 0);
+  MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), offsets.data(), MPI_BYTE, 0,
+              comm);
+  std::vector<std::vector<TimeSample>> out;
+  for (int i = 0; rank == 0 && i < size; ++i) {
+    const auto* first = all.data() + offsets[i] / static_cast<int>(sizeof(TimeSample));
+    out.emplace_back(first, first + counts[i] / static_cast<int>(sizeof(TimeSample)));
+  }
+  return out;
+}
+
+// The time line on a common grid of intervals (widened to keep it within
+// TimeSeries::kMaxSamples intervals); roles that keep no series are left out.
+report::Timeline timeline_of(const std::vector<Wire>& all,
+                             const std::vector<std::vector<TimeSample>>& samples,
+                             double interval_s) {
+  double end = 0;
+  for (const auto& s : samples)
+    if (!s.empty()) end = std::max(end, s.back().t);
+  const double needed = end / static_cast<double>(TimeSeries::kMaxSamples);
+  while (interval_s < needed) interval_s *= 2;
+  report::Timeline t;
+  t.interval_s = interval_s;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (samples[i].size() < 2) continue;
+    const auto f = per_interval(samples[i], interval_s);
+    t.ranks.push_back({all[i].rank, kRoleNames[all[i].role], all[i].host, f.busy_s, f.wait_s,
+                       f.visibilities, f.bytes_sent, f.bytes_written});
+  }
+  return t;
+}
+
 // In situ or in transit: both sides' waits, what bound the run and the
 // writer ranks that would keep pace with the streamers (report::Transit).
 report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& o,
@@ -653,6 +697,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   // The run.
   MPI_Barrier(comm);
   ctx.start_s = MPI_Wtime();
+  ctx.timeline.start(o.timeline_s, Clock::now());
   if (o.duration)
     ctx.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(*o.duration));
@@ -704,6 +749,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   const Wire wire = to_wire(mine, rank, role);
   std::vector<Wire> all(rank == 0 ? static_cast<size_t>(size) : 1);
   MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
+  const auto samples = gather_samples(ctx.timeline.samples(), comm);
   MPI_Comm_free(&ctx.data);
   MPI_Comm_free(&ctx.control);
   if (ctx.producers != MPI_COMM_NULL) MPI_Comm_free(&ctx.producers);
@@ -791,6 +837,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   }
   r.counts.bytes_sent = sent;
   r.counts.bytes_received = received;
+  if (o.timeline_s > 0) r.timeline = timeline_of(all, samples, o.timeline_s);
   if (ctx.job.obs && !ctx.imaging() && !o.network_only && (!o.output.empty() || roles.writers > 0))
     r.transit = transit_figures(all, o, roles, stream_s);
   report::Accuracy accuracy;

@@ -58,6 +58,9 @@ struct RunOptions {
   // (degrid::synthetic_visibility) in the same chunks.
   bool synthetic_vis = false;
   bool progress = true;  // rank 0 shows progress on stderr
+  // The report's time line: every rank's waits and rates per interval of
+  // this many seconds (0: none).
+  double timeline_s = 1.0;
   // Stonewalling (as IOR calls it): after this many seconds no new work is
   // started, what is in flight drains and the run ends normally, reporting
   // the fraction done and a projection for the whole observation.

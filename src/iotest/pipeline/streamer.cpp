@@ -149,6 +149,7 @@ RankResult run_streamer(Context& ctx) {
   std::vector<size_t> released;
   TaskQueue tasks;
   std::atomic<index_t> parts_done{0}, tasks_skipped{0};
+  std::atomic<index_t> degridded{0};  // visibilities, for the time line
   // --duration, static assignment with producers: producer 0 says where
   // the walk ended; until then the streamer may not leave.
   const bool await_end = ctx.deadline && !dynamic && !zero_data;
@@ -272,6 +273,7 @@ RankResult run_streamer(Context& ctx) {
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
                                    ds.chunks, to_writers);
         ds.visibilities += static_cast<index_t>(ds.vis.size());
+        degridded += static_cast<index_t>(ds.vis.size());
         if (ctx.deadline) {
           const auto& done = tower->visit->pieces();
           ds.written.push_back({tower->visit->stack(), tower->visit->subgrid(),
@@ -290,6 +292,12 @@ RankResult run_streamer(Context& ctx) {
   ExceptionCollector failures;
   double idle_s = 0, wait_s = 0;
   const auto t_start = Clock::now();
+  // The time line's running totals (visibilities from every thread).
+  const auto totals = [&]() -> StageTotals {
+    // Waits on the writers' full queues, in whichever thread, count too.
+    return {wait_s + (writers ? writers->wait_s() : 0), idle_s,
+            degridded.load(std::memory_order_relaxed), 0, writers ? writers->taken_bytes() : 0};
+  };
   request(o.subgrid_queue);
 
 #pragma omp parallel num_threads(threads)
@@ -425,6 +433,7 @@ RankResult run_streamer(Context& ctx) {
           if (!more_coming && todo.empty() && ready.empty() && !receiving &&
               tasks.outstanding() == 0 && (!await_end || end_known))
             break;
+          ctx.timeline.sample(totals);
           if (progressed) {
             backoff.reset();
           } else if (!tasks.try_run(thread)) {
@@ -488,6 +497,7 @@ RankResult run_streamer(Context& ctx) {
   st.wait_s = wait_s;
   st.idle_s = idle_s;
   st.busy_s = std::max(0.0, total - wait_s - idle_s - check_s);
+  ctx.timeline.finish(totals());
   return out;
 }
 

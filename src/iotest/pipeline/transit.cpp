@@ -121,8 +121,13 @@ std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
 }
 
 TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots,
-                                       const storage::VisibilityLayout& layout, Writers& writers) {
+                                       const storage::VisibilityLayout& layout, Writers& writers,
+                                       TimeSeries& timeline) {
   TransitReceived got;
+  // Waiting for messages is idle; waiting on its writers' queues, wait.
+  const auto totals = [&]() -> StageTotals {
+    return {writers.wait_s(), got.idle_s, 0, 0, writers.taken_bytes()};
+  };
   const index_t bytes = transit_message_bytes(layout);
   std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
   std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
@@ -148,6 +153,7 @@ TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots
       MPI_Test(&requests[i], &flag, &status);
       if (flag) break;
       backoff.pause(got.idle_s);
+      timeline.sample(totals);
     }
     backoff.reset();
     int count = 0;
@@ -174,6 +180,7 @@ TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots
       got.bytes += count - static_cast<index_t>(sizeof h);
     }
     if (ended < senders) post(i);
+    timeline.sample(totals);
   }
   for (const size_t i : posted) {  // never matched
     MPI_Cancel(&requests[i]);
@@ -188,8 +195,9 @@ RankResult run_writer_rank(Context& ctx) {
   auto& st = out.stats;
   const auto t0 = Clock::now();
   Writers& writers = *ctx.writers;
-  const auto got = receive_from_streamers(ctx.transit, ctx.roles.streamers,
-                                          ctx.options.transit_queue, ctx.layout, writers);
+  const auto got =
+      receive_from_streamers(ctx.transit, ctx.roles.streamers, ctx.options.transit_queue,
+                             ctx.layout, writers, ctx.timeline);
   const double queue_wait = writers.wait_s();
   for (const auto& w : writers.finish()) {
     st.bytes_written += w.bytes;
@@ -214,6 +222,7 @@ RankResult run_writer_rank(Context& ctx) {
   st.wait_s = queue_wait;
   st.idle_s = got.idle_s;
   st.busy_s = std::max(0.0, total - st.wait_s - st.idle_s);
+  ctx.timeline.finish({queue_wait, got.idle_s, 0, 0, writers.taken_bytes()});
   return out;
 }
 

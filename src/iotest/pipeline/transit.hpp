@@ -23,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "iotest/pipeline/time_series.hpp"
 #include "iotest/pipeline/writers.hpp"
 
 namespace iotest::pipeline {
@@ -70,6 +71,7 @@ struct TransitReceived {
   double idle_s = 0;  // no message in: waiting for the streamers
 };
 TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots,
-                                       const storage::VisibilityLayout& layout, Writers& writers);
+                                       const storage::VisibilityLayout& layout, Writers& writers,
+                                       TimeSeries& timeline);
 
 }  // namespace iotest::pipeline

@@ -29,6 +29,7 @@ struct ChunkQueue::Shared {
   bool closed = false, failed = false;
   bool opened = false;  // the writer's output is open
   double push_wait_s = 0;
+  index_t taken_bytes = 0;  // values of the chunks the writer has taken
   char failure[512] = {};
   storage::WriteStats result;
   struct Entry {
@@ -207,6 +208,9 @@ ChunkQueue::Peek ChunkQueue::peek(Entry& entry, int wait_ms) {
 
 void ChunkQueue::release() {
   Hold hold(*shared_);
+  const auto& e = shared_->entries()[shared_->head];
+  if (e.key.row_chunk != kWrittenPartsEntry)
+    shared_->taken_bytes += e.visibilities * static_cast<index_t>(sizeof(cplx));
   shared_->head = (shared_->head + 1) % shared_->slots;
   if (--shared_->count == refill_mark(shared_->slots)) pthread_cond_broadcast(&shared_->not_full);
 }
@@ -255,6 +259,10 @@ storage::WriteStats ChunkQueue::result() const {
 std::string ChunkQueue::failure() const {
   Hold hold(*shared_);
   return shared_->failed ? shared_->failure : "";
+}
+index_t ChunkQueue::taken_bytes() const {
+  Hold hold(*shared_);
+  return shared_->taken_bytes;
 }
 index_t ChunkQueue::high_water() const {
   Hold hold(*shared_);
@@ -508,6 +516,12 @@ Writers::~Writers() {
   for (auto& q : queues_) q->close();
   for (auto& t : threads_) t.join();
   for (const pid_t child : children_) waitpid(child, nullptr, 0);
+}
+
+index_t Writers::taken_bytes() const {
+  index_t bytes = 0;
+  for (const auto& q : queues_) bytes += q->taken_bytes();
+  return bytes;
 }
 
 index_t Writers::high_water() const {

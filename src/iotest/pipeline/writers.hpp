@@ -73,7 +73,8 @@ class ChunkQueue {
   storage::WriteStats result() const;
   std::string failure() const;
   index_t high_water() const;
-  double push_wait_s() const;  // time pushers spent waiting for a slot
+  double push_wait_s() const;   // time pushers spent waiting for a slot
+  index_t taken_bytes() const;  // visibilities' bytes in the chunks taken so far
 
  private:
   struct Shared;
@@ -162,6 +163,9 @@ class Writers {
   std::vector<storage::WriteStats> finish();
   index_t high_water() const;  // over the queues
   double wait_s() const;       // pushers waiting on full queues
+  // Visibilities' bytes the writers (in transit: the forwarder) have taken
+  // so far: the time line's writing rate, read while they run.
+  index_t taken_bytes() const;
 
  private:
   void start(size_t i);

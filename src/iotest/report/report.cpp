@@ -372,6 +372,19 @@ json to_json(const Report& r) {
                       {"fraction", w.fraction},
                       {"projected_s", w.projected_s}};
   }
+  if (r.timeline) {
+    json ranks = json::array();
+    for (const auto& k : r.timeline->ranks)
+      ranks.push_back({{"rank", k.rank},
+                       {"role", k.role},
+                       {"host", k.host},
+                       {"busy_s", k.busy_s},
+                       {"wait_s", k.wait_s},
+                       {"visibilities", k.visibilities},
+                       {"bytes_sent", k.bytes_sent},
+                       {"bytes_written", k.bytes_written}});
+    j["timeline"] = {{"interval_s", r.timeline->interval_s}, {"start_s", 0.0}, {"ranks", ranks}};
+  }
   if (r.transit) {
     const auto& t = *r.transit;
     j["transit"] = {{"placement", t.placement},

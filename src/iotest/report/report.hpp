@@ -310,6 +310,19 @@ struct Stonewall {
 // waits say which one bound the run, and the measured rates give the
 // writer ranks that would keep pace: K = ceil(S x compute / (writers per
 // rank x write)), the Nyx rule n x t_compute ~ t_write.
+// A run's time line (--timeline): per rank and interval, its main
+// thread's busy and wait seconds (idle: the rest) and what its stage moved.
+struct Timeline {
+  double interval_s = 0;
+  struct Rank {
+    int rank = 0;
+    std::string role, host;
+    std::vector<double> busy_s, wait_s;
+    std::vector<index_t> visibilities, bytes_sent, bytes_written;
+  };
+  std::vector<Rank> ranks;
+};
+
 struct Transit {
   std::string placement;  // "in situ" or "in transit"
   int writer_ranks = 0, writers_per_rank = 0;
@@ -444,6 +457,7 @@ struct Report {
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
   std::optional<Transit> transit;
+  std::optional<Timeline> timeline;
   std::optional<Environment> environment;
   std::optional<Interconnect> interconnect;
   std::optional<Scaling> scaling;
