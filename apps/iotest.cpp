@@ -279,14 +279,27 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
   return status;
 }
 
-int run_pipeline(const iotest::pipeline::RunOptions& options, const std::string& report_path,
-                 const std::string& parse_error) {
+int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
+                 const std::string& report_path, const std::string& parse_error) {
   // Threads other than the first call MPI: a shared output's writers, and
   // in transit each streamer's forwarding thread.
   const bool multiple =
       iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
-  return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::run(options, comm); }, report_path,
-                 parse_error, options.inputs.empty() ? options.output : options.inputs.front(),
+  const auto repeated = [&](MPI_Comm comm) {
+    // --repetitions: the whole job again in the same processes (setup
+    // included, outside the measured part); the outputs are written anew
+    // each time, the last ones stay.
+    std::vector<iotest::report::Report> runs;
+    for (int i = 0; i < repetitions; ++i) {
+      auto o = options;
+      o.print_plan = i == 0;
+      runs.push_back(iotest::pipeline::run(o, comm));
+    }
+    return repetitions > 1 ? iotest::report::with_repetitions(std::move(runs))
+                           : std::move(runs.front());
+  };
+  return run_mpi(repeated, report_path, parse_error,
+                 options.inputs.empty() ? options.output : options.inputs.front(),
                  multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
@@ -587,6 +600,12 @@ int main(int argc, char** argv) {
   run->add_option("--duration", run_opts.duration,
                   "stonewall: start no new work after this many seconds, drain, report the "
                   "fraction done and the projected time of the whole observation");
+  int run_repetitions = 1;
+  run->add_option("--repetitions", run_repetitions,
+                  "run the job this many times in the same processes and report the min, median "
+                  "and max of every rate (IOR's and fio's repetitions)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   run->add_option("--timeline", run_opts.timeline_s,
                   "the report's time line: each rank's busy and wait time and rates per "
                   "interval of this many seconds (0: none; tools/timeline_plot.py draws it)")
@@ -642,7 +661,7 @@ int main(int argc, char** argv) {
     const std::string line = std::string(e.what()) + " (see iotest --help)";
     // Under mpirun every rank gets the same error: said once, by rank 0
     // (run and the other commands that start MPI).
-    if (is_run) return run_pipeline(run_opts, "", line);
+    if (is_run) return run_pipeline(run_opts, 1, "", line);
     const std::string named = argc > 1 ? argv[1] : "";
     if (named == "read" || named == "h5" || named == "net")
       return run_mpi([](MPI_Comm) { return iotest::report::Report{}; }, "", line, "");
@@ -695,7 +714,7 @@ int main(int argc, char** argv) {
     } catch (const iotest::UsageError& e) {
       bad = e.one_line();
     }
-    return run_pipeline(run_opts, report_path, bad);
+    return run_pipeline(run_opts, run_repetitions, report_path, bad);
   }
   try {
     if (!report_path.empty()) iotest::report::check_writable(report_path);

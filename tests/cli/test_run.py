@@ -216,3 +216,29 @@ def test_network_only_sends_the_walks_contributions_and_computes_nothing(mpirun,
     proc = mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", "--network-only",
                   str(tmp_path / "vis%d.h5"), check=2)
     assert "--network-only" in proc.stderr
+
+
+def test_repetitions_report_every_rates_min_median_and_max(mpirun, iotest, tmp_path):
+    """--repetitions=3: the job three times in one mpirun; every rate has
+    three values and their min <= median <= max; the last outputs verify."""
+    report = tmp_path / "r.json"
+    proc = mpirun(3, *OBS, "--repetitions=3", str(tmp_path / "out%d.h5"), f"--report={report}",
+                  check=0, timeout=MPI_TIMEOUT_S)
+    # The plan before the first, the summary after the last: once each.
+    assert proc.stdout.count("iotest run: T05_") == 2
+    r = load(report)
+    check_complete(r)
+    reps = r["repetitions"]
+    assert reps["count"] == 3
+    for name in ("timing.stream_s", "rates.vis_per_s", "rates.write_bytes_per_s"):
+        f = reps["figures"][name]
+        assert len(f["values"]) == 3 and all(v > 0 for v in f["values"])
+        assert f["min"] == min(f["values"]) and f["max"] == max(f["values"])
+        assert f["min"] <= f["median"] <= f["max"]
+    assert r["rates"]["vis_per_s"] == reps["figures"]["rates.vis_per_s"]["values"][-1]
+    files = sorted(map(str, tmp_path.glob("out*.h5")))
+    assert len(files) == 2 and not list(tmp_path.glob("*.partial"))
+    assert "passed" in iotest("verify", "--all", *files, check=0).stdout
+    single = tmp_path / "single.json"
+    mpirun(3, *OBS, f"--report={single}", check=0, timeout=MPI_TIMEOUT_S)
+    assert "repetitions" not in load(single)

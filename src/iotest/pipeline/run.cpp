@@ -687,7 +687,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   }
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
-  if (rank == 0) {
+  if (rank == 0 && o.print_plan) {
     std::fputs(report::render_run_plan(r).c_str(), stdout);
     std::fflush(stdout);
   }

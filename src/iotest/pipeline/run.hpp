@@ -57,7 +57,8 @@ struct RunOptions {
   // degridding; the streamers walk their parts as ever and write a pattern
   // (degrid::synthetic_visibility) in the same chunks.
   bool synthetic_vis = false;
-  bool progress = true;  // rank 0 shows progress on stderr
+  bool progress = true;    // rank 0 shows progress on stderr
+  bool print_plan = true;  // rank 0 prints the plan before the start (once for repetitions)
   // The report's time line: every rank's waits and rates per interval of
   // this many seconds (0: none).
   double timeline_s = 1.0;

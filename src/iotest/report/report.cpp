@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "iotest/common/errors.hpp"
 
@@ -371,6 +372,13 @@ json to_json(const Report& r) {
                       {"visibilities_done", w.visibilities_done},
                       {"fraction", w.fraction},
                       {"projected_s", w.projected_s}};
+  }
+  if (r.repetitions) {
+    json figures = json::object();
+    for (const auto& f : r.repetitions->figures)
+      figures[f.name] = {
+          {"values", f.values}, {"min", f.min}, {"median", f.median}, {"max", f.max}};
+    j["repetitions"] = {{"count", r.repetitions->count}, {"figures", figures}};
   }
   if (r.timeline) {
     json ranks = json::array();
@@ -927,6 +935,15 @@ std::string render_body(const Report& r) {
         bytes_text(t.compute_bytes_per_s), bytes_text(t.write_bytes_per_s),
         t.suggested_writer_ranks, std::max(1, t.writers_per_rank));
   }
+  if (r.repetitions) {
+    s += fmt::format(
+        "  {} repetitions (the figures above are the last's):\n    {:<28} {:>10} "
+        "{:>10} {:>10}\n",
+        r.repetitions->count, "figure", "min", "median", "max");
+    for (const auto& f : r.repetitions->figures)
+      s +=
+          fmt::format("    {:<28} {:>10.4g} {:>10.4g} {:>10.4g}\n", f.name, f.min, f.median, f.max);
+  }
   if (r.stonewall) {
     const auto& w = *r.stonewall;
     s += fmt::format(
@@ -956,6 +973,57 @@ std::string render_body(const Report& r) {
   return s;
 }
 }  // namespace
+
+Report with_repetitions(std::vector<Report> runs) {
+  if (runs.empty()) throw std::logic_error("no repetitions");
+  using Get = std::function<std::optional<double>(const Report&)>;
+  const auto rate = [](double Rates::*field) -> Get {
+    return [field](const Report& r) {
+      return r.rates ? std::optional<double>(*r.rates.*field) : std::nullopt;
+    };
+  };
+  const std::vector<std::pair<const char*, Get>> figures = {
+      {"timing.stream_s",
+       [](const Report& r) { return r.timing ? std::optional(r.timing->stream_s) : std::nullopt; }},
+      {"rates.subgrids_per_s", rate(&Rates::subgrids_per_s)},
+      {"rates.net_bytes_per_s", rate(&Rates::net_bytes_per_s)},
+      {"rates.vis_per_s", rate(&Rates::vis_per_s)},
+      {"rates.vis_per_s_per_thread", rate(&Rates::vis_per_s_per_thread)},
+      {"rates.w_planes_per_s", rate(&Rates::w_planes_per_s)},
+      {"rates.write_bytes_per_s", rate(&Rates::write_bytes_per_s)},
+      {"rates.raw_write_bytes_per_s", rate(&Rates::raw_write_bytes_per_s)},
+      {"read.bytes_per_s",
+       [](const Report& r) {
+         return r.reading ? std::optional(r.reading->bytes_per_s) : std::nullopt;
+       }},
+      {"transit.bytes_per_s",
+       [](const Report& r) {
+         return r.transit ? std::optional(r.transit->bytes_per_s) : std::nullopt;
+       }},
+  };
+  Repetitions reps;
+  reps.count = static_cast<int>(runs.size());
+  for (const auto& [name, get] : figures) {
+    Repetitions::Figure f;
+    f.name = name;
+    for (const auto& r : runs)
+      if (const auto v = get(r)) f.values.push_back(*v);
+    // A figure every run has and some run measured.
+    if (f.values.size() != runs.size() ||
+        std::all_of(f.values.begin(), f.values.end(), [](double v) { return v == 0; }))
+      continue;
+    auto sorted = f.values;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    f.min = sorted.front();
+    f.max = sorted.back();
+    f.median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    reps.figures.push_back(f);
+  }
+  Report last = std::move(runs.back());
+  last.repetitions = reps;
+  return last;
+}
 
 std::string render_run_plan(const Report& r) {
   const auto& p = r.rec;

@@ -438,6 +438,18 @@ struct Scaling {
   std::vector<std::string> plots;  // PNG files
 };
 
+// --repetitions=R (as IOR and fio repeat): the measured part run R times in
+// one job, every rate's values with their min, median and max.
+struct Repetitions {
+  int count = 0;
+  struct Figure {
+    std::string name;  // "rates.vis_per_s", "timing.stream_s", ...
+    std::vector<double> values;
+    double min = 0, median = 0, max = 0;
+  };
+  std::vector<Figure> figures;
+};
+
 struct Report {
   std::string mode;  // "recombine" or "plan"
   config::RecombinationParams rec;
@@ -458,6 +470,7 @@ struct Report {
   std::optional<Stonewall> stonewall;
   std::optional<Transit> transit;
   std::optional<Timeline> timeline;
+  std::optional<Repetitions> repetitions;
   std::optional<Environment> environment;
   std::optional<Interconnect> interconnect;
   std::optional<Scaling> scaling;
@@ -468,6 +481,10 @@ std::string render_text(const Report& report);
 // `iotest run` before it starts: roles, queues, memory per role and the
 // data volume, from the same model.
 std::string render_run_plan(const Report& report);
+
+// The last of `runs` (repetitions of one job) with every rate of them all
+// in its repetitions section.
+Report with_repetitions(std::vector<Report> runs);
 
 // Writes the JSON report. A regular file is written beside its final name and
 // renamed into place, so a failed run never leaves a file that looks valid;
