@@ -31,7 +31,7 @@ struct PlanOptions {
           visibility_queue = 1024;
   int writer_count = 1;
   int writer_ranks = 0;  // in transit: the writer group
-  index_t transit_queue = 4;
+  index_t transit_queue = 16;
   bool fork_writer = false;
   bool synthetic_vis = false;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)

@@ -49,8 +49,10 @@ struct RunOptions {
   // form a writer group; streamers send them whole chunks over MPI
   // (--transit-queue messages in flight each way) and go on degridding.
   // 0: in situ, the writers inside each streamer.
+  // 16: at 4, 64 KiB chunks over shared memory stalled on the handshakes
+  // of synchronous sends (bench/README.md, in situ vs in transit).
   int writer_ranks = 0;
-  index_t transit_queue = 4;
+  index_t transit_queue = 16;
   std::string output;               // OUT%d.h5; empty: dry run (null back-end)
   storage::StorageOptions storage;  // --storage and its options
   // Storage only (DESIGN.md section 9): no producers, no towers, no

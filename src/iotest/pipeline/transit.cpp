@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
@@ -129,62 +128,72 @@ TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots
     return {writers.wait_s(), got.idle_s, 0, 0, writers.taken_bytes()};
   };
   const index_t bytes = transit_message_bytes(layout);
+  const int n = static_cast<int>(slots);
   std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
   std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
-  std::deque<size_t> posted;  // in posting order
+  std::vector<int> done(static_cast<size_t>(slots));
+  std::vector<MPI_Status> statuses(static_cast<size_t>(slots));
   const auto post = [&](size_t i) {
     MPI_Irecv(buffers[i].data(), static_cast<int>(bytes), MPI_BYTE, MPI_ANY_SOURCE, kTagChunk, comm,
               &requests[i]);
-    posted.push_back(i);
   };
-  for (size_t i = 0; i < buffers.size(); ++i) post(i);
   std::vector<storage::WrittenPart> parts;
   int ended = 0;
-  Backoff backoff;
-  while (ended < senders) {
-    // Receives alike match messages in the order they were posted (MPI's
-    // ordering rule), so the oldest is the next to take one. Once the last
-    // streamer's empty message is in, every message has been taken: each
-    // streamer's empty one is its last.
-    const size_t i = posted.front();
-    posted.pop_front();
-    MPI_Status status;
-    for (int flag = 0;;) {
-      MPI_Test(&requests[i], &flag, &status);
-      if (flag) break;
-      backoff.pause(got.idle_s);
-      timeline.sample(totals);
-    }
-    backoff.reset();
+  // One message in: its chunk to the writers (parts of chunks add up in
+  // any order), its written parts kept, or a streamer's end counted.
+  const auto take = [&](size_t i, const MPI_Status& status) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (count == 0) {
       ++ended;
-    } else {
-      TransitHeader h;
-      std::memcpy(&h, buffers[i].data(), sizeof h);
-      const char* payload = buffers[i].data() + sizeof h;
-      if (h.kind == TransitHeader::written_parts) {
-        const auto* records = reinterpret_cast<const storage::WrittenPart*>(payload);
-        parts.insert(parts.end(), records,
-                     records + h.visibilities / static_cast<index_t>(sizeof(storage::WrittenPart)));
-      } else {
-        const auto* present =
-            h.kind == TransitHeader::chunk_part
-                ? reinterpret_cast<const storage::PresenceWord*>(payload + layout.chunk_bytes())
-                : nullptr;
-        writers.write({h.row_chunk, h.freq_chunk}, reinterpret_cast<const cplx*>(payload),
-                      h.visibilities, present);
-        ++got.chunks;
-      }
-      got.bytes += count - static_cast<index_t>(sizeof h);
+      return;
     }
-    if (ended < senders) post(i);
+    TransitHeader h;
+    std::memcpy(&h, buffers[i].data(), sizeof h);
+    const char* payload = buffers[i].data() + sizeof h;
+    if (h.kind == TransitHeader::written_parts) {
+      const auto* records = reinterpret_cast<const storage::WrittenPart*>(payload);
+      parts.insert(parts.end(), records,
+                   records + h.visibilities / static_cast<index_t>(sizeof(storage::WrittenPart)));
+    } else {
+      const auto* present =
+          h.kind == TransitHeader::chunk_part
+              ? reinterpret_cast<const storage::PresenceWord*>(payload + layout.chunk_bytes())
+              : nullptr;
+      writers.write({h.row_chunk, h.freq_chunk}, reinterpret_cast<const cplx*>(payload),
+                    h.visibilities, present);
+      ++got.chunks;
+    }
+    got.bytes += count - static_cast<index_t>(sizeof h);
+  };
+  for (size_t i = 0; i < buffers.size(); ++i) post(i);
+  Backoff backoff;
+  while (ended < senders) {
+    int count = 0;
+    MPI_Testsome(n, requests.data(), &count, done.data(), statuses.data());
+    if (count > 0) {
+      backoff.reset();
+      for (int c = 0; c < count; ++c) {
+        const auto i = static_cast<size_t>(done[static_cast<size_t>(c)]);
+        take(i, statuses[static_cast<size_t>(c)]);
+        if (ended < senders) post(i);
+      }
+    } else {
+      backoff.pause(got.idle_s);
+    }
     timeline.sample(totals);
   }
-  for (const size_t i : posted) {  // never matched
+  // Every streamer's last (empty) message is in, so each message has been
+  // matched; one matched but not yet complete cannot be cancelled and is
+  // taken, the receives left unmatched are cancelled.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&requests[i]);
-    MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
+    MPI_Status status;
+    MPI_Wait(&requests[i], &status);
+    int cancelled = 0;
+    MPI_Test_cancelled(&status, &cancelled);
+    if (!cancelled) take(i, status);
   }
   if (!parts.empty()) writers.record_written(storage::merge_written_parts(std::move(parts)));
   return got;
