@@ -242,3 +242,17 @@ def test_repetitions_report_every_rates_min_median_and_max(mpirun, iotest, tmp_p
     single = tmp_path / "single.json"
     mpirun(3, *OBS, f"--report={single}", check=0, timeout=MPI_TIMEOUT_S)
     assert "repetitions" not in load(single)
+
+
+def test_an_array_at_the_pole_runs_with_w_zero_and_verifies(mpirun, iotest, tmp_path):
+    """vlaa@pole (issue 13's like-for-like mode): the predecessor's geometry,
+    w = 0 exactly; the files name the set so verify rebuilds the same."""
+    obs = [a for a in OBS if not a.startswith(("--vis-set", "--dec"))]
+    report = tmp_path / "r.json"
+    mpirun(3, *obs, "--vis-set=vlaa@pole", str(tmp_path / "out%d.h5"), f"--report={report}",
+           check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    check_complete(r)
+    assert r["config"]["vis_set"] == "vlaa@pole" and r["config"]["dec"] == 90
+    files = sorted(map(str, tmp_path.glob("out*.h5")))
+    assert "passed" in iotest("verify", *files, check=0).stdout

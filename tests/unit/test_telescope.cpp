@@ -150,5 +150,30 @@ TEST(Observation, RejectsUnknownSetsAndBadDeclinations) {
   EXPECT_EQ(obs.visibility_bytes(), 351 * 16 * 8 * 16);
 }
 
+// NAME@pole: the predecessor's geometry, w exactly 0 at dec 90 at every
+// hour angle, with the set's baselines (u, v lengths) unchanged.
+TEST(Observation, AnArrayAtThePoleHasNoW) {
+  const auto pole = make_observation({"vlaa@pole", {}, {}, {}});
+  const auto site = make_observation({"vlaa", {}, {}, {}});
+  EXPECT_EQ(pole.vis_set, "vlaa@pole");
+  EXPECT_EQ(pole.dec_deg, 90.0);
+  EXPECT_EQ(pole.baseline_count(), site.baseline_count());
+  for (const index_t t : {index_t{0}, pole.time.steps / 2, pole.time.steps - 1}) {
+    const auto uvw = pole.antenna_uvw(t);
+    for (size_t a = 0; a < uvw.size(); ++a) {
+      EXPECT_EQ(uvw[a].w, 0.0);
+      const auto& e = site.layout.antennas[a];
+      EXPECT_NEAR(std::hypot(uvw[a].u, uvw[a].v), std::hypot(e.east, e.north),
+                  1e-9 * (1 + std::hypot(e.east, e.north)));
+    }
+  }
+  // Elsewhere in the sky w comes back.
+  const auto tilted = make_observation({"vlaa@pole", {}, {}, 34.0});
+  double w = 0;
+  for (const auto& a : tilted.antenna_uvw(0)) w = std::max(w, std::abs(a.w));
+  EXPECT_GT(w, 100.0);
+  EXPECT_THROW(make_observation({"nosuch@pole", {}, {}, {}}), UsageError);
+}
+
 }  // namespace
 }  // namespace iotest::telescope

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 namespace iotest::telescope {
 namespace {
@@ -28,12 +29,35 @@ Enu ecef_to_enu(const Ecef& p, const Geodetic& centre) {
           cp * cl * dx + cp * sl * dy + sp * dz};
 }
 
+namespace {
+
+// sin and cos, exact at whole right angles: in doubles cos(pi / 2) is
+// 6e-17, yet an array at the pole observed at dec 90 must give w = 0
+// exactly (telescope::kPoleSuffix).
+std::pair<double, double> sin_cos(double x) {
+  const double quarters = x / (std::numbers::pi / 2), whole = std::round(quarters);
+  if (std::abs(quarters - whole) > 1e-12) return {std::sin(x), std::cos(x)};
+  switch ((static_cast<long long>(whole) % 4 + 4) % 4) {
+    case 0:
+      return {0.0, 1.0};
+    case 1:
+      return {1.0, 0.0};
+    case 2:
+      return {0.0, -1.0};
+    default:
+      return {-1.0, 0.0};
+  }
+}
+
+}  // namespace
+
 UvwRotation::UvwRotation(double lat, double ha, double dec) {
   // Equatorial components of an ENU vector: X towards (H = 0, dec = 0),
   // Y towards H = -6h (east), Z towards the pole:
   //   X = -sin(lat) N + cos(lat) U,  Y = E,  Z = cos(lat) N + sin(lat) U.
-  const double sp = std::sin(lat), cp = std::cos(lat);
-  const double sh = std::sin(ha), ch = std::cos(ha), sd = std::sin(dec), cd = std::cos(dec);
+  const auto [sp, cp] = sin_cos(lat);
+  const auto [sh, ch] = sin_cos(ha);
+  const auto [sd, cd] = sin_cos(dec);
   // u = sin H X + cos H Y
   ux = ch, uy = -sh * sp, uz = sh * cp;
   // v = -sin d cos H X + sin d sin H Y + cos d Z

@@ -178,23 +178,34 @@ bool is_layout_path(const std::string& name) {
 }  // namespace
 
 Observation make_observation(const ObservationOptions& o) {
-  const bool custom = is_layout_path(o.vis_set);
-  const VisSet& set = custom ? custom_defaults() : find_vis_set(o.vis_set);
+  // NAME@pole: the array laid flat at the pole (see kPoleSuffix).
+  std::string name = o.vis_set;
+  const bool pole =
+      name.size() > kPoleSuffix.size() &&
+      name.compare(name.size() - kPoleSuffix.size(), kPoleSuffix.size(), kPoleSuffix) == 0;
+  if (pole) name.resize(name.size() - kPoleSuffix.size());
+  const bool custom = is_layout_path(name);
+  const VisSet& set = custom ? custom_defaults() : find_vis_set(name);
   Observation obs;
   if (custom) {
-    obs.vis_set = o.vis_set;
-    obs.layout = read_layout_file(o.vis_set);
+    obs.layout = read_layout_file(name);
   } else {
-    obs.vis_set = std::string(set.name);
+    name = std::string(set.name);
     obs.layout = parse_layout(embedded_layout(set.file), set.format, set.centre,
                               "data/layouts/" + std::string(set.file));
   }
+  obs.vis_set = pole ? name + std::string(kPoleSuffix) : name;
   obs.description = std::string(set.description);
+  if (pole) {
+    obs.layout.centre = {0.0, 90.0, 0.0};
+    for (auto& a : obs.layout.antennas) a.up = 0;
+    obs.description += ", laid flat at the pole";
+  }
   obs.layout.name = obs.vis_set;
   obs.autocorrelations = set.autocorrelations;
   obs.time = parse_sampling(o.time.value_or(std::string(set.time)), "--time", false);
   obs.freq = parse_sampling(o.freq.value_or(std::string(set.freq)), "--freq", true);
-  obs.dec_deg = o.dec_deg.value_or(set.dec_deg);
+  obs.dec_deg = o.dec_deg.value_or(pole ? 90.0 : set.dec_deg);
   if (!(std::abs(obs.dec_deg) <= 90))
     throw UsageError(
         "--dec",

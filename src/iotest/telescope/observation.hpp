@@ -74,6 +74,14 @@ struct Observation {
 // to a .cfg file (ECEF "X Y Z diameter name" lines after a header that
 // states "# observatory (long,lat)= LON LAT" and "# observatory elevation =
 // H m"), observed by default like `custom_defaults()`.
+//
+// Any set's name followed by kPoleSuffix ("vlaa@pole") lays its array flat
+// (east and north kept, no height) at the north pole, observed by default
+// at dec 90, where w is exactly 0 at every hour angle: the geometry of the
+// 2019 predecessor, whose arrays sit at the pole, for like-for-like
+// comparisons with it. Any other --dec gives w again. The name, suffix
+// included, is what the files record, so verify rebuilds the same.
+inline constexpr std::string_view kPoleSuffix = "@pole";
 Observation make_observation(const ObservationOptions& options);
 const VisSet& custom_defaults();
 
