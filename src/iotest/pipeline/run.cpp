@@ -576,12 +576,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
   // Allocated here and first touched on the setup threads, row by row.
   const auto touch = [&](std::vector<Array2D>& buffers, index_t cols) {
-    for (index_t i = 0; i < my_facets; ++i) buffers.emplace_back(p.yB, cols, false);
-#pragma omp parallel for schedule(static) num_threads(ctx.setup_threads)
-    for (index_t k = 0; k < my_facets * p.yB; ++k) {
-      cplx* row = buffers[static_cast<size_t>(k / p.yB)].data() + (k % p.yB) * cols;
-      std::fill(row, row + cols, cplx{});
-    }
+    buffers = touched_buffers(my_facets, p.yB, cols, ctx.setup_threads);
   };
   if (o.direction != swiftly::Direction::image && !o.network_only) touch(ctx.prepared_facets, p.yN);
   if (ctx.imaging()) {
