@@ -83,6 +83,17 @@ def test_report_carries_rates_and_role_timings(mpirun, tmp_path):
     assert roles["producer"]["ranks"] == 1 and roles["streamer"]["ranks"] == 2
     assert r["pipeline"]["bound"] in ("network", "degridding", "storage", "producers")
     assert 0 <= r["pipeline"]["slowest_rank"] < 3
+    # Where the time went, per stage: each positive and in its role, the
+    # ranks' figures adding up to the run's.
+    stages = r["timing"]["stages"]
+    per_rank = r["pipeline"]["per_rank"]
+    for key in ("facet_s", "column_s", "contribution_s", "assembly_s", "tower_s",
+                "degrid_task_s"):
+        assert stages[key] > 0, key
+        assert abs(sum(k["stages"][key] for k in per_rank) - stages[key]) < 1e-9
+    producer = next(k for k in per_rank if k["role"] == "producer")
+    assert producer["stages"]["tower_s"] == 0 and producer["stages"]["column_s"] > 0
+    assert all(k["stages"]["column_s"] == 0 for k in per_rank if k["role"] == "streamer")
 
 
 def test_recombination_alone_checks_subgrids(mpirun, tmp_path):

@@ -122,6 +122,7 @@ RankResult run_producer(Context& ctx) {
       const int inner = stack < 0 ? std::max(1, ctx.setup_threads / threads) : 1;
       stack = v.stack;
       column = -1;
+      const auto t_facets = Clock::now();
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t i = 0; i < facets.size(); ++i)
         failures.capture([&] {
@@ -133,10 +134,12 @@ RankResult run_producer(Context& ctx) {
           rec.prepare_facet(facet, prepared[i].view(), inner);
         });
       failures.rethrow();
+      st.facet_s += seconds_since(t_facets) * threads;
     }
     const index_t i0 = v.subgrid / p.subgrids_per_axis;
     if (i0 != column && compute) {
       column = i0;
+      const auto t_column = Clock::now();
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t i = 0; i < facets.size(); ++i)
         failures.capture([&] {
@@ -146,6 +149,7 @@ RankResult run_producer(Context& ctx) {
                              columns[i].view());
         });
       failures.rethrow();
+      st.column_s += seconds_since(t_column) * threads;
     }
     // This visit's contributions, in batches as send slots come free.
     for (size_t next = 0; next < facets.size();) {
@@ -160,6 +164,7 @@ RankResult run_producer(Context& ctx) {
       }
       backoff.reset();
       const size_t batch = std::min(free.size(), facets.size() - next);
+      const auto t_contributions = Clock::now();
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t b = 0; b < batch; ++b)
         failures.capture([&] {
@@ -169,6 +174,7 @@ RankResult run_producer(Context& ctx) {
                                    ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());
         });
       failures.rethrow();
+      if (compute) st.contribution_s += seconds_since(t_contributions) * threads;
       for (size_t b = 0; b < batch; ++b) {
         for (const int s : streamers) {
           MPI_Request request;

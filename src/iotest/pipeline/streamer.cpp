@@ -55,6 +55,7 @@ struct ThreadState {
   std::vector<storage::WrittenPart> written;  // --duration: the tasks done
   index_t vis_checked = 0, visibilities = 0, w_planes = 0, subgrids = 0;
   double busy_s = 0, check_s = 0;
+  double assembly_s = 0, pieces_s = 0, tower_s = 0, degrid_task_s = 0;  // stages
   ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
       : chunks(layout),
         scratch(rec.make_subgrid_sum()),
@@ -189,6 +190,7 @@ RankResult run_streamer(Context& ctx) {
       for (index_t f = 0; f < F; ++f)
         rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
                              ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, sum);
+    ts.assembly_s += seconds_since(t0);
     {
       const std::lock_guard<std::mutex> hold(lock);
       released.push_back(slot_index);
@@ -226,8 +228,10 @@ RankResult run_streamer(Context& ctx) {
       ts.busy_s += seconds_since(t0);
       return;
     }
+    const auto t_pieces = Clock::now();
     tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
     const auto& pieces = *tower->visit;
+    ts.pieces_s += seconds_since(t_pieces);
     double w_lo = 0, w_hi = 0;
     if (!pieces.w_range(w_lo, w_hi)) {
       tower->visit.reset();
@@ -236,9 +240,11 @@ RankResult run_streamer(Context& ctx) {
       ts.busy_s += seconds_since(t0);
       return;
     }
+    const auto t_tower = Clock::now();
     if (!synthetic)
       ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
                                                 w_hi / ctx.degridder->planes().dw, tower->ws);
+    ts.tower_s += seconds_since(t_tower);
     const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
     tower->tasks_left = static_cast<index_t>(cuts.size());
     tower->skipped = false;
@@ -280,6 +286,7 @@ RankResult run_streamer(Context& ctx) {
                                 done[first].row_chunk, done[last - 1].row_chunk + 1});
         }
         ds.busy_s += seconds_since(td);
+        ds.degrid_task_s += seconds_since(td);
         const auto tc = Clock::now();
         if (!zero_data && !ctx.job.sources.empty())
           ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin,
@@ -493,6 +500,10 @@ RankResult run_streamer(Context& ctx) {
     if (ts.subgrid_errors.items > 0)
       out.subgrid_error_worst = std::max(out.subgrid_error_worst, ts.subgrid_errors.worst);
     check_s = std::max(check_s, ts.check_s);
+    st.assembly_s += ts.assembly_s;
+    st.pieces_s += ts.pieces_s;
+    st.tower_s += ts.tower_s;
+    st.degrid_task_s += ts.degrid_task_s;
   }
   st.wait_s = wait_s;
   st.idle_s = idle_s;

@@ -113,6 +113,21 @@ std::string advice_text(const Advice& a, const std::optional<Observation>& obser
 
 }  // namespace
 
+namespace {
+// Thread-seconds by stage of the predict walk (report::RankFigures).
+json stages_json(const RankFigures& k) {
+  return {{"facet_s", k.facet_s},
+          {"column_s", k.column_s},
+          {"contribution_s", k.contribution_s},
+          {"assembly_s", k.assembly_s},
+          {"pieces_s", k.pieces_s},
+          {"tower_s", k.tower_s},
+          {"degrid_task_s", k.degrid_task_s},
+          {"write_s", k.write_s},
+          {"sync_s", k.sync_s}};
+}
+}  // namespace
+
 json to_json(const Report& r) {
   json j;
   j["mode"] = r.mode;
@@ -249,6 +264,7 @@ json to_json(const Report& r) {
         {"image_s", t.image_s},   {"input_s", t.input_s},       {"check_s", t.check_s},
         {"degrid_s", t.degrid_s}, {"write_s", t.write_s},       {"sync_s", t.sync_s},
         {"open_s", t.open_s},     {"stream_s", t.stream_s}};
+    if (t.stages) j["timing"]["stages"] = stages_json(*t.stages);
   }
   if (r.rates) {
     const auto& t = *r.rates;
@@ -443,7 +459,8 @@ json to_json(const Report& r) {
                          {"subgrid", k.subgrid_queue_max},
                          {"task", k.task_queue_max},
                          {"visibility", k.visibility_queue_max}}},
-                       {"peak_rss_bytes", k.peak_rss_bytes}});
+                       {"peak_rss_bytes", k.peak_rss_bytes},
+                       {"stages", stages_json(k)}});
       auto& role = roles[k.role];
       if (role.is_null()) role = json::object();
       for (const auto& [key, v] :
@@ -895,6 +912,15 @@ std::string render_body(const Report& r) {
           t.degrid_s, t.image_s,
           t.input_s > 0 ? fmt::format(" (predicting visibilities apart: {:.3f} s)", t.input_s)
                         : std::string());
+    if (t.stages) {
+      const auto& g = *t.stages;
+      s += fmt::format(
+          "  stages (thread-seconds over the ranks): facets {:.2f}, columns {:.2f}, "
+          "contributions {:.2f}, subgrid assembly {:.2f}, track pieces {:.2f}, w-towers {:.2f}, "
+          "degrid tasks {:.2f}, writes {:.2f} and syncs {:.2f}\n",
+          g.facet_s, g.column_s, g.contribution_s, g.assembly_s, g.pieces_s, g.tower_s,
+          g.degrid_task_s, g.write_s, g.sync_s);
+    }
     if (r.counts.bytes_sent.value_or(0) > 0)
       s += fmt::format("  sent {} in contributions, received {}\n",
                        bytes_text(static_cast<double>(*r.counts.bytes_sent)),

@@ -75,6 +75,33 @@ struct Accuracy {  // NaN when not measured (serialised as null)
   double residual_rms = std::nan("");
 };
 
+struct RankFigures {
+  double busy_s = 0, wait_s = 0, idle_s = 0;
+  double cpu_s = 0;  // CPU time of the process (all its threads): busy_s is wall time, which
+                     // on an oversubscribed host includes waiting for a core
+  index_t messages_sent = 0, messages_received = 0;
+  index_t bytes_sent = 0, bytes_received = 0;
+  index_t contributions = 0;  // producer: facet contributions computed
+  index_t subgrids = 0;       // streamer: subgrids assembled
+  index_t visibilities = 0;   // streamer: visibilities degridded
+  index_t w_planes = 0;
+  index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
+  double write_s = 0;  // in the back-end's writes, over this streamer's writers
+  double sync_s = 0;   // in its syncs and closing, over this streamer's writers
+  double open_s = 0;   // opening its outputs with their headers, before the start
+  // Queue high-water marks: sends in flight, subgrids held, degrid tasks
+  // outstanding, chunks waiting for writers.
+  index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;
+  index_t peak_rss_bytes = 0;
+  // Where the time goes (issue 13), thread-seconds of this rank in each
+  // stage of the predict walk: a producer's facet preparation (at each
+  // w-stack), column transforms and contributions; a streamer's subgrid assembly (contributions
+  // summed), its visits' track pieces, w-towers, and degrid tasks (tap weights, tap sums and chunk
+  // assembly). Writes are write_s and sync_s.
+  double facet_s = 0, column_s = 0, contribution_s = 0;
+  double assembly_s = 0, pieces_s = 0, tower_s = 0, degrid_task_s = 0;
+};
+
 struct Timing {
   double wall_s = 0;      // the whole command
   double planning_s = 0;  // FFTW plans and window tables
@@ -87,6 +114,9 @@ struct Timing {
   double sync_s = 0;      // in its syncs and closing (fsync, MPI_File_sync)
   double open_s = 0;      // run: opening the outputs with their headers, before the start
   double stream_s = 0;    // run: the distributed walk, from the start barrier to the last write
+  // run: each stage's thread-seconds summed over the ranks (only the
+  // stage fields and write_s, sync_s are set).
+  std::optional<RankFigures> stages;
 };
 
 struct Rates {
@@ -107,26 +137,6 @@ struct Rates {
 // `iotest run`: what one rank did. Busy: computing; wait: blocked on a full
 // queue (back-pressure) or on a peer; idle: nothing to do. Plain numbers
 // (trivially copyable), so ranks send them to rank 0 as they are.
-struct RankFigures {
-  double busy_s = 0, wait_s = 0, idle_s = 0;
-  double cpu_s = 0;  // CPU time of the process (all its threads): busy_s is wall time, which
-                     // on an oversubscribed host includes waiting for a core
-  index_t messages_sent = 0, messages_received = 0;
-  index_t bytes_sent = 0, bytes_received = 0;
-  index_t contributions = 0;  // producer: facet contributions computed
-  index_t subgrids = 0;       // streamer: subgrids assembled
-  index_t visibilities = 0;   // streamer: visibilities degridded
-  index_t w_planes = 0;
-  index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0;
-  double write_s = 0;  // in the back-end's writes, over this streamer's writers
-  double sync_s = 0;   // in its syncs and closing, over this streamer's writers
-  double open_s = 0;   // opening its outputs with their headers, before the start
-  // Queue high-water marks: sends in flight, subgrids held, degrid tasks
-  // outstanding, chunks waiting for writers.
-  index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;
-  index_t peak_rss_bytes = 0;
-};
-
 struct RankStats : RankFigures {
   int rank = 0;
   std::string role;  // producer, streamer, assigner
