@@ -12,9 +12,9 @@ TIMEOUT_S = 300
 def iotest():
     binary = iotest_binary()
 
-    def run(*args, check=None):
+    def run(*args, check=None, timeout=TIMEOUT_S):
         proc = subprocess.run([binary, *args], capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+                              timeout=timeout)
         if check is not None:
             assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
         return proc

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from conftest import MPI_TIMEOUT_S
+
 OBS = ["--time=-600:600/8/4", "--freq=260e6:300e6/16/8", "--dec=-40"]
 
 
@@ -42,7 +44,7 @@ def test_grid_of_a_distributed_runs_files(iotest, mpirun, tmp_path):
     """The files of a distributed predict run (one per streamer), whose
     chunks split between streamers lie in parts in several files."""
     mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--no-progress",
-           str(tmp_path / "vis%d.h5"), check=0)
+           str(tmp_path / "vis%d.h5"), check=0, timeout=MPI_TIMEOUT_S)
     files = sorted(str(p) for p in tmp_path.glob("vis*.h5"))
     assert len(files) == 2
     report = tmp_path / "r.json"

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from conftest import load, mpi_env
+from conftest import MPI_TIMEOUT_S, MPIRUN, load, mpi_env
 
 JOB = ("--rec-set=T05_ --vis-set=vlaa --time=-600:600/8/4 --freq=260e6:300e6/16/8 --dec=-40 "
        "--threads=1")
@@ -37,8 +37,12 @@ def test_scale_runs_a_job_at_each_rank_count_and_fits(iotest, tmp_path, monkeypa
         if key.startswith(("OMPI_", "OMP_")):
             monkeypatch.setenv(key, value)
     out, report = tmp_path / "study", tmp_path / "scale.json"
-    proc = iotest("scale", "--ranks=2,3,4", f"--job={JOB}", f"--out={out}", f"--report={report}",
-                  check=0)
+    # Each MPI job the study starts is bounded itself (coreutils timeout
+    # kills its mpirun), and the study as a whole by the three of them: a
+    # deadlock fails the test instead of hanging CI or leaving an mpirun.
+    launcher = " ".join(["timeout", "-k", "10", str(MPI_TIMEOUT_S), *MPIRUN])
+    proc = iotest("scale", "--ranks=2,3,4", f"--job={JOB}", f"--launcher={launcher}",
+                  f"--out={out}", f"--report={report}", check=0, timeout=3 * MPI_TIMEOUT_S + 60)
     assert "Universal Scalability Law" in proc.stdout
     check(load(report), out)
     for n in (2, 3, 4):
