@@ -5,10 +5,10 @@ message size, one line per transport and pair, log-log, as two PNG files
 
     .venv/bin/python tools/net_plot.py NET_REPORT.json --plots=DIR
 """
-import argparse
-import json
 import os
 import sys
+
+from report_tool import plot_main
 
 
 def curves(report):
@@ -48,20 +48,8 @@ def plot(report, folder):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("report", help="an `iotest net` report (JSON)")
-    parser.add_argument("--plots", default=".", help="folder for the PNG files")
-    args = parser.parse_args(argv)
-    try:
-        with open(args.report) as f:
-            report = json.load(f)
-    except (OSError, ValueError) as e:
-        parser.exit(2, f"net_plot: error: {args.report}: {e}\n")
-    if "net" not in report:
-        parser.exit(2, f"net_plot: error: {args.report}: not an `iotest net` report\n")
-    for path in plot(report, args.plots):
-        print(f"wrote {path}")
-    return 0
+    return plot_main(argv, "net_plot", __doc__, "`iotest net`", "net",
+                     "not an `iotest net` report", plot)
 
 
 if __name__ == "__main__":

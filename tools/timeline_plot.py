@@ -5,12 +5,12 @@ time, and the stage rates summed over the ranks, as two PNG files
 
     .venv/bin/python tools/timeline_plot.py RUN_REPORT.json --plots=DIR
 """
-import argparse
-import json
 import os
 import sys
 
 import numpy as np
+
+from report_tool import plot_main
 
 COLOURS = {"busy": "tab:green", "wait": "tab:orange", "idle": "lightgrey"}
 MB = 1e6  # as the reports: MB = 10^6 bytes
@@ -107,21 +107,8 @@ def plot(report, folder):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("report", help="an `iotest run` report (JSON)")
-    parser.add_argument("--plots", default=".", help="folder for the PNG files")
-    args = parser.parse_args(argv)
-    try:
-        with open(args.report) as f:
-            report = json.load(f)
-    except (OSError, ValueError) as e:
-        parser.exit(2, f"timeline_plot: error: {args.report}: {e}\n")
-    if not isinstance(report, dict) or "timeline" not in report:
-        parser.exit(2, f"timeline_plot: error: {args.report}: the report has no time line "
-                       "(`iotest run` writes one)\n")
-    for path in plot(report, args.plots):
-        print(path)
-    return 0
+    return plot_main(argv, "timeline_plot", __doc__, "`iotest run`", "timeline",
+                     "the report has no time line (`iotest run` writes one)", plot)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
+from report_tool import load_report
+
 # A stage's throughput in a report, and its unit.
 STAGES = {
     "overall": ("visibilities/s", lambda r: r["rates"]["vis_per_s"]),
@@ -180,7 +182,7 @@ def table(fits):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="usl", description=__doc__.split("\n\n")[0])
     parser.add_argument("reports", nargs="+", help="iotest run reports (JSON)")
     parser.add_argument("--n", choices=("streamers", "ranks", "nodes"), default="streamers",
                         help="what N counts (default: streamers)")
@@ -189,14 +191,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     reports = []
     for path in args.reports:
-        try:
-            with open(path) as f:
-                r = json.load(f)
-        except (OSError, ValueError) as e:
-            parser.exit(2, f"usl: error: {path}: {e}\n")
-        if "pipeline" not in r:
-            parser.exit(2, f"usl: error: {path}: not an `iotest run` report\n")
-        reports.append(r)
+        reports.append(load_report(parser, path, "pipeline", "not an `iotest run` report"))
     fits = fits_of(reports, args.n)
     if len(set(n_of(r, args.n) for r in reports)) < 3:
         parser.exit(2, "usl: error: reports: expected runs at 3 or more distinct N\n")
