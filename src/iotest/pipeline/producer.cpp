@@ -134,7 +134,7 @@ RankResult run_producer(Context& ctx) {
           rec.prepare_facet(facet, prepared[i].view(), inner);
         });
       failures.rethrow();
-      st.facet_s += seconds_since(t_facets) * threads;
+      st.stages.facet_s += seconds_since(t_facets) * threads;
     }
     const index_t i0 = v.subgrid / p.subgrids_per_axis;
     if (i0 != column && compute) {
@@ -149,7 +149,7 @@ RankResult run_producer(Context& ctx) {
                              columns[i].view());
         });
       failures.rethrow();
-      st.column_s += seconds_since(t_column) * threads;
+      st.stages.column_s += seconds_since(t_column) * threads;
     }
     // This visit's contributions, in batches as send slots come free.
     for (size_t next = 0; next < facets.size();) {
@@ -174,7 +174,7 @@ RankResult run_producer(Context& ctx) {
                                    ctx.subgrid_tile1(v.subgrid).offset, free[b]->buffer.view());
         });
       failures.rethrow();
-      if (compute) st.contribution_s += seconds_since(t_contributions) * threads;
+      if (compute) st.stages.contribution_s += seconds_since(t_contributions) * threads;
       for (size_t b = 0; b < batch; ++b) {
         for (const int s : streamers) {
           MPI_Request request;

@@ -289,6 +289,10 @@ RankResult run_producer(Context& ctx);
 // the run waits for them (Writers::wait_opened) before the start, since
 // opening is not streaming (IOR, too, keeps open apart from transfers).
 void open_writers(Context& ctx);
+// Closes this rank's writers (a streamer's, or a writer rank's) and takes
+// their figures into `out`: what they wrote, the time spent waiting on
+// their full queues (queue_wait_s), and the outputs this rank publishes.
+void finish_writers(Context& ctx, RankResult& out);
 RankResult run_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
 // In transit (transit.cpp): receives the streamers' chunks and writes them.

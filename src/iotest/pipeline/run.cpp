@@ -909,20 +909,10 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   timing.sync_s = sync_s;
   timing.open_s = open_s;
   timing.wall_s = MPI_Wtime() - t_wall;
-  report::RankFigures stages;
-  for (const auto& w : all) {
-    const auto& f = w.figures;
-    stages.facet_s += f.facet_s;
-    stages.column_s += f.column_s;
-    stages.contribution_s += f.contribution_s;
-    stages.assembly_s += f.assembly_s;
-    stages.pieces_s += f.pieces_s;
-    stages.tower_s += f.tower_s;
-    stages.degrid_task_s += f.degrid_task_s;
-    stages.write_s += f.write_s;
-    stages.sync_s += f.sync_s;
+  if (!ctx.imaging()) {
+    timing.stages.emplace();
+    for (const auto& w : all) *timing.stages += w.figures.stages;
   }
-  if (!ctx.imaging()) timing.stages = stages;
   r.timing = timing;
   report::Rates rates;
   rates.subgrids_per_s = subgrids / stream_s;

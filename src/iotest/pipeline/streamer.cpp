@@ -55,7 +55,7 @@ struct ThreadState {
   std::vector<storage::WrittenPart> written;  // --duration: the tasks done
   index_t vis_checked = 0, visibilities = 0, w_planes = 0, subgrids = 0;
   double busy_s = 0, check_s = 0;
-  double assembly_s = 0, pieces_s = 0, tower_s = 0, degrid_task_s = 0;  // stages
+  report::StageSeconds stages;
   ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
       : chunks(layout),
         scratch(rec.make_subgrid_sum()),
@@ -98,6 +98,25 @@ void open_writers(Context& ctx) {
                                           ctx.transit_tally);
   }
   ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
+}
+
+void finish_writers(Context& ctx, RankResult& out) {
+  auto& st = out.stats;
+  Writers& writers = *ctx.writers;
+  out.queue_wait_s = writers.wait_s();
+  for (const auto& w : writers.finish()) {
+    st.bytes_written += w.bytes;
+    st.chunks_written += w.chunks_written;
+    st.chunks_rewritten += w.chunks_rewritten;
+    st.write_s += w.seconds;
+    st.sync_s += w.sync_s;
+    st.open_s = std::max(st.open_s, w.open_s);
+    out.visibilities_written += w.visibilities;
+  }
+  st.visibility_queue_max = writers.high_water();
+  int first = 0;  // a shared output is named once, by its first writing rank
+  if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
+  if (!ctx.options.output.empty() && first == 0) out.outputs = ctx.outputs();
 }
 
 RankResult run_streamer(Context& ctx) {
@@ -190,7 +209,7 @@ RankResult run_streamer(Context& ctx) {
       for (index_t f = 0; f < F; ++f)
         rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
                              ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, sum);
-    ts.assembly_s += seconds_since(t0);
+    ts.stages.assembly_s += seconds_since(t0);
     {
       const std::lock_guard<std::mutex> hold(lock);
       released.push_back(slot_index);
@@ -231,7 +250,7 @@ RankResult run_streamer(Context& ctx) {
     const auto t_pieces = Clock::now();
     tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
     const auto& pieces = *tower->visit;
-    ts.pieces_s += seconds_since(t_pieces);
+    ts.stages.pieces_s += seconds_since(t_pieces);
     double w_lo = 0, w_hi = 0;
     if (!pieces.w_range(w_lo, w_hi)) {
       tower->visit.reset();
@@ -244,7 +263,7 @@ RankResult run_streamer(Context& ctx) {
     if (!synthetic)
       ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
                                                 w_hi / ctx.degridder->planes().dw, tower->ws);
-    ts.tower_s += seconds_since(t_tower);
+    ts.stages.tower_s += seconds_since(t_tower);
     const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
     tower->tasks_left = static_cast<index_t>(cuts.size());
     tower->skipped = false;
@@ -286,7 +305,7 @@ RankResult run_streamer(Context& ctx) {
                                 done[first].row_chunk, done[last - 1].row_chunk + 1});
         }
         ds.busy_s += seconds_since(td);
-        ds.degrid_task_s += seconds_since(td);
+        ds.stages.degrid_task_s += seconds_since(td);
         const auto tc = Clock::now();
         if (!zero_data && !ctx.job.sources.empty())
           ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin,
@@ -466,26 +485,11 @@ RankResult run_streamer(Context& ctx) {
         written.insert(written.end(), ts.written.begin(), ts.written.end());
       writers->record_written(storage::merge_written_parts(std::move(written)));
     }
-    const double write_wait = writers->wait_s();
-    const auto all = writers->finish();
-    for (const auto& w : all) {
-      st.bytes_written += w.bytes;
-      st.chunks_written += w.chunks_written;
-      st.chunks_rewritten += w.chunks_rewritten;
-      st.write_s += w.seconds;
-      st.sync_s += w.sync_s;
-      st.open_s = std::max(st.open_s, w.open_s);
-      out.visibilities_written += w.visibilities;
-    }
-    st.visibility_queue_max = writers->high_water();
-    wait_s += write_wait;
-    out.queue_wait_s = write_wait;
+    finish_writers(ctx, out);
+    wait_s += out.queue_wait_s;
     out.transit_chunks = ctx.transit_tally.chunks;
     out.transit_bytes = ctx.transit_tally.bytes;
     out.send_wait_s = ctx.transit_tally.send_wait_s;
-    // A shared output is named once, by the first streamer.
-    if (!o.output.empty() && (ctx.shared_output == MPI_COMM_NULL || me == 0))
-      out.outputs = ctx.outputs();
   }
   const double total = seconds_since(t_start);
   double check_s = 0;
@@ -500,10 +504,7 @@ RankResult run_streamer(Context& ctx) {
     if (ts.subgrid_errors.items > 0)
       out.subgrid_error_worst = std::max(out.subgrid_error_worst, ts.subgrid_errors.worst);
     check_s = std::max(check_s, ts.check_s);
-    st.assembly_s += ts.assembly_s;
-    st.pieces_s += ts.pieces_s;
-    st.tower_s += ts.tower_s;
-    st.degrid_task_s += ts.degrid_task_s;
+    st.stages += ts.stages;
   }
   st.wait_s = wait_s;
   st.idle_s = idle_s;

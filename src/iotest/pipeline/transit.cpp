@@ -207,31 +207,16 @@ RankResult run_writer_rank(Context& ctx) {
   const auto got =
       receive_from_streamers(ctx.transit, ctx.roles.streamers, ctx.options.transit_queue,
                              ctx.layout, writers, ctx.timeline);
-  const double queue_wait = writers.wait_s();
-  for (const auto& w : writers.finish()) {
-    st.bytes_written += w.bytes;
-    st.chunks_written += w.chunks_written;
-    st.chunks_rewritten += w.chunks_rewritten;
-    st.write_s += w.seconds;
-    st.sync_s += w.sync_s;
-    st.open_s = std::max(st.open_s, w.open_s);
-    out.visibilities_written += w.visibilities;
-  }
-  st.visibility_queue_max = writers.high_water();
+  finish_writers(ctx, out);
   st.bytes_received = got.bytes;
   out.transit_chunks = got.chunks;
   out.transit_bytes = got.bytes;
   out.transit_idle_s = got.idle_s;
-  out.queue_wait_s = queue_wait;
-  // A shared output is named once, by the first writer rank.
-  if (!ctx.options.output.empty() &&
-      (ctx.shared_output == MPI_COMM_NULL || ctx.roles.writer_index() == 0))
-    out.outputs = ctx.outputs();
   const double total = seconds_since(t0);
-  st.wait_s = queue_wait;
+  st.wait_s = out.queue_wait_s;
   st.idle_s = got.idle_s;
   st.busy_s = std::max(0.0, total - st.wait_s - st.idle_s);
-  ctx.timeline.finish({queue_wait, got.idle_s, 0, 0, writers.taken_bytes()});
+  ctx.timeline.finish({st.wait_s, got.idle_s, 0, 0, writers.taken_bytes()});
   return out;
 }
 

@@ -114,17 +114,14 @@ std::string advice_text(const Advice& a, const std::optional<Observation>& obser
 }  // namespace
 
 namespace {
-// Thread-seconds by stage of the predict walk (report::RankFigures).
-json stages_json(const RankFigures& k) {
+json stages_json(const StageSeconds& k) {
   return {{"facet_s", k.facet_s},
           {"column_s", k.column_s},
           {"contribution_s", k.contribution_s},
           {"assembly_s", k.assembly_s},
           {"pieces_s", k.pieces_s},
           {"tower_s", k.tower_s},
-          {"degrid_task_s", k.degrid_task_s},
-          {"write_s", k.write_s},
-          {"sync_s", k.sync_s}};
+          {"degrid_task_s", k.degrid_task_s}};
 }
 }  // namespace
 
@@ -460,7 +457,7 @@ json to_json(const Report& r) {
                          {"task", k.task_queue_max},
                          {"visibility", k.visibility_queue_max}}},
                        {"peak_rss_bytes", k.peak_rss_bytes},
-                       {"stages", stages_json(k)}});
+                       {"stages", stages_json(k.stages)}});
       auto& role = roles[k.role];
       if (role.is_null()) role = json::object();
       for (const auto& [key, v] :
@@ -917,9 +914,9 @@ std::string render_body(const Report& r) {
       s += fmt::format(
           "  stages (thread-seconds over the ranks): facets {:.2f}, columns {:.2f}, "
           "contributions {:.2f}, subgrid assembly {:.2f}, track pieces {:.2f}, w-towers {:.2f}, "
-          "degrid tasks {:.2f}, writes {:.2f} and syncs {:.2f}\n",
+          "degrid tasks {:.2f}\n",
           g.facet_s, g.column_s, g.contribution_s, g.assembly_s, g.pieces_s, g.tower_s,
-          g.degrid_task_s, g.write_s, g.sync_s);
+          g.degrid_task_s);
     }
     if (r.counts.bytes_sent.value_or(0) > 0)
       s += fmt::format("  sent {} in contributions, received {}\n",

@@ -75,6 +75,27 @@ struct Accuracy {  // NaN when not measured (serialised as null)
   double residual_rms = std::nan("");
 };
 
+// Where the time goes (issue 13): thread-seconds in each stage of the
+// predict walk. A producer's facet preparation (at each w-stack), column
+// transforms and contributions; a streamer's subgrid assembly
+// (contributions summed), its visits' track pieces, w-towers, and degrid
+// tasks (tap weights, tap sums and chunk assembly). Writes are the
+// writers' write_s and sync_s.
+struct StageSeconds {
+  double facet_s = 0, column_s = 0, contribution_s = 0;
+  double assembly_s = 0, pieces_s = 0, tower_s = 0, degrid_task_s = 0;
+  StageSeconds& operator+=(const StageSeconds& o) {
+    facet_s += o.facet_s;
+    column_s += o.column_s;
+    contribution_s += o.contribution_s;
+    assembly_s += o.assembly_s;
+    pieces_s += o.pieces_s;
+    tower_s += o.tower_s;
+    degrid_task_s += o.degrid_task_s;
+    return *this;
+  }
+};
+
 struct RankFigures {
   double busy_s = 0, wait_s = 0, idle_s = 0;
   double cpu_s = 0;  // CPU time of the process (all its threads): busy_s is wall time, which
@@ -93,13 +114,7 @@ struct RankFigures {
   // outstanding, chunks waiting for writers.
   index_t send_queue_max = 0, subgrid_queue_max = 0, task_queue_max = 0, visibility_queue_max = 0;
   index_t peak_rss_bytes = 0;
-  // Where the time goes (issue 13), thread-seconds of this rank in each
-  // stage of the predict walk: a producer's facet preparation (at each
-  // w-stack), column transforms and contributions; a streamer's subgrid assembly (contributions
-  // summed), its visits' track pieces, w-towers, and degrid tasks (tap weights, tap sums and chunk
-  // assembly). Writes are write_s and sync_s.
-  double facet_s = 0, column_s = 0, contribution_s = 0;
-  double assembly_s = 0, pieces_s = 0, tower_s = 0, degrid_task_s = 0;
+  StageSeconds stages;
 };
 
 struct Timing {
@@ -114,9 +129,7 @@ struct Timing {
   double sync_s = 0;      // in its syncs and closing (fsync, MPI_File_sync)
   double open_s = 0;      // run: opening the outputs with their headers, before the start
   double stream_s = 0;    // run: the distributed walk, from the start barrier to the last write
-  // run: each stage's thread-seconds summed over the ranks (only the
-  // stage fields and write_s, sync_s are set).
-  std::optional<RankFigures> stages;
+  std::optional<StageSeconds> stages;  // run: summed over the ranks
 };
 
 struct Rates {
