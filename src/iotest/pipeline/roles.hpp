@@ -57,6 +57,8 @@ struct Roles {
     return rank >= producers + streamers && rank < producers + streamers + writers;
   }
   bool is_streamer() const { return !is_producer() && !is_assigner() && !is_writer(); }
+  // Holds outputs: the writer ranks in transit, else the streamers.
+  bool writes_outputs() const { return writers > 0 ? is_writer() : is_streamer(); }
   int streamer_index() const { return rank - producers; }
   int streamer_rank(int index) const { return producers + index; }
   int writer_index() const { return rank - producers - streamers; }

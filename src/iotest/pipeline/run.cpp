@@ -58,12 +58,11 @@ std::vector<std::string> Context::outputs() const {
   std::vector<std::string> paths;
   const auto& o = options;
   const bool in_transit = roles.writers > 0;
-  const bool writes = in_transit ? roles.is_writer() : roles.is_streamer();
   const index_t in_all = (in_transit ? roles.writers : roles.streamers) * o.writer_count,
                 first =
                     (in_transit ? roles.writer_index() : roles.streamer_index()) * o.writer_count;
   if (shared_output != MPI_COMM_NULL) return {o.output};  // every writing rank's one writer
-  for (int w = 0; writes && w < o.writer_count; ++w)
+  for (int w = 0; roles.writes_outputs() && w < o.writer_count; ++w)
     paths.push_back(o.output.empty() ? std::string() : output_path(o.output, first + w, in_all));
   return paths;
 }
@@ -524,8 +523,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
   MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
   // A back-end with one output for the run: its writers' communicator.
-  const bool writes = roles.writers > 0 ? roles.is_writer() : roles.is_streamer();
-  const bool shared = writes && storage::shares_output(o.storage, o.output);
+  const bool shared = roles.writes_outputs() && storage::shares_output(o.storage, o.output);
   MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, rank, &ctx.shared_output);
   if (roles.writers > 0) MPI_Comm_dup(comm, &ctx.transit);
 
