@@ -4,8 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -109,17 +107,9 @@ std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
 }
 
 // The writer ranks that keep pace with `streamers` at the rates a run
-// measured (its report's transit section): K = ceil(S x compute / (writers
-// per rank x write)), the Nyx rule n x t_compute ~ t_write.
+// measured (its report's transit section).
 index_t writer_ranks_from(const std::string& path, index_t streamers, int writers_per_rank) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("--rates-from", "cannot read '" + path + "'");
-  nlohmann::json report;
-  try {
-    in >> report;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("--rates-from", "'" + path + "' is not a JSON report: " + e.what());
-  }
+  const auto report = report::read_json(path, "--rates-from");
   const auto t = report.find("transit");
   if (t == report.end() || !t->contains("compute_bytes_per_s") ||
       !t->contains("write_bytes_per_s") || (*t)["write_bytes_per_s"].get<double>() <= 0)
@@ -127,11 +117,8 @@ index_t writer_ranks_from(const std::string& path, index_t streamers, int writer
                      "expected the report of an `iotest run` that wrote "
                      "visibilities (its transit section), got '" +
                          path + "'");
-  const double compute = (*t)["compute_bytes_per_s"].get<double>(),
-               write = (*t)["write_bytes_per_s"].get<double>();
-  return std::max<index_t>(
-      1, static_cast<index_t>(std::ceil(static_cast<double>(streamers) * compute /
-                                        (write * std::max(1, writers_per_rank)))));
+  return report::writer_ranks_for(streamers, (*t)["compute_bytes_per_s"].get<double>(),
+                                  (*t)["write_bytes_per_s"].get<double>(), writers_per_rank);
 }
 
 // The roles on the nodes' slots, as `run` makes them from the rank count

@@ -63,16 +63,6 @@ std::string error_in(const std::string& log) {
   return "see " + log;
 }
 
-json load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(path, "cannot open the report");
-  try {
-    return json::parse(in);
-  } catch (const json::exception&) {
-    throw UsageError(path, "is not a JSON report");
-  }
-}
-
 double number(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
 }
@@ -150,7 +140,7 @@ report::Report scale(const ScaleOptions& o) {
   report::Scaling sc;
   sc.n_by = o.n_by;
   for (const auto& path : reports) {
-    const json j = load(path);
+    const json j = report::read_json(path, "REPORT");
     if (j.value("mode", "") != "run" || !j.contains("pipeline"))
       throw UsageError(path, "is not an `iotest run` report");
     const auto& pl = j["pipeline"];
@@ -184,7 +174,7 @@ report::Report scale(const ScaleOptions& o) {
   if (status == kExitUsage) throw UsageError("REPORT", error_in(log));
   if (status != 0)
     throw std::runtime_error(fmt::format("the fit failed (exit {}): {}", status, error_in(log)));
-  for (const auto& f : load(fits)) {
+  for (const auto& f : report::read_json(fits, "--python")) {
     report::Scaling::Fit fit;
     fit.stage = f.value("stage", "");
     fit.unit = f.value("unit", "");

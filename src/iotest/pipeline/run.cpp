@@ -231,11 +231,8 @@ report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& 
     t.bound = "transfer";
   else
     t.bound = "writers";
-  const double per_rank = t.write_bytes_per_s * o.writer_count;
-  t.suggested_writer_ranks =
-      per_rank > 0 ? std::max<index_t>(1, static_cast<index_t>(std::ceil(
-                                              roles.streamers * t.compute_bytes_per_s / per_rank)))
-                   : 0;
+  t.suggested_writer_ranks = report::writer_ranks_for(roles.streamers, t.compute_bytes_per_s,
+                                                      t.write_bytes_per_s, o.writer_count);
   return t;
 }
 

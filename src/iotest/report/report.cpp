@@ -997,6 +997,23 @@ std::string render_body(const Report& r) {
 }
 }  // namespace
 
+json read_json(const std::string& path, const std::string& option) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(option, "cannot read '" + path + "'");
+  try {
+    return json::parse(in);
+  } catch (const json::exception&) {
+    throw UsageError(option, "'" + path + "' is not a JSON report");
+  }
+}
+
+index_t writer_ranks_for(index_t streamers, double compute, double write, int writers_per_rank) {
+  const double per_rank = write * std::max(1, writers_per_rank);
+  if (!(per_rank > 0)) return 0;
+  return std::max<index_t>(
+      1, static_cast<index_t>(std::ceil(static_cast<double>(streamers) * compute / per_rank)));
+}
+
 Report with_repetitions(std::vector<Report> runs) {
   if (runs.empty()) throw std::logic_error("no repetitions");
   using Get = std::function<std::optional<double>(const Report&)>;

@@ -509,6 +509,16 @@ std::string render_run_plan(const Report& report);
 // in its repetitions section.
 Report with_repetitions(std::vector<Report> runs);
 
+// A JSON report read back (`iotest scale`, `plan --rates-from`); a file that
+// cannot be read or parsed is a UsageError naming `option`.
+nlohmann::json read_json(const std::string& path, const std::string& option);
+
+// The Nyx rule n x t_compute ~ t_write: the writer ranks, of
+// `writers_per_rank` writers each, that keep pace with `streamers` each
+// making `compute` bytes/s of chunks when one writer writes `write`
+// bytes/s (report::Transit::suggested_writer_ranks); 0 without a rate.
+index_t writer_ranks_for(index_t streamers, double compute, double write, int writers_per_rank);
+
 // Writes the JSON report. A regular file is written beside its final name and
 // renamed into place, so a failed run never leaves a file that looks valid;
 // devices and pipes (/dev/stdout) are written directly.
