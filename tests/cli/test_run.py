@@ -265,5 +265,9 @@ def test_an_array_at_the_pole_runs_with_w_zero_and_verifies(mpirun, iotest, tmp_
     r = load(report)
     check_complete(r)
     assert r["config"]["vis_set"] == "vlaa@pole" and r["config"]["dec"] == 90
+    # No w kernel: one plane a subgrid, a margin for the u, v kernel alone.
+    assert r["config"]["w_free"] is True
+    assert r["config"]["margin"] == r["config"]["support"] + 2
+    assert r["accuracy"]["vis_rmse"] < 1e-7
     files = sorted(map(str, tmp_path.glob("out*.h5")))
     assert "passed" in iotest("verify", *files, check=0).stdout

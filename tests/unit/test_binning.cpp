@@ -93,8 +93,8 @@ TEST_P(Binning, VisitRunsCoverTheObservationExactlyOnce) {
         total += visit.visibilities();
         if (!visit.pieces().empty()) {
           // Parts follow each other in storage order, never sharing a row chunk.
-          EXPECT_GT(visit.pieces().front().row_chunk, row_chunk_before);
-          row_chunk_before = visit.pieces().back().row_chunk;
+          EXPECT_GT(visit.row_chunk(0), row_chunk_before);
+          row_chunk_before = visit.row_chunk(visit.pieces().size() - 1);
         }
         for (const auto& [first, last] : visit.tasks(2, 1000)) {
           visit.runs(first, last, runs);

@@ -92,6 +92,27 @@ TEST(Degrid, EverySupportsTapSumMeetsItsKernelsAccuracy) {
   }
 }
 
+TEST(Degrid, AnArrayAtThePoleIsFreeOfW) {
+  // Like for like with the 2019 code: every w is exactly 0, so a tower is
+  // one plane, there is no w kernel, and the margin holds the u, v kernel
+  // alone (support + 2 cells). The accuracy is the u, v kernel's.
+  auto o = small_run("T05_", 90);
+  o.observation.vis_set = "vlaa@pole";
+  const auto r = degrid(o);
+  ASSERT_TRUE(r.settings && r.accuracy && r.accuracy->vis_samples);
+  EXPECT_TRUE(r.settings->w_free);
+  EXPECT_EQ(r.settings->w_stacks, 1);
+  EXPECT_EQ(r.rec.margin, o.kernel.support + 2);
+  EXPECT_LT(r.accuracy->vis_rmse, 2e-8);
+  EXPECT_GT(*r.accuracy->vis_samples, 500);
+  // Tilted off the pole, w returns and with it the w kernel.
+  o.observation.dec_deg = 80;
+  const auto tilted = degrid(o);
+  EXPECT_FALSE(tilted.settings->w_free);
+  EXPECT_GT(tilted.rec.margin, o.kernel.support + 2);
+  EXPECT_LT(tilted.accuracy->vis_rmse, 2e-8);
+}
+
 TEST(Degrid, RejectsImpossibleOptions) {
   auto o = small_run("T05_", -40);
   o.kernel.support = 7;

@@ -205,17 +205,19 @@ Distribution summarise(const VisitCounts& counts);
 // memory is a few words per piece of the visit, never per visibility.
 class VisitRuns {
  public:
+  // 16 bytes: a busy visit of a long observation holds a million pieces
+  // (its row chunk follows from the piece, its w only matters per part).
   struct Piece {
     TrackPiece piece;
-    index_t row_chunk = 0;
-    index_t visibilities = 0;  // of this visit
-    double wc_min = 0, wc_max = 0;  // w in wavelengths from the stack, over its runs
+    std::int32_t visibilities = 0;  // of this visit (at most a row chunk's)
   };
   // Part `part` of `parts` of visit (stack, subgrid): the visit's pieces
   // cut at row chunks into parts of about equal visibilities.
   VisitRuns(const Binner& binner, index_t stack, index_t subgrid, index_t part = 0,
             index_t parts = 1);
   const std::vector<Piece>& pieces() const { return pieces_; }
+  // The storage row chunk piece i lies in.
+  index_t row_chunk(size_t i) const { return binner_.row_chunk(pieces_[i].piece); }
   index_t visibilities() const { return visibilities_; }
   // Relative w (wavelengths from the stack) the runs reach; false if none.
   bool w_range(double& lo, double& hi) const;
@@ -233,6 +235,7 @@ class VisitRuns {
   index_t stack_, subgrid_;
   std::vector<Piece> pieces_;
   index_t visibilities_ = 0;
+  double w_lo_ = HUGE_VAL, w_hi_ = -HUGE_VAL;  // over the part's runs, from the stack
 };
 
 // Cuts items [0, n) in storage order into tasks [first, last) of up to
@@ -241,8 +244,7 @@ class VisitRuns {
 // tasks of one visit share a storage chunk.
 template <class RowChunk, class Count>
 std::vector<std::pair<size_t, size_t>> cut_at_row_chunks(size_t n, RowChunk&& row_chunk,
-                                                         Count&& count,
-                                                         index_t row_chunks_per_task,
+                                                         Count&& count, index_t row_chunks_per_task,
                                                          index_t max_visibilities) {
   std::vector<std::pair<size_t, size_t>> tasks;
   for (size_t first = 0; first < n;) {

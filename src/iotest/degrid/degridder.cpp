@@ -42,11 +42,19 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0) {
   return w;
 }
 
+double max_w_wavelengths(const telescope::Observation& obs) {
+  return obs.max_abs_w_m() * obs.freq.end / telescope::kSpeedOfLight;
+}
+
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin) {
   WLayout w;
   w.planes = w_planes(g, kWKernelX0);
-  const double w_max = obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
+  // The observation's own w range, not the longest baseline's bound: a
+  // short track near the zenith needs a fraction of it, and a smaller
+  // margin leaves larger tiles, so fewer subgrids.
+  const double w_max = max_w_wavelengths(obs);
+  w.w_free = w_max == 0;
   const double kernel_reach = o.w_support * w.planes.dw / 2;  // planes beyond a visibility's w
   const double cells_per_wavelength = (g.field_lm / 2) / w.planes.n_min / g.cell_uv;
   // Margin for a tower reaching `height` wavelengths from its stack: the
@@ -55,6 +63,13 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
     return o.support + 2 +
            2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
   };
+  if (w.w_free) {  // one plane: the margin holds the u, v kernel alone
+    w.margin = margin.value_or(margin_for(0));
+    if (w.margin < margin_for(0))
+      throw UsageError("--margin", fmt::format("expected at least {} cells for the kernel (got {})",
+                                               margin_for(0), w.margin));
+    return w;
+  }
   const index_t single_stack = margin_for(w_max + kernel_reach);
   if (o.w_step) {  // the tower height is given: the margin follows
     if (*o.w_step < 1) throw UsageError("--wstep", "expected at least 1 plane between w-stacks");
@@ -85,6 +100,13 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
   return w;
 }
 
+PlaneRange tower_planes(const WLayout& w, int w_support, double wc_min, double wc_max) {
+  if (w.w_free) return {0, 1};
+  const index_t first = static_cast<index_t>(std::ceil(wc_min - w_support / 2.0));
+  const index_t last = static_cast<index_t>(std::ceil(wc_max - w_support / 2.0)) + w_support - 1;
+  return {first, last - first + 1};
+}
+
 Degridder::Workspace::Workspace(const config::RecombinationParams& p)
     : screened(p.xM, p.xM), scratch(p.xM, p.xM) {}
 
@@ -98,6 +120,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       sum_taps_(pick_sum_taps(o.support)),
       spread_taps_(pick_spread_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
+      w_taps_(w.w_free ? 1 : o.w_support),
       layout_(w),
       planes_(w.planes),
       baselines_(obs.baselines()) {
@@ -138,6 +161,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
 }
 
 double Degridder::w_correction(double nu) const {
+  if (layout_.w_free) return 1;  // no w kernel to correct for
   if (nu < w_correction_lo_ || nu > w_correction_hi_) return w_kernel_.correction(nu);
   // Clenshaw's recurrence at x in [-1, 1].
   const double x =
@@ -208,14 +232,11 @@ telescope::Uvw Degridder::baseline_uvw(index_t baseline, index_t time) const {
 }
 
 void Degridder::size_tower(double wc_min, double wc_max, Workspace& ws) const {
-  const int Sw = w_kernel_.support();
-  const index_t p_lo = static_cast<index_t>(std::ceil(wc_min - Sw / 2.0));
-  const index_t p_hi = static_cast<index_t>(std::ceil(wc_max - Sw / 2.0)) + Sw - 1;
-  const index_t nplanes = p_hi - p_lo + 1;
-  while (static_cast<index_t>(ws.planes.size()) < nplanes)
+  const auto range = tower_planes(layout_, w_kernel_.support(), wc_min, wc_max);
+  while (static_cast<index_t>(ws.planes.size()) < range.count)
     ws.planes.emplace_back(p_.xA, p_.xA, false);
-  ws.first_plane = p_lo;
-  ws.plane_count = nplanes;
+  ws.first_plane = range.first;
+  ws.plane_count = range.count;
 }
 
 index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
@@ -342,7 +363,7 @@ cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
   Taps taps[3];
   index_t first[3];
   uv_kernel_.weights(pos, 2, taps, first);
-  w_kernel_.weights(pos + 2, 1, taps + 2, first + 2);
+  w_weights(pos + 2, 1, taps + 2, first + 2);
   return sum_point(taps[0], taps[1], taps[2], first[0], first[1], first[2], uc, vc, w, ws) *
          std::polar(1.0, kTwoPi * w * planes_.centre);
 }
@@ -350,7 +371,7 @@ cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
 void Degridder::check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
                            const Workspace& ws) const {
   const index_t xA = p_.xA;
-  const int S = uv_kernel_.support(), Sw = w_kernel_.support();
+  const int S = uv_kernel_.support(), Sw = w_taps_;
   // The binning and the margin guarantee this; a breach would reach outside
   // the tower, so it is checked rather than assumed.
   if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
@@ -365,8 +386,18 @@ cplx Degridder::sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_
   const index_t xA = p_.xA;
   const index_t fu = first_u + xA / 2, fv = first_v + xA / 2, fw = first_w - ws.first_plane;
   check_taps(fu, fv, fw, uc, vc, w, ws);
-  return sum_taps_(wu.data(), wv.data(), ww.data(), w_kernel_.support(), ws.planes.data() + fw, fu,
-                   fv);
+  return sum_taps_(wu.data(), wv.data(), ww.data(), w_taps_, ws.planes.data() + fw, fu, fv);
+}
+
+void Degridder::w_weights(const double* pos, int n, Taps* w, index_t* first) const {
+  if (!layout_.w_free) {
+    w_kernel_.weights(pos, n, w, first);
+    return;
+  }
+  for (int i = 0; i < n; ++i) {  // the one plane, whole
+    w[i][0] = 1;
+    first[i] = 0;
+  }
 }
 
 template <class Visit>
@@ -398,7 +429,7 @@ void Degridder::walk_runs(const binning::VisRun* begin, const binning::VisRun* e
       }
       uv_kernel_.weights(pu.data(), n, tu.data(), fu.data());
       uv_kernel_.weights(pv.data(), n, tv.data(), fv.data());
-      w_kernel_.weights(pw.data(), n, tw.data(), fw.data());
+      w_weights(pw.data(), n, tw.data(), fw.data());
       // exp(2 pi i w c0) is a phase linear in frequency, so stepped across
       // the block.
       cplx phase = std::polar(1.0, kTwoPi * wl[0] * planes_.centre);
@@ -427,8 +458,8 @@ void Degridder::grid(const binning::VisRun* begin, const binning::VisRun* end, i
               const index_t fu = first_u + xA / 2, fv = first_v + xA / 2,
                             fw = first_w - ws.first_plane;
               check_taps(fu, fv, fw, uc, vc, w, ws);
-              spread_taps_(tu.data(), tv.data(), tw.data(), w_kernel_.support(),
-                           ws.planes.data() + fw, fu, fv, vis[i] * std::conj(phase));
+              spread_taps_(tu.data(), tv.data(), tw.data(), w_taps_, ws.planes.data() + fw, fu, fv,
+                           vis[i] * std::conj(phase));
             });
 }
 

@@ -57,16 +57,30 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0);
 // regenerates the subgrids from facets with the stack's w applied.
 struct WLayout {
   WPlanes planes;
+  // Every w of the observation is 0 (an array flat at the pole, observed at
+  // dec 90): a tower is the one plane w = 0 and there is no w kernel, so
+  // degridding is exact in w and costs S x S taps, not S x S x Sw.
+  bool w_free = false;
   index_t margin = 0;            // cells
   double stack_step = 0;         // wavelengths between stacking planes (0: one stack)
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
 };
+
+// The largest |w| of any visibility, in wavelengths (at the top frequency).
+double max_w_wavelengths(const telescope::Observation& obs);
 
 // `margin`: nothing for the default (the single-stack margin if it is at
 // most a quarter of xA, else a quarter of xA and w-stacking); with
 // o.w_step the tower height is given and the margin follows from it.
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin);
+
+// The planes a tower needs for w / dw in [wc_min, wc_max]: the w kernel's
+// taps around every w in the range, or the one plane w = 0 when w is free.
+struct PlaneRange {
+  index_t first = 0, count = 0;
+};
+PlaneRange tower_planes(const WLayout& w, int w_support, double wc_min, double wc_max);
 
 // The tap sum of one visibility for one u, v support (see degridder.cpp).
 using SumTaps = cplx (*)(const double* wu, const double* wv, const double* ww, int w_support,
@@ -151,6 +165,9 @@ class Degridder {
   // The planes a tower needs for w / dw in [wc_min, wc_max]: sets ws's range
   // and allocates missing planes.
   void size_tower(double wc_min, double wc_max, Workspace& ws) const;
+  // The w kernel's weights at n positions (in planes), or the one plane
+  // with weight 1 when w is free.
+  void w_weights(const double* pos, int n, Taps* w, index_t* first) const;
   // Where a visibility's taps land, checked (as sum_point explains).
   void check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
                   const Workspace& ws) const;
@@ -167,6 +184,7 @@ class Degridder {
   SumTaps sum_taps_;
   SpreadTaps spread_taps_;
   GridKernel w_kernel_;
+  int w_taps_;  // planes a visibility's taps span: the w kernel's support, 1 when w is free
   WLayout layout_;
   WPlanes planes_;
   std::vector<std::pair<int, int>> baselines_;

@@ -55,26 +55,20 @@ Job resolve(const JobOptions& o) {
   return job;
 }
 
-namespace {
-double w_max_of(const telescope::Observation& obs) {
-  return obs.layout.max_baseline_m() * obs.freq.end / telescope::kSpeedOfLight;
-}
-}  // namespace
-
 degrid::TowerCalibration calibrate_w_layout(Job& job, const swiftly::Recombination& rec) {
   // Measure the tower height this margin allows instead of bounding it.
   auto single = job.w;
   single.stack_step = 0;
   const auto calibration = degrid::calibrate_tower_height(
-      degrid::Degridder(rec, *job.geometry, *job.obs, job.kernel, single), w_max_of(*job.obs),
-      *job.target_err);
+      degrid::Degridder(rec, *job.geometry, *job.obs, job.kernel, single),
+      degrid::max_w_wavelengths(*job.obs), *job.target_err);
   use_tower_height(job, calibration.height);
   return calibration;
 }
 
 void use_tower_height(Job& job, double height) {
   job.w.tower_half_height = height;
-  job.w.stack_step = height >= w_max_of(*job.obs) ? 0 : 2 * height;
+  job.w.stack_step = height >= degrid::max_w_wavelengths(*job.obs) ? 0 : 2 * height;
 }
 
 void require_source_count(const config::RecombinationParams& p, index_t source_count) {
@@ -130,6 +124,7 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
                          const std::optional<degrid::TowerCalibration>& calibration) {
   s.support = job.kernel.support;
   s.w_support = job.kernel.w_support;
+  s.w_free = job.w.w_free;
   s.w_step = d.planes().dw;
   s.w_stack_step = job.w.stack_step;
   s.w_stacks = w_stacks;

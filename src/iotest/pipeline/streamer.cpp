@@ -300,9 +300,9 @@ RankResult run_streamer(Context& ctx) {
         ds.visibilities += static_cast<index_t>(ds.vis.size());
         degridded += static_cast<index_t>(ds.vis.size());
         if (ctx.deadline) {
-          const auto& done = tower->visit->pieces();
-          ds.written.push_back({tower->visit->stack(), tower->visit->subgrid(),
-                                done[first].row_chunk, done[last - 1].row_chunk + 1});
+          const auto& done = *tower->visit;
+          ds.written.push_back(
+              {done.stack(), done.subgrid(), done.row_chunk(first), done.row_chunk(last - 1) + 1});
         }
         ds.busy_s += seconds_since(td);
         ds.stages.degrid_task_s += seconds_since(td);

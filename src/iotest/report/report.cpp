@@ -143,6 +143,7 @@ json to_json(const Report& r) {
     if (s.support > 0) {
       j["config"]["support"] = s.support;
       j["config"]["w_support"] = s.w_support;
+      j["config"]["w_free"] = s.w_free;
       j["config"]["w_step"] = s.w_step;
       j["config"]["w_stack_step"] = s.w_stack_step;
       j["config"]["w_stacks"] = s.w_stacks;
@@ -817,7 +818,10 @@ std::string render_body(const Report& r) {
         "  visibilities (relative RMSE vs direct FT): {} (worst subgrid {}, {} samples)\n",
         error_text(r.accuracy->vis_rmse), error_text(r.accuracy->vis_rmse_max),
         *r.accuracy->vis_samples);
-  if (r.settings && r.settings->support > 0)
+  if (r.settings && r.settings->support > 0 && r.settings->w_free)
+    s += fmt::format("  kernel support {} x {}; every w is 0: one plane a subgrid, no w kernel\n",
+                     r.settings->support, r.settings->support);
+  else if (r.settings && r.settings->support > 0)
     s += fmt::format(
         "  kernel support {} x {} x {} (w), w-planes {:.4g} wavelengths apart, {} w-stack(s){}\n",
         r.settings->support, r.settings->support, r.settings->w_support, r.settings->w_step,

@@ -28,6 +28,7 @@ struct RunSettings {  // what the user chose besides the recombination set
   int threads = 0;
   // degrid only
   int support = 0, w_support = 0;
+  bool w_free = false;             // every w is 0: towers of one plane, no w kernel
   double w_step = 0;               // wavelengths between w-planes
   double w_stack_step = 0;         // wavelengths between w-stacking planes (0: one stack)
   index_t w_stacks = 0;            // w-stacking planes with visibilities

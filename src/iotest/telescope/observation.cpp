@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -129,6 +130,19 @@ std::vector<Uvw> Observation::antenna_uvw(index_t t) const {
   out.reserve(layout.antennas.size());
   for (const auto& a : layout.antennas) out.push_back(rotate(a));
   return out;
+}
+
+double Observation::max_abs_w_m() const {
+  // A baseline's w is a difference of its antennas', so the widest at a
+  // time step is the spread of the antennas' w.
+  double widest = 0;
+  for (index_t t = 0; t < time.steps; ++t) {
+    const auto uvw = antenna_uvw(t);
+    const auto [lo, hi] = std::minmax_element(uvw.begin(), uvw.end(),
+                                              [](const Uvw& a, const Uvw& b) { return a.w < b.w; });
+    if (lo != uvw.end()) widest = std::max(widest, hi->w - lo->w);
+  }
+  return widest;
 }
 
 const VisSet& custom_defaults() {

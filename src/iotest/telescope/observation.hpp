@@ -68,6 +68,10 @@ struct Observation {
   // (u, v, w) in metres of every antenna at time step `t`; a baseline's is
   // the difference antenna a2 minus antenna a1.
   std::vector<Uvw> antenna_uvw(index_t t) const;
+  // The largest |w| of any baseline at any time step, in metres: the w
+  // range the kernels and towers must cover (exactly 0 for an array laid
+  // flat at the pole and observed at dec 90, kPoleSuffix).
+  double max_abs_w_m() const;
 };
 
 // A built-in visibility set by name, or a layout file of one's own: a path
