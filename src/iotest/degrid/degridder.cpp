@@ -71,10 +71,17 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
     return w;
   }
   const index_t single_stack = margin_for(w_max + kernel_reach);
-  if (o.w_step) {  // the tower height is given: the margin follows
-    if (*o.w_step < 1) throw UsageError("--wstep", "expected at least 1 plane between w-stacks");
+  // By default a tower holds at most kMaxTowerPlanes planes (each xA^2
+  // complex values, per streamer thread): a wide w range (long baselines
+  // far from the zenith) is w-stacked instead of held in one tall tower.
+  const auto w_step = o.w_step ? o.w_step
+                      : !margin && 2 * w_max / w.planes.dw + o.w_support > kMaxTowerPlanes
+                          ? std::optional<index_t>(kMaxTowerPlanes - o.w_support)
+                          : std::nullopt;
+  if (w_step) {  // the tower height is given: the margin follows
+    if (*w_step < 1) throw UsageError("--wstep", "expected at least 1 plane between w-stacks");
     if (margin) throw UsageError("--wstep", "give either --wstep or --margin, not both");
-    w.tower_half_height = static_cast<double>(*o.w_step) * w.planes.dw / 2;
+    w.tower_half_height = static_cast<double>(*w_step) * w.planes.dw / 2;
     if (w.tower_half_height >= w_max) {
       w.margin = single_stack;
       w.tower_half_height = w_max;

@@ -66,6 +66,9 @@ struct WLayout {
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
 };
 
+// The default tower's most planes (the margin and w-stacking follow).
+inline constexpr index_t kMaxTowerPlanes = 64;
+
 // The largest |w| of any visibility, in wavelengths (at the top frequency).
 double max_w_wavelengths(const telescope::Observation& obs);
 
