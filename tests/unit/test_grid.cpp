@@ -122,7 +122,7 @@ TEST(Grid, GriddingIsTheAdjointOfDegridding) {
 TEST(Grid, GriddingIsTheAdjointOfDegriddingWithoutW) {
   // An array at the pole: towers of one plane, no w kernel.
   const Fixture s(small_job({}, "vlaa@pole"));
-  ASSERT_TRUE(s.job.w.w_free);
+  ASSERT_TRUE(s.job.w.w_free());
   const auto [lhs, rhs] = adjoint_products(s);
   EXPECT_LT(std::abs(lhs - rhs), 1e-12 * std::abs(lhs)) << lhs << " vs " << rhs;
   EXPECT_GT(std::abs(lhs), 0);

@@ -42,10 +42,6 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0) {
   return w;
 }
 
-double max_w_wavelengths(const telescope::Observation& obs) {
-  return obs.max_abs_w_m() * obs.freq.end / telescope::kSpeedOfLight;
-}
-
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin) {
   WLayout w;
@@ -53,8 +49,8 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
   // The observation's own w range, not the longest baseline's bound: a
   // short track near the zenith needs a fraction of it, and a smaller
   // margin leaves larger tiles, so fewer subgrids.
-  const double w_max = max_w_wavelengths(obs);
-  w.w_free = w_max == 0;
+  w.w_max = obs.max_abs_w_m() * obs.freq.end / telescope::kSpeedOfLight;
+  const double w_max = w.w_max;
   const double kernel_reach = o.w_support * w.planes.dw / 2;  // planes beyond a visibility's w
   const double cells_per_wavelength = (g.field_lm / 2) / w.planes.n_min / g.cell_uv;
   // Margin for a tower reaching `height` wavelengths from its stack: the
@@ -63,7 +59,7 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
     return o.support + 2 +
            2 * static_cast<index_t>(std::ceil(1.25 * cells_per_wavelength * height));
   };
-  if (w.w_free) {  // one plane: the margin holds the u, v kernel alone
+  if (w.w_free()) {  // one plane: the margin holds the u, v kernel alone
     w.margin = margin.value_or(margin_for(0));
     if (w.margin < margin_for(0))
       throw UsageError("--margin", fmt::format("expected at least {} cells for the kernel (got {})",
@@ -108,7 +104,7 @@ WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& o
 }
 
 PlaneRange tower_planes(const WLayout& w, int w_support, double wc_min, double wc_max) {
-  if (w.w_free) return {0, 1};
+  if (w.w_free()) return {0, 1};
   const index_t first = static_cast<index_t>(std::ceil(wc_min - w_support / 2.0));
   const index_t last = static_cast<index_t>(std::ceil(wc_max - w_support / 2.0)) + w_support - 1;
   return {first, last - first + 1};
@@ -127,7 +123,6 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       sum_taps_(pick_sum_taps(o.support)),
       spread_taps_(pick_spread_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
-      w_taps_(w.w_free ? 1 : o.w_support),
       layout_(w),
       planes_(w.planes),
       baselines_(obs.baselines()) {
@@ -168,7 +163,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
 }
 
 double Degridder::w_correction(double nu) const {
-  if (layout_.w_free) return 1;  // no w kernel to correct for
+  if (layout_.w_free()) return 1;  // no w kernel to correct for
   if (nu < w_correction_lo_ || nu > w_correction_hi_) return w_kernel_.correction(nu);
   // Clenshaw's recurrence at x in [-1, 1].
   const double x =
@@ -378,7 +373,7 @@ cplx Degridder::degrid_point(double uc, double vc, double w_rel, double w,
 void Degridder::check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
                            const Workspace& ws) const {
   const index_t xA = p_.xA;
-  const int S = uv_kernel_.support(), Sw = w_taps_;
+  const int S = uv_kernel_.support(), Sw = w_taps();
   // The binning and the margin guarantee this; a breach would reach outside
   // the tower, so it is checked rather than assumed.
   if (fu < 0 || fv < 0 || fu + S > xA || fv + S > xA || fw < 0 || fw + Sw > ws.plane_count)
@@ -393,11 +388,11 @@ cplx Degridder::sum_point(const Taps& wu, const Taps& wv, const Taps& ww, index_
   const index_t xA = p_.xA;
   const index_t fu = first_u + xA / 2, fv = first_v + xA / 2, fw = first_w - ws.first_plane;
   check_taps(fu, fv, fw, uc, vc, w, ws);
-  return sum_taps_(wu.data(), wv.data(), ww.data(), w_taps_, ws.planes.data() + fw, fu, fv);
+  return sum_taps_(wu.data(), wv.data(), ww.data(), w_taps(), ws.planes.data() + fw, fu, fv);
 }
 
 void Degridder::w_weights(const double* pos, int n, Taps* w, index_t* first) const {
-  if (!layout_.w_free) {
+  if (!layout_.w_free()) {
     w_kernel_.weights(pos, n, w, first);
     return;
   }
@@ -465,7 +460,7 @@ void Degridder::grid(const binning::VisRun* begin, const binning::VisRun* end, i
               const index_t fu = first_u + xA / 2, fv = first_v + xA / 2,
                             fw = first_w - ws.first_plane;
               check_taps(fu, fv, fw, uc, vc, w, ws);
-              spread_taps_(tu.data(), tv.data(), tw.data(), w_taps_, ws.planes.data() + fw, fu, fv,
+              spread_taps_(tu.data(), tv.data(), tw.data(), w_taps(), ws.planes.data() + fw, fu, fv,
                            vis[i] * std::conj(phase));
             });
 }

@@ -57,10 +57,11 @@ WPlanes w_planes(const binning::GridGeometry& g, double x0);
 // regenerates the subgrids from facets with the stack's w applied.
 struct WLayout {
   WPlanes planes;
+  double w_max = 0;  // the observation's largest |w| (at its top frequency), wavelengths
   // Every w of the observation is 0 (an array flat at the pole, observed at
   // dec 90): a tower is the one plane w = 0 and there is no w kernel, so
   // degridding is exact in w and costs S x S taps, not S x S x Sw.
-  bool w_free = false;
+  bool w_free() const { return w_max == 0; }
   index_t margin = 0;            // cells
   double stack_step = 0;         // wavelengths between stacking planes (0: one stack)
   double tower_half_height = 0;  // wavelengths of w covered either side of a stack
@@ -69,12 +70,10 @@ struct WLayout {
 // The default tower's most planes (the margin and w-stacking follow).
 inline constexpr index_t kMaxTowerPlanes = 64;
 
-// The largest |w| of any visibility, in wavelengths (at the top frequency).
-double max_w_wavelengths(const telescope::Observation& obs);
-
 // `margin`: nothing for the default (the single-stack margin if it is at
-// most a quarter of xA, else a quarter of xA and w-stacking); with
-// o.w_step the tower height is given and the margin follows from it.
+// most a quarter of xA, else a quarter of xA and w-stacking; towers over
+// kMaxTowerPlanes are w-stacked as with a w_step); with o.w_step the tower
+// height is given and the margin follows from it.
 WLayout w_layout(const binning::GridGeometry& g, const telescope::Observation& obs, index_t xA,
                  const DegridOptions& o, std::optional<index_t> margin);
 
@@ -171,6 +170,8 @@ class Degridder {
   // The w kernel's weights at n positions (in planes), or the one plane
   // with weight 1 when w is free.
   void w_weights(const double* pos, int n, Taps* w, index_t* first) const;
+  // Planes a visibility's taps span: the w kernel's support, 1 when w is free.
+  int w_taps() const { return layout_.w_free() ? 1 : w_kernel_.support(); }
   // Where a visibility's taps land, checked (as sum_point explains).
   void check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
                   const Workspace& ws) const;
@@ -187,7 +188,6 @@ class Degridder {
   SumTaps sum_taps_;
   SpreadTaps spread_taps_;
   GridKernel w_kernel_;
-  int w_taps_;  // planes a visibility's taps span: the w kernel's support, 1 when w is free
   WLayout layout_;
   WPlanes planes_;
   std::vector<std::pair<int, int>> baselines_;

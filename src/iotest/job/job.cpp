@@ -60,15 +60,15 @@ degrid::TowerCalibration calibrate_w_layout(Job& job, const swiftly::Recombinati
   auto single = job.w;
   single.stack_step = 0;
   const auto calibration = degrid::calibrate_tower_height(
-      degrid::Degridder(rec, *job.geometry, *job.obs, job.kernel, single),
-      degrid::max_w_wavelengths(*job.obs), *job.target_err);
+      degrid::Degridder(rec, *job.geometry, *job.obs, job.kernel, single), job.w.w_max,
+      *job.target_err);
   use_tower_height(job, calibration.height);
   return calibration;
 }
 
 void use_tower_height(Job& job, double height) {
   job.w.tower_half_height = height;
-  job.w.stack_step = height >= degrid::max_w_wavelengths(*job.obs) ? 0 : 2 * height;
+  job.w.stack_step = height >= job.w.w_max ? 0 : 2 * height;
 }
 
 void require_source_count(const config::RecombinationParams& p, index_t source_count) {
@@ -124,7 +124,7 @@ void describe_degridding(report::RunSettings& s, const Job& job, const degrid::D
                          const std::optional<degrid::TowerCalibration>& calibration) {
   s.support = job.kernel.support;
   s.w_support = job.kernel.w_support;
-  s.w_free = job.w.w_free;
+  s.w_free = job.w.w_free();
   s.w_step = d.planes().dw;
   s.w_stack_step = job.w.stack_step;
   s.w_stacks = w_stacks;

@@ -29,8 +29,8 @@ index_t max_of(const std::vector<index_t>& v) {
 
 index_t max_tower_planes(const Job& job, const binning::VisitCounts& counts) {
   if (!job.obs) return 0;
-  if (job.w.w_free) return 1;
-  const double dw = degrid::w_planes(*job.geometry, degrid::kWKernelX0).dw;
+  if (job.w.w_free()) return 1;
+  const double dw = job.w.planes.dw;
   double widest = 0;
   for (size_t i = 0; i < counts.visibilities.size(); ++i)
     if (counts.visibilities[i] > 0) widest = std::max(widest, counts.w_hi[i] - counts.w_lo[i]);
