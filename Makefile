@@ -1,6 +1,8 @@
 # iotest: the two commands a user needs are `make run` and `make test`; both
 # install the dependencies first when they are missing.
-PRESET ?= release
+# native: tuned for this machine, where `make run` and `make bench` run;
+# `make PRESET=release` builds the portable binary (docs/install.md).
+PRESET ?= native
 BUILD_DIR := build
 VENV := .venv
 DEPS_STAMP := $(VENV)/.deps-installed

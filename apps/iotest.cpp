@@ -174,6 +174,7 @@ iotest::report::Environment environment(const iotest::report::Report& report,
   iotest::report::Environment e;
   e.iotest_version = IOTEST_VERSION;
   e.git_revision = IOTEST_GIT_REVISION;
+  e.build_arch = IOTEST_ARCH;
   e.hdf5_version = iotest::storage::hdf5_version();
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;

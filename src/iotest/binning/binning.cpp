@@ -1,7 +1,7 @@
 #include "iotest/binning/binning.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 #include "iotest/commands/degrid.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +35,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.mode = "degrid";
   r.rec = job.p;
   const auto& p = r.rec;
+  check_threads("--threads", o.threads);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
   report::Timing timing;

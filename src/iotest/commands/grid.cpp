@@ -1,7 +1,7 @@
 #include "iotest/commands/grid.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <map>
@@ -74,6 +74,7 @@ report::Report grid(const GridRunOptions& o) {
   r.mode = "grid";
   r.rec = job.p;
   const auto& p = r.rec;
+  check_threads("--threads", o.threads);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
   report::Timing timing;

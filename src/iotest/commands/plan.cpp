@@ -1,7 +1,7 @@
 #include "iotest/commands/plan.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -203,7 +203,7 @@ report::Report plan(const PlanOptions& o) {
   a.node_memory_bytes = memory;
   a.node_memory_source = memory_source;
   const auto shape = job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers),
-                                    o.assigner, static_cast<int>(cores / a.ranks_per_node));
+                                    o.assigner, threads_available(static_cast<int>(cores / a.ranks_per_node)));
   a.threads = shape.threads;
   a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;

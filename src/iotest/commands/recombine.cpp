@@ -1,7 +1,7 @@
 #include "iotest/commands/recombine.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -262,6 +262,7 @@ report::Report run(const Options& o) {
   if (check < 0 || check > count)
     throw UsageError("--check",
                      fmt::format("expected 0..{} (the subgrids processed), got {}", count, check));
+  check_threads("--threads", o.threads);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 
   job::Job job;

@@ -71,7 +71,8 @@ double number(const json& j, const char* key) {
 // unless given.
 std::string usl_tool() {
   if (const char* path = std::getenv("IOTEST_USL")) return path;
-  return std::string(IOTEST_SOURCE_DIR) + "/tools/usl.py";
+  const std::string sources = std::string(IOTEST_SOURCE_DIR) + "/tools/usl.py";
+  return fs::exists(sources) ? sources : std::string(IOTEST_DATA_DIR) + "/tools/usl.py";
 }
 std::string default_python() {
   const std::string venv = std::string(IOTEST_SOURCE_DIR) + "/.venv/bin/python";

@@ -13,6 +13,7 @@
 
 #include "iotest/binning/binning.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/openmp.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
@@ -61,6 +62,8 @@ void check_shape_options(const Options& o) {
     throw UsageError("--writer-ranks", "expected a count >= 0 (0: the writers in the streamers)");
   if (o.threads < 0) throw UsageError("--threads", "expected a thread count >= 1");
   if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
+  check_threads("--threads", o.threads);
+  check_threads("--producer-threads", o.producer_threads);
   if (o.visibility_queue < o.writer_count)
     throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
   bool reads = false;  // the imaging direction's input files give the observation

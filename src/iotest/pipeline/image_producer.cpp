@@ -7,7 +7,7 @@
 // (correct_facet_adjoint) and added to the dirty image. The split parts of
 // a visit each send their own contribution; the transform is linear, so
 // they are added one after the other.
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 

@@ -20,7 +20,7 @@
 // Storage only (--synthetic-vis over a synthetic run's files): the same
 // walk, parts and tasks read the same chunks, whose values are checked
 // against the pattern; nothing is gridded or sent.
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <deque>

@@ -1,7 +1,7 @@
 // The producer (facet worker): holds its facets, walks the visits in order
 // and sends each facet's contribution to the streamers of each visit, with
 // at most --send-queue x --producer-threads sends in flight.
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <optional>

@@ -4,7 +4,7 @@
 #include "iotest/pipeline/run.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -253,7 +253,7 @@ int default_threads(MPI_Comm comm) {
   MPI_Comm_size(local, &ranks_here);
   MPI_Comm_free(&local);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return std::max(1, cores / ranks_here);
+  return threads_available(std::max(1, cores / ranks_here));
 }
 
 // Threads for a producer's first touch of its prepared facets, and their
@@ -269,7 +269,7 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
   MPI_Allreduce(&mine, &producers_here, 1, MPI_INT, MPI_SUM, local);
   MPI_Comm_free(&local);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, producers_here));
+  return threads_available(std::max(1, cores / std::max(1, producers_here)));
 }
 
 void check_options(const RunOptions& o, int size) {

@@ -6,7 +6,7 @@
 // --bls-per-task baselines' time chunks, which hand whole chunks to the
 // writers. Every queue is bounded, so memory is too.
 // The queue is task_queue.hpp's.
-#include <omp.h>
+#include "iotest/common/openmp.hpp"
 #include <unistd.h>
 
 #include <algorithm>
