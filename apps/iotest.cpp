@@ -28,6 +28,7 @@
 #include "iotest/net/net.hpp"
 #include "iotest/pipeline/read.hpp"
 #include "iotest/pipeline/run.hpp"
+#include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/fft.hpp"
@@ -197,7 +198,9 @@ iotest::report::Environment environment(const iotest::report::Report& report,
   if (e.hosts.empty()) e.hosts.push_back(iotest::host_name());
   if (!data_path.empty()) {
     // An output pattern (OUT%d.h5) is looked up by its folder.
-    const auto folder = std::filesystem::path(data_path).parent_path();
+    const auto folder =
+        std::filesystem::path(iotest::pipeline::with_host(data_path, iotest::host_name()))
+            .parent_path();
     if (const auto m = iotest::mount_of(folder.empty() ? "." : folder.string()))
       e.output =
           iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type, m->options};

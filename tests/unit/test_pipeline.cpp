@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "iotest/common/system.hpp"
 #include "iotest/pipeline/time_series.hpp"
 #include "iotest/pipeline/work.hpp"
 #include "iotest/pipeline/writers.hpp"
@@ -92,6 +93,13 @@ TEST(Writers, OutputPathsNumberTheWriters) {
   EXPECT_EQ(output_path("/tmp/out.h5", 0, 1), "/tmp/out.h5");
   EXPECT_EQ(output_path("/tmp/out.h5", 2, 4), "/tmp/out.2.h5");
   EXPECT_EQ(output_path("/tmp/a.b/out", 1, 2), "/tmp/a.b/out.1");
+}
+
+TEST(Writers, OutputPathsNameTheHost) {
+  EXPECT_EQ(with_host("/local/%h/vis%d.%h.h5", "nid001"), "/local/nid001/vis%d.nid001.h5");
+  EXPECT_EQ(with_host("/tmp/out%d.h5", "n"), "/tmp/out%d.h5");
+  EXPECT_EQ(with_host("%h%h", "ab"), "abab");
+  EXPECT_EQ(output_path("/tmp/%h-%d.h5", 2, 4), "/tmp/" + iotest::host_name() + "-2.h5");
 }
 
 // A one-slot queue between a pushing and a popping thread: every chunk

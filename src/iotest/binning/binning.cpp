@@ -1,13 +1,13 @@
 #include "iotest/binning/binning.hpp"
 
 #include <fmt/format.h>
-#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/openmp.hpp"
 
 namespace iotest::binning {
 

@@ -1,7 +1,6 @@
 #include "iotest/commands/grid.hpp"
 
 #include <fmt/format.h>
-#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <map>
@@ -10,6 +9,7 @@
 
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"

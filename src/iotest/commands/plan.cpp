@@ -1,7 +1,6 @@
 #include "iotest/commands/plan.hpp"
 
 #include <fmt/format.h>
-#include "iotest/common/openmp.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
@@ -202,8 +202,9 @@ report::Report plan(const PlanOptions& o) {
   auto a = lay_out_roles(o, r.counts.facets, cores);
   a.node_memory_bytes = memory;
   a.node_memory_source = memory_source;
-  const auto shape = job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers),
-                                    o.assigner, threads_available(static_cast<int>(cores / a.ranks_per_node)));
+  const auto shape =
+      job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers), o.assigner,
+                     threads_available(static_cast<int>(cores / a.ranks_per_node)));
   a.threads = shape.threads;
   a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;

@@ -10,8 +10,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #else
-inline int omp_get_thread_num() { return 0; }
-inline int omp_get_max_threads() { return 1; }
+inline int omp_get_thread_num() {
+  return 0;
+}
+inline int omp_get_max_threads() {
+  return 1;
+}
 #endif
 
 namespace iotest {
@@ -23,7 +27,9 @@ inline constexpr bool kHaveOpenMP = false;
 #endif
 
 // A thread count the build can run: any without OpenMP is 1.
-inline int threads_available(int wanted) { return kHaveOpenMP ? wanted : 1; }
+inline int threads_available(int wanted) {
+  return kHaveOpenMP ? wanted : 1;
+}
 
 inline void check_threads(const std::string& option, int threads) {
   if (!kHaveOpenMP && threads > 1)

@@ -30,7 +30,7 @@ struct RunShape {
           visibility_queue = 1024;
   int writer_count = 1;            // per streamer, or in transit per writer rank
   int writer_ranks = 0;            // in transit: the writer group
-  index_t transit_queue = 16;       // in transit: messages in flight per streamer and writer rank
+  index_t transit_queue = 16;      // in transit: messages in flight per streamer and writer rank
   bool writes = false;             // an output (else the null back-end)
   bool fork_writer = false;        // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;          // storage only: no towers, no degridding

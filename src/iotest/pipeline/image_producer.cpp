@@ -7,10 +7,9 @@
 // (correct_facet_adjoint) and added to the dirty image. The split parts of
 // a visit each send their own contribution; the transform is linear, so
 // they are added one after the other.
-#include "iotest/common/openmp.hpp"
-
 #include <algorithm>
 
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/image_receiver.hpp"

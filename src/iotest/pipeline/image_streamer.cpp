@@ -20,13 +20,12 @@
 // Storage only (--synthetic-vis over a synthetic run's files): the same
 // walk, parts and tasks read the same chunks, whose values are checked
 // against the pattern; nothing is gridded or sent.
-#include "iotest/common/openmp.hpp"
-
 #include <algorithm>
 #include <deque>
 #include <mutex>
 #include <optional>
 
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"

@@ -1,12 +1,11 @@
 // The producer (facet worker): holds its facets, walks the visits in order
 // and sends each facet's contribution to the streamers of each visit, with
 // at most --send-queue x --producer-threads sends in flight.
-#include "iotest/common/openmp.hpp"
-
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
 
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/image_receiver.hpp"

@@ -4,7 +4,6 @@
 #include "iotest/pipeline/run.hpp"
 
 #include <fmt/format.h>
-#include "iotest/common/openmp.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <type_traits>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/job/memory.hpp"
@@ -287,10 +287,11 @@ void check_options(const RunOptions& o, int size) {
       throw UsageError("--fork-writer", fmt::format("does not apply to --storage={}: its writers "
                                                     "call MPI, so they are threads",
                                                     name));
-    if (o.output.find("%d") != std::string::npos)
-      throw UsageError("OUTPUT", fmt::format("expected one file name without %d: --storage={} "
-                                             "writes one file shared by every streamer",
-                                             name));
+    if (o.output.find("%d") != std::string::npos || o.output.find("%h") != std::string::npos)
+      throw UsageError("OUTPUT",
+                       fmt::format("expected one file name without %d or %h: --storage={} "
+                                   "writes one file shared by every streamer",
+                                   name));
   }
   if (o.writer_ranks > 0) {
     const auto refuse = [](bool given, const std::string& what) {

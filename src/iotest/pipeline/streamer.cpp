@@ -6,7 +6,6 @@
 // --bls-per-task baselines' time chunks, which hand whole chunks to the
 // writers. Every queue is bounded, so memory is too.
 // The queue is task_queue.hpp's.
-#include "iotest/common/openmp.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <functional>
 #include <mutex>
 
+#include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"

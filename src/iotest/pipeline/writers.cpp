@@ -544,7 +544,16 @@ void check_creatable(const std::string& path) {
   std::remove(probe.c_str());
 }
 
-std::string output_path(const std::string& pattern, index_t index, index_t writers_in_all) {
+std::string with_host(std::string pattern, const std::string& host) {
+  for (auto at = pattern.find("%h"); at != std::string::npos;
+       at = pattern.find("%h", at + host.size()))
+    pattern.replace(at, 2, host);
+  return pattern;
+}
+
+std::string output_path(const std::string& host_pattern, index_t index, index_t writers_in_all) {
+  // %h: this host's name, for node-local storage (/local/%h/vis%d.h5).
+  const std::string pattern = with_host(host_pattern, host_name());
   const auto at = pattern.find("%d");
   if (at != std::string::npos)
     return pattern.substr(0, at) + std::to_string(index) + pattern.substr(at + 2);

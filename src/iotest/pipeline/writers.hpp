@@ -184,6 +184,8 @@ void check_creatable(const std::string& path);
 
 // `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
 // before the extension when there are several writers in all.
+// %h: `host` in place of every %h.
+std::string with_host(std::string pattern, const std::string& host);
 std::string output_path(const std::string& pattern, index_t index, index_t writers_in_all);
 
 }  // namespace iotest::pipeline
