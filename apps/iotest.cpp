@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "cli_options.hpp"
 #include "iotest/checkpoint/h5_checkpoint.hpp"
 #include "iotest/commands/degrid.hpp"
 #include "iotest/commands/grid.hpp"
@@ -36,6 +37,7 @@
 
 namespace {
 
+namespace cli = iotest::cli;
 using iotest::index_t;
 
 // "all" or a positive count.
@@ -48,125 +50,9 @@ std::optional<index_t> parse_count_or_all(const std::string& option, const std::
   return value;
 }
 
-// CLI11's own non-negative check prints its range up to DBL_MAX.
-const CLI::Validator kNonNegative(
-    [](std::string& value) {
-      return !value.empty() && value[0] == '-' ? "expected a non-negative integer, got " + value
-                                               : std::string();
-    },
-    "NONNEGATIVE");
-
-// The options a run's shape comes from (job::run_shape), for `run` and
-// `plan` alike: the same names and meanings.
-template <class Options>
-void add_shape_options(CLI::App* app, Options& o, const std::string& facet_workers_default) {
-  app->add_option("--facet-workers", o.facet_workers,
-                  "producer ranks, each holding facets (default: " + facet_workers_default +
-                      "; 0: streamers degrid zeros; always 0 with --synthetic-vis)");
-  app->add_flag("--assigner", o.assigner, "dedicate the last rank to handing out work dynamically");
-  app->add_option("--threads", o.threads,
-                  "threads per streamer (default: this host's cores over its ranks)")
-      ->check(CLI::Range(1, 4096));
-  app->add_option("--producer-threads", o.producer_threads,
-                  "threads per producer (default: as --threads)")
-      ->check(CLI::Range(1, 4096));
-  app->add_option("--send-queue", o.send_queue, "contributions in flight per producer thread")
-      ->capture_default_str();
-  app->add_option("--subgrid-queue", o.subgrid_queue, "subgrids a streamer receives at once")
-      ->capture_default_str();
-  app->add_option("--task-queue", o.task_queue, "degrid tasks outstanding per streamer")
-      ->capture_default_str();
-  app->add_option("--bls-per-task", o.bls_per_task, "baselines' time chunks per degrid task")
-      ->capture_default_str();
-  app->add_option("--visibility-queue", o.visibility_queue,
-                  "chunks waiting for a streamer's writers (and as many parts of chunks held "
-                  "until whole)")
-      ->capture_default_str();
-  app->add_option("--writer-count", o.writer_count,
-                  "writers per streamer (with --writer-ranks: per writer rank)")
-      ->capture_default_str();
-  app->add_option("--writer-ranks", o.writer_ranks,
-                  "in transit: this many ranks (after the streamers) write what the streamers "
-                  "send them over MPI (0: in situ, the writers inside each streamer)")
-      ->capture_default_str();
-  app->add_option("--transit-queue", o.transit_queue,
-                  "with --writer-ranks: chunks in flight from each streamer and receives posted "
-                  "on each writer rank")
-      ->capture_default_str();
-  app->add_flag("--synthetic-vis", o.synthetic_vis,
-                "storage only: no producers or degridding; streamers write a pattern in the "
-                "real run's chunks (needs --vis-set)");
-  app->add_flag("--fork-writer", o.fork_writer,
-                "writers are forked processes, not threads (HDF5 serialises threads)");
-}
-
-// --storage and every back-end's options, each under its back-end's name
-// (--posix.direct) and listed in its own group of --help, as IOR does.
-// `choose`: the command writes, so the back-end is chosen (readers find
-// it from the files).
-// The job's options, as `degrid` and `grid` take them. Without `required`
-// (grid's input files give the job) an option left out stays empty.
-template <class Options>
-void add_job_options(CLI::App* app, Options& o, std::optional<iotest::index_t>& margin,
-                     bool required) {
-  auto* rec_set = app->add_option("--rec-set", o.rec_set, "recombination set");
-  auto* vis_set = app->add_option("--vis-set", o.observation.vis_set, "visibility set");
-  if (required) {
-    rec_set->required();
-    vis_set->required();
-  } else {
-    rec_set->description("recombination set (default without files: T05_)");
-    vis_set->description("visibility set (default without files: vlaa)");
-  }
-  app->add_option("--time", o.observation.time, "hour angles START:END/STEPS[/CHUNK] (s)");
-  app->add_option("--freq", o.observation.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)");
-  app->add_option("--dec", o.observation.dec_deg, "phase centre declination (degrees)");
-  app->add_option("--source-count", o.source_count, "unit point sources in the sky")
-      ->capture_default_str();
-  app->add_option("--seed", o.seed, "seed of the sky and the samples")
-      ->check(kNonNegative)
-      ->capture_default_str();
-  app->add_option("--support", o.kernel.support, "u, v kernel width (cells, even)")
-      ->capture_default_str();
-  app->add_option("--w-support", o.kernel.w_support, "w kernel width (planes, even)")
-      ->capture_default_str();
-  app->add_option("--margin", margin,
-                  "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
-  app->add_option("--wstep", o.kernel.w_step,
-                  "w-tower planes between w-stacking planes (default: from the margin)");
-  app->add_option("--bls-per-task", o.bls_per_task, "baselines' time chunks per task")
-      ->check(CLI::Range(1, 1 << 30))
-      ->capture_default_str();
-  app->add_option("--threads", o.threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
-}
-
-void add_storage_options(CLI::App* app, iotest::storage::StorageOptions& o, bool choose = true) {
-  if (choose)
-    app->add_option("--storage", o.storage,
-                    "storage back-end: " + iotest::storage::backend_names() +
-                        " (default: from the output: none null, .h5 hdf5, other posix)")
-        ->group("Storage");
-  for (const auto& b : iotest::storage::backends())
-    for (const auto& opt : b.options) {
-      const std::string group = "Storage: --storage=" + b.name + " (" + b.summary + ")";
-      if (opt.flag) {
-        app->add_flag_callback(
-               "--" + opt.key, [&o, key = opt.key] { o.values[key] = "true"; }, opt.help)
-            ->group(group);
-      } else {
-        const std::string help =
-            opt.help + (opt.default_value.empty() ? "" : " (default: " + opt.default_value + ")");
-        app->add_option_function<std::string>(
-               "--" + opt.key, [&o, key = opt.key](const std::string& v) { o.values[key] = v; },
-               help)
-            ->group(group);
-      }
-    }
-}
-
-// The command line as typed, for every report (set once in main).
-std::string command_line;
+// The command line as typed, and the command's options resolved (as a
+// --config file), for every report (set once in main).
+std::string command_line, configuration;
 
 // Where the report was made: versions, hosts, date, the command line, and
 // the file system of `data_path` (the output, or the files read).
@@ -185,6 +71,7 @@ iotest::report::Environment environment(const iotest::report::Report& report,
   e.fftw_version = iotest::swiftly::fftw_library_version();
   e.date = iotest::utc_now();
   e.command_line = command_line;
+  e.configuration = configuration;
   if (report.pipeline) {
     for (const auto& k : report.pipeline->per_rank)
       if (std::find(e.hosts.begin(), e.hosts.end(), k.host) == e.hosts.end())
@@ -208,16 +95,30 @@ iotest::report::Environment environment(const iotest::report::Report& report,
   return e;
 }
 
-void emit(iotest::report::Report report, const std::string& report_path,
+void emit(iotest::report::Report report, const cli::ReportOptions& out,
           const std::string& data_path = "") {
   report.environment = environment(report, data_path);
   // With the JSON going to stdout the human summary moves to stderr, so
-  // `--report=/dev/stdout` gives clean JSON.
-  const bool json_on_stdout = report_path == "/dev/stdout";
+  // `--report=-` gives clean JSON.
+  // `plan --slurm` prints the job script alone on stdout (`> job.sh`).
+  const bool job_script = report.advice && !report.advice->job_script.empty();
+  const bool json_on_stdout = out.report == "/dev/stdout";
   const std::string text = iotest::report::render_text(report);
-  std::fputs(text.c_str(), json_on_stdout ? stderr : stdout);
-  std::fflush(json_on_stdout ? stderr : stdout);
-  if (!report_path.empty()) iotest::report::write_json(report, report_path);
+  std::FILE* human = json_on_stdout || job_script ? stderr : stdout;
+  std::fputs(text.c_str(), human);
+  std::fflush(human);
+  if (job_script && !json_on_stdout) {
+    std::fputs(report.advice->job_script.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  if (!out.report.empty()) iotest::report::write_json(report, out.report);
+  if (!out.csv.empty()) iotest::report::write_csv(report, out.csv);
+}
+
+// Before any work: the report's and the tables' paths can be written.
+void check_outputs(const cli::ReportOptions& out) {
+  if (!out.report.empty()) iotest::report::check_writable(out.report);
+  if (!out.csv.empty()) iotest::report::check_writable(out.csv + ".summary.csv", "--csv");
 }
 
 // The one line a failure gets on stderr.
@@ -237,7 +138,7 @@ std::string what_failed(const std::exception& e) {
 // `threads`: the MPI thread support the command needs (MPI_THREAD_MULTIPLE
 // when writer threads call MPI: the phdf5 back-end).
 int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
-            const std::string& report_path, const std::string& parse_error,
+            const cli::ReportOptions& out, const std::string& parse_error,
             const std::string& data_path, int threads = MPI_THREAD_FUNNELED) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, threads, &provided);
@@ -254,7 +155,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
                                "output's writer threads need (use --storage=hdf5 or posix)");
     // Rank 0 alone writes the report, so its check is agreed.
     iotest::pipeline::agree_on_usage(MPI_COMM_WORLD, [&] {
-      if (rank == 0 && !report_path.empty()) iotest::report::check_writable(report_path);
+      if (rank == 0) check_outputs(out);
     });
     report = body(MPI_COMM_WORLD);
   } catch (const iotest::UsageError& e) {
@@ -268,7 +169,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
   // report ends with the failure status, the others as they are.
   if (rank == 0 && report) {
     try {
-      emit(*report, report_path, data_path);
+      emit(*report, out, data_path);
     } catch (const std::exception& e) {
       print_error(what_failed(e));
       status = iotest::kExitFailure;
@@ -284,7 +185,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
 }
 
 int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
-                 const std::string& report_path, const std::string& parse_error) {
+                 const cli::ReportOptions& out, const std::string& parse_error) {
   // Threads other than the first call MPI: a shared output's writers, and
   // in transit each streamer's forwarding thread.
   const bool multiple =
@@ -302,10 +203,14 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
     return repetitions > 1 ? iotest::report::with_repetitions(std::move(runs))
                            : std::move(runs.front());
   };
-  return run_mpi(repeated, report_path, parse_error,
+  return run_mpi(repeated, out, parse_error,
                  options.inputs.empty() ? options.output : options.inputs.front(),
                  multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
+
+const char* const kVisSets =
+    "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa "
+    "(NAME@pole: at declination 90, every w 0)";
 
 }  // namespace
 
@@ -316,111 +221,129 @@ int main(int argc, char** argv) {
   CLI::App app{"iotest: SKA-scale radio-astronomy imaging I/O benchmark"};
   app.require_subcommand(1);
   app.set_version_flag("--version", IOTEST_VERSION);
+  // --config files: a key the command does not have is an error (the
+  // commands inherit this).
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.footer(
+      "Which command answers which question: docs/guide.md. Every command's options: "
+      "iotest COMMAND --help (docs/cli.md).");
+  cli::ReportOptions out;
 
   iotest::commands::Options rec_opts;
-  std::string direction = "both", subgrids = "all", check, report_path;
+  std::string direction = "both", subgrids = "all", check;
   auto* recombine =
       app.add_subcommand("recombine",
                          "SwiFTly recombination of a whole set in one process, checked against the "
                          "direct Fourier transform");
-  recombine
-      ->add_option("--rec-set", rec_opts.rec_set,
-                   "recombination set: image-facet-subgrid (k = 1024, e.g. 16k-8k-512) or "
-                   "T05_ tiny small smallish medium large tremendous huge")
-      ->required();
-  recombine
-      ->add_option("--source-count", rec_opts.source_count, "unit point sources in the random sky")
-      ->capture_default_str();
-  recombine->add_option("--seed", rec_opts.seed, "seed of the random sky")
-      ->check(kNonNegative)
-      ->capture_default_str();
-  recombine->add_option("--direction", direction, "predict, image or both")->capture_default_str();
+  cli::add_rec_set_option(recombine, rec_opts.rec_set);
+  cli::add_window_width_option(recombine, rec_opts.window_width);
+  cli::add_sky_options(recombine, rec_opts.source_count, rec_opts.seed);
+  recombine->add_option("--direction", direction, "predict, image or both")
+      ->capture_default_str()
+      ->group(cli::kMode);
   recombine
       ->add_option("--subgrids", subgrids,
                    "subgrids to process (nearest the grid centre first) or 'all'")
-      ->capture_default_str();
-  recombine->add_option("--check", check,
-                        "subgrids to check against the direct transform, or 'all' (default: up "
-                        "to 64, spread over the walk)");
-  recombine->add_option("--threads", rec_opts.threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
-  recombine->add_option("--window-width", rec_opts.window_width,
-                        "override the set's PSWF width W (accuracy against usable subgrid size)");
-  recombine->add_option("--report", report_path, "write the JSON report to this file");
+      ->capture_default_str()
+      ->group(cli::kMode);
+  recombine
+      ->add_option("--check", check,
+                   "subgrids to check against the direct transform, or 'all' (default: up "
+                   "to 64, spread over the walk)")
+      ->group(cli::kChecks);
+  cli::add_process_threads_option(recombine, rec_opts.threads);
+  cli::add_report_options(recombine, out);
+  cli::set_example(recombine, "  iotest recombine --rec-set=small --check=16 --report=small.json");
 
   iotest::commands::PlanOptions plan_opts;
   iotest::telescope::ObservationOptions obs_opts;
   auto* plan = app.add_subcommand(
       "plan",
       "resolved parameters, counts and memory per role of a set, and its ranks laid out on "
-      "--nodes against the memory of a node");
-  plan->add_option("--rec-set", plan_opts.rec_set, "recombination set (as for recombine)")
-      ->required();
-  plan->add_option("--nodes", plan_opts.nodes, "nodes the job will use")->capture_default_str();
+      "--nodes against the memory of a node; --slurm: the job script");
+  cli::add_rec_set_option(plan, plan_opts.rec_set);
+  cli::add_window_width_option(plan, plan_opts.window_width);
+  auto* plan_vis_set = cli::add_observation_options(plan, obs_opts, kVisSets, true);
+  plan->add_option("--nodes", plan_opts.nodes, "nodes the job will use")
+      ->capture_default_str()
+      ->group("Allocation");
   plan->add_option("--ranks-per-node", plan_opts.ranks_per_node,
                    "MPI ranks on each node, filled in rank order as mpirun maps by slot "
-                   "(default: enough for one streamer per node)");
+                   "(default: enough for one streamer per node)")
+      ->group("Allocation");
   plan->add_option("--node-memory", plan_opts.node_memory,
                    "memory of one node: bytes, or with a binary suffix K M G T (24G = 24 GiB; "
                    "default: what this machine has available, as run checks)")
-      ->transform(CLI::AsSizeValue(false));
-  add_shape_options(plan, plan_opts, "one per facet");
+      ->transform(CLI::AsSizeValue(false))
+      ->group("Allocation");
+  cli::add_shape_options(plan, plan_opts, "one per facet");
   plan->add_option("--rates-from", plan_opts.rates_from,
                    "a run's JSON report: suggest --writer-ranks from its measured compute and "
-                   "write rates");
-  plan->add_option("--window-width", plan_opts.window_width, "override the set's PSWF width W");
-  auto* plan_vis_set = plan->add_option(
-      "--vis-set", obs_opts.vis_set,
-      "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa");
-  plan->add_option("--time", obs_opts.time,
-                   "hour angles START:END/STEPS[/CHUNK] in seconds (default: the vis-set's)")
-      ->needs(plan_vis_set);
-  plan->add_option("--freq", obs_opts.freq,
-                   "frequencies START:END/STEPS[/CHUNK] in Hz (default: the vis-set's)")
-      ->needs(plan_vis_set);
-  plan->add_option("--dec", obs_opts.dec_deg,
-                   "phase centre declination in degrees (default: the vis-set's)")
-      ->needs(plan_vis_set);
-  plan->add_option("--report", report_path, "write the JSON report to this file");
+                   "write rates")
+      ->group(cli::kWriters);
+  bool plan_slurm = false;
+  iotest::job::JobScriptOptions slurm_opts;
+  plan->add_option("--cores-per-node", plan_opts.cores_per_node,
+                   "cores of a node, which its ranks' threads share (default: this machine's)")
+      ->group("Allocation");
+  plan->add_flag("--slurm", plan_slurm,
+                 "print the Slurm job script for this layout on stdout (the plan's summary goes "
+                 "to stderr): #SBATCH lines, threads, binding, the srun or mpirun line")
+      ->group("Slurm");
+  plan->add_option("--launcher", slurm_opts.launcher, "srun or mpirun")
+      ->capture_default_str()
+      ->group("Slurm");
+  plan->add_option("--time-limit", slurm_opts.time_limit, "the job's time limit")
+      ->capture_default_str()
+      ->group("Slurm");
+  plan->add_option("--partition", slurm_opts.partition, "the Slurm partition")->group("Slurm");
+  plan->add_option("--account", slurm_opts.account, "the account charged")->group("Slurm");
+  plan->add_option("--binary", slurm_opts.iotest, "iotest as the compute nodes find it")
+      ->capture_default_str()
+      ->group("Slurm");
+  cli::add_report_options(plan, out);
   plan->add_option("output", plan_opts.output,
                    "OUT%d.h5 the run would write (counts the writers' HDF5 caches; plan writes "
                    "nothing)");
+  cli::set_example(plan,
+                   "  iotest plan --rec-set=small --vis-set=vlaa --nodes=4 --node-memory=256G\n"
+                   "  iotest plan --rec-set=small --vis-set=vlaa --nodes=16 --slurm "
+                   "'/local/%h/vis%d.h5' > job.sh");
 
   iotest::commands::LayoutOptions layout_opts;
   auto* layout = app.add_subcommand(
       "layout", "a visibility set's antennas and the (u, v, w) of a few baselines");
-  layout->add_option("--vis-set", layout_opts.observation.vis_set, "visibility set")->required();
-  layout->add_option("--time", layout_opts.observation.time,
-                     "hour angles START:END/STEPS[/CHUNK] (s)");
-  layout->add_option("--freq", layout_opts.observation.freq,
-                     "frequencies START:END/STEPS[/CHUNK] (Hz)");
-  layout->add_option("--dec", layout_opts.observation.dec_deg,
-                     "phase centre declination (degrees)");
+  cli::add_observation_options(layout, layout_opts.observation, kVisSets, false)->required();
   layout->add_option("--baselines", layout_opts.baselines, "baselines whose (u, v, w) to show")
       ->capture_default_str();
-  layout->add_option("--report", report_path, "write the JSON report to this file");
+  cli::add_report_options(layout, out);
+  cli::set_example(layout, "  iotest layout --vis-set=lowbd2 --dec=-45 --baselines=5");
 
   iotest::commands::DegridRunOptions degrid_opts;
-  std::optional<iotest::index_t> degrid_margin;
   auto* degrid = app.add_subcommand(
       "degrid",
       "the whole predict chain in one process (facets, subgrids, w-towers, "
       "degridding) without writing, checked against the direct Fourier transform");
-  add_job_options(degrid, degrid_opts, degrid_margin, true);
+  cli::add_rec_set_option(degrid, degrid_opts.rec_set);
+  cli::add_observation_options(degrid, degrid_opts.observation, kVisSets, false)->required();
+  cli::add_sky_options(degrid, degrid_opts.source_count, degrid_opts.seed);
+  cli::add_kernel_options(degrid, degrid_opts.kernel, degrid_opts.margin, &degrid_opts.target_err);
   degrid
       ->add_option("--vis-samples", degrid_opts.vis_samples,
                    "visibilities checked against the direct transform")
-      ->capture_default_str();
-  degrid->add_option("--target-err", degrid_opts.target_err,
-                     "measure the w-tower height at which the error reaches this "
-                     "(0: twice the error at w = 0) instead of bounding it");
-  degrid->add_option("--report", report_path, "write the JSON report to this file");
+      ->capture_default_str()
+      ->group(cli::kChecks);
+  cli::add_bls_per_task_option(degrid, degrid_opts.bls_per_task);
+  cli::add_process_threads_option(degrid, degrid_opts.threads);
+  cli::add_report_options(degrid, out);
   degrid->add_option("output", degrid_opts.output,
                      "file to write the visibilities to (omit: a dry run)");
-  add_storage_options(degrid, degrid_opts.storage);
+  cli::add_storage_options(degrid, degrid_opts.storage);
+  cli::set_example(degrid,
+                   "  iotest degrid --rec-set=T05_ --vis-set=vlaa --time=-230:230/64/16 "
+                   "--vis-samples=1000");
 
   iotest::commands::GridRunOptions grid_opts;
-  std::optional<iotest::index_t> grid_margin;
   auto* grid = app.add_subcommand(
       "grid",
       "the imaging direction in one process (gridding onto w-towers, subgrids, facets): "
@@ -429,15 +352,26 @@ int main(int argc, char** argv) {
   grid->add_option("files", grid_opts.inputs,
                    "a predict run's visibility files (omit: the sky's visibilities, predicted "
                    "in memory; the files give the rec-set, observation and sky)");
-  add_job_options(grid, grid_opts, grid_margin, false);
+  cli::add_rec_set_option(grid, grid_opts.rec_set, "without files: T05_");
+  cli::add_observation_options(grid, grid_opts.observation,
+                               std::string(kVisSets) + " (default without files: vlaa)", false);
+  cli::add_sky_options(grid, grid_opts.source_count, grid_opts.seed);
+  cli::add_kernel_options(grid, grid_opts.kernel, grid_opts.margin, nullptr);
   grid->add_option("--pixel-samples", grid_opts.pixel_samples,
                    "dirty image pixels checked against the direct adjoint transform")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(cli::kChecks);
+  cli::add_bls_per_task_option(grid, grid_opts.bls_per_task);
+  cli::add_process_threads_option(grid, grid_opts.threads);
   grid->add_option("--image", grid_opts.image,
                    "write the dirty image to this HDF5 file (dataset dirty_image: float64 "
-                   "[used, used, 2], real and imaginary)");
-  grid->add_option("--report", report_path, "write the JSON report to this file");
-  add_storage_options(grid, grid_opts.storage, false);
+                   "[used, used, 2], real and imaginary)")
+      ->group(cli::kOutput);
+  cli::add_report_options(grid, out);
+  cli::add_storage_options(grid, grid_opts.storage, false);
+  cli::set_example(grid,
+                   "  iotest grid --rec-set=T05_ --vis-set=vlaa --pixel-samples=64\n"
+                   "  iotest grid out/vis*.h5 --image=dirty.h5");
 
   iotest::pipeline::ReadOptions read_opts;
   auto* read = app.add_subcommand(
@@ -446,11 +380,14 @@ int main(int argc, char** argv) {
       "its share of the files), and measure it");
   read->add_option("files", read_opts.files, "files written by iotest (any back-end)")->required();
   read->add_flag("--drop-caches", read_opts.drop_caches,
-                 "empty the page cache before reading (root: /proc/sys/vm/drop_caches)");
+                 "empty the page cache before reading (root: /proc/sys/vm/drop_caches)")
+      ->group(cli::kMode);
   read->add_flag("--check", read_opts.check,
-                 "check every value read against the synthetic pattern (--synthetic-vis sets)");
-  read->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
-  add_storage_options(read, read_opts.storage, false);
+                 "check every value read against the synthetic pattern (--synthetic-vis sets)")
+      ->group(cli::kChecks);
+  cli::add_report_options(read, out, true);
+  cli::add_storage_options(read, read_opts.storage, false);
+  cli::set_example(read, "  mpirun -np 2 iotest read out/vis*.h5 --check --report=read.json");
 
   iotest::checkpoint::H5Options h5_opts;
   std::vector<long long> h5_grid, h5_domain, h5_chunk;
@@ -463,30 +400,48 @@ int main(int argc, char** argv) {
   h5->add_option("file", h5_opts.path, "the shared HDF5 file (a new one)")->required();
   h5->add_option("--grid", h5_grid, "process grid PX,PY,PZ (default: from the rank count)")
       ->delimiter(',')
-      ->expected(3);
+      ->expected(3)
+      ->group("Dataset");
   h5->add_option("--domain", h5_domain, "values per rank NX,NY,NZ (doubles; default 64,64,64)")
       ->delimiter(',')
-      ->expected(3);
+      ->expected(3)
+      ->group("Dataset");
   h5->add_option("--chunk", h5_chunk, "HDF5 chunk CX,CY,CZ of a step (default: the domain)")
       ->delimiter(',')
-      ->expected(3);
-  h5->add_option("--steps", h5_opts.steps, "time steps (3-D slices)")->capture_default_str();
-  h5->add_option("--transfer", h5_transfer, "collective or independent")->capture_default_str();
+      ->expected(3)
+      ->group("Dataset");
+  h5->add_option("--steps", h5_opts.steps, "time steps (3-D slices)")
+      ->capture_default_str()
+      ->group("Dataset");
+  h5->add_option("--transfer", h5_transfer, "collective or independent")
+      ->capture_default_str()
+      ->group("Parallel HDF5");
   h5->add_flag("--collective-metadata", h5_opts.collective_metadata,
-               "collective metadata reads and writes");
-  h5->add_flag("--fill", h5_fill, "fill the dataset at allocation (default: never fill)");
+               "collective metadata reads and writes")
+      ->group("Parallel HDF5");
+  h5->add_flag("--fill", h5_fill, "fill the dataset at allocation (default: never fill)")
+      ->group("Parallel HDF5");
   h5->add_option("--alloc", h5_opts.alloc, "allocation time: early, late or incremental")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group("Parallel HDF5");
   h5->add_flag("--precreate", h5_opts.precreate,
-               "rank 0 creates and allocates the file alone, then all ranks open it");
-  h5->add_option("--alignment", h5_opts.alignment, "align objects to this many bytes");
-  h5->add_option("--chunk-cache", h5_opts.chunk_cache, "chunk cache bytes per dataset");
+               "rank 0 creates and allocates the file alone, then all ranks open it")
+      ->group("Parallel HDF5");
+  h5->add_option("--alignment", h5_opts.alignment, "align objects to this many bytes")
+      ->group("Parallel HDF5");
+  h5->add_option("--chunk-cache", h5_opts.chunk_cache, "chunk cache bytes per dataset")
+      ->group("Parallel HDF5");
   h5->add_option("--hint", h5_opts.hints,
                  "MPI-IO hint KEY=VALUE, repeatable (striping_factor, striping_unit, cb_nodes, "
-                 "romio_cb_write)");
-  h5->add_flag("--check", h5_opts.check, "read every value back and check it");
-  h5->add_flag("--keep", h5_opts.keep, "keep the file (default: removed at the end)");
-  h5->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+                 "romio_cb_write)")
+      ->group("Parallel HDF5");
+  h5->add_flag("--check", h5_opts.check, "read every value back and check it")->group(cli::kChecks);
+  h5->add_flag("--keep", h5_opts.keep, "keep the file (default: removed at the end)")
+      ->group(cli::kOutput);
+  cli::add_report_options(h5, out, true);
+  cli::set_example(h5,
+                   "  mpirun -np 8 iotest h5 /scratch/ckpt.h5 --grid=2,2,2 --transfer=collective "
+                   "--collective-metadata --check");
 
   iotest::net::NetOptions net_opts;
   auto* net = app.add_subcommand(
@@ -512,8 +467,11 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   net->add_flag("--check", net_opts.check,
-                "check the bytes of every message of extra, untimed iterations (OSU's -c)");
-  net->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
+                "check the bytes of every message of extra, untimed iterations (OSU's -c)")
+      ->group(cli::kChecks);
+  cli::add_report_options(net, out, true);
+  cli::set_example(net,
+                   "  mpirun -np 2 --map-by node iotest net --max-size=4194304 --report=net.json");
 
   iotest::commands::ScaleOptions scale_opts;
   auto* scale = app.add_subcommand(
@@ -531,106 +489,118 @@ int main(int argc, char** argv) {
   scale->add_option("--np-flag", scale_opts.np_flag, "the launcher's rank count flag (srun: -n)")
       ->capture_default_str();
   scale->add_option("--out", scale_opts.out, "folder for the runs, the fit and the plots")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(cli::kOutput);
   scale->add_option("--n", scale_opts.n_by, "what N counts: streamers, ranks or nodes")
       ->capture_default_str();
   scale->add_option("--python", scale_opts.python,
                     "the Python for tools/usl.py (default: the project's .venv, else python3)");
-  scale->add_option("--report", report_path, "write the JSON report to this file");
+  cli::add_report_options(scale, out);
+  cli::set_example(scale,
+                   "  iotest scale --ranks=2,3,4,5 --job=\"--rec-set=small --vis-set=vlaa\" "
+                   "--out=scale\n"
+                   "  iotest scale --launcher=srun --np-flag=-n --n=nodes --ranks=4,8,16,32 "
+                   "--job=\"...\"");
 
   iotest::commands::VerifyOptions verify_opts;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
   verify->add_option("files", verify_opts.files, "files written by iotest (any back-end)")
       ->required();
-  verify->add_flag("--all", verify_opts.all,
-                   "check every value, not samples (--synthetic-vis sets: exactly)");
-  verify->add_option("--nonce", verify_opts.nonce,
-                     "the run the files must come from (its report's config.nonce)");
-  verify->add_option("--source-count", verify_opts.source_count,
-                     "sources of the sky (default: the file's)");
+  verify
+      ->add_flag("--all", verify_opts.all,
+                 "check every value, not samples (--synthetic-vis sets: exactly)")
+      ->group(cli::kChecks);
+  verify
+      ->add_option("--nonce", verify_opts.nonce,
+                   "the run the files must come from (its report's config.nonce)")
+      ->group(cli::kChecks);
+  verify
+      ->add_option("--source-count", verify_opts.source_count,
+                   "sources of the sky (default: the file's)")
+      ->group(cli::kSky);
   verify->add_option("--seed", verify_opts.seed, "seed of the sky (default: the file's)")
-      ->check(kNonNegative);
+      ->check(cli::kNonNegative)
+      ->group(cli::kSky);
   verify->add_option("--samples", verify_opts.samples, "visibilities checked over the files")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(cli::kChecks);
   verify->add_option("--tolerance", verify_opts.tolerance, "relative RMSE allowed")
-      ->capture_default_str();
-  verify->add_option("--report", report_path, "write the JSON report to this file");
+      ->capture_default_str()
+      ->group(cli::kChecks);
+  cli::add_report_options(verify, out);
+  cli::set_example(verify, "  iotest verify out/vis*.h5 --all --nonce=123456789");
 
   iotest::pipeline::RunOptions run_opts;
   iotest::telescope::ObservationOptions run_obs;
-  std::optional<iotest::index_t> run_margin;
   bool no_progress = false;
   auto* run = app.add_subcommand(
       "run",
       "the predict pipeline over MPI ranks (the default command): producers, streamers, "
       "writers; run under mpirun");
-  run->add_option("--rec-set", run_opts.rec_set, "recombination set")->required();
-  auto* run_vis_set = run->add_option(
-      "--vis-set", run_obs.vis_set,
-      "visibility set (omit: recombination only, subgrids checked, nothing degridded)");
-  run->add_option("--time", run_obs.time, "hour angles START:END/STEPS[/CHUNK] (s)")
-      ->needs(run_vis_set);
-  run->add_option("--freq", run_obs.freq, "frequencies START:END/STEPS[/CHUNK] (Hz)")
-      ->needs(run_vis_set);
-  run->add_option("--dec", run_obs.dec_deg, "phase centre declination (degrees)")
-      ->needs(run_vis_set);
-  run->add_option("--source-count", run_opts.source_count, "unit point sources in the sky")
-      ->capture_default_str();
-  run->add_option("--seed", run_opts.seed, "seed of the sky and the samples")
-      ->check(kNonNegative)
-      ->capture_default_str();
+  cli::add_rec_set_option(run, run_opts.rec_set);
+  auto* run_vis_set = cli::add_observation_options(
+      run, run_obs,
+      std::string(kVisSets) + " (omit: recombination only, subgrids checked, nothing degridded)",
+      true);
+  cli::add_sky_options(run, run_opts.source_count, run_opts.seed);
+  cli::add_kernel_options(run, run_opts.kernel, run_opts.margin, &run_opts.target_err);
   run->add_option("--check", run_opts.check_subgrids,
                   "subgrids checked against the direct transform")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(cli::kChecks);
   run->add_option("--vis-samples", run_opts.vis_samples,
                   "visibilities checked against the direct transform")
-      ->capture_default_str();
-  add_shape_options(run, run_opts,
-                    "a third of the ranks with --vis-set, else half, at most one per facet");
-  run->add_option("--support", run_opts.kernel.support, "u, v kernel width (cells, even)")
-      ->capture_default_str();
-  run->add_option("--w-support", run_opts.kernel.w_support, "w kernel width (planes, even)")
-      ->capture_default_str();
-  run->add_option("--margin", run_margin,
-                  "subgrid cells kept outside the tiles (default: from kernel and w-tower)");
-  run->add_option("--target-err", run_opts.target_err,
-                  "measure the w-tower height at which the error reaches this");
-  run->add_option("--wstep", run_opts.kernel.w_step, "w-tower planes between w-stacking planes");
-  run->add_flag("--no-progress", no_progress, "no progress line on stderr");
+      ->capture_default_str()
+      ->group(cli::kChecks);
+  run->add_option("--pixel-samples", run_opts.pixel_samples,
+                  "--direction=image: dirty image pixels checked against the direct adjoint "
+                  "transform")
+      ->capture_default_str()
+      ->group(cli::kChecks);
+  std::string run_direction = "predict";
+  run->add_option("--direction", run_direction,
+                  "predict (write visibilities), image (read and grid them into the dirty "
+                  "image) or both (the self-calibration major cycle)")
+      ->capture_default_str()
+      ->group(cli::kMode);
+  cli::add_shape_options(run, run_opts,
+                         "a third of the ranks with --vis-set, else half, at most one per facet");
   run->add_flag("--network-only", run_opts.network_only,
                 "the network alone: the walk's contributions sent and received with the same "
-                "slots, nothing computed (no facets, transforms, assembly or degridding)");
+                "slots, nothing computed (no facets, transforms, assembly or degridding)")
+      ->group(cli::kMode);
   run->add_option("--duration", run_opts.duration,
                   "stonewall: start no new work after this many seconds, drain, report the "
-                  "fraction done and the projected time of the whole observation");
+                  "fraction done and the projected time of the whole observation")
+      ->group(cli::kMode);
   int run_repetitions = 1;
   run->add_option("--repetitions", run_repetitions,
                   "run the job this many times in the same processes and report the min, median "
                   "and max of every rate (IOR's and fio's repetitions)")
       ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(cli::kMode);
   run->add_option("--timeline", run_opts.timeline_s,
                   "the report's time line: each rank's busy and wait time and rates per "
                   "interval of this many seconds (0: none; tools/timeline_plot.py draws it)")
       ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  run->add_option("--report", report_path, "write the JSON report to this file (rank 0)");
-  std::string run_direction = "predict";
+      ->capture_default_str()
+      ->group(cli::kOutput);
+  run->add_flag("--no-progress", no_progress, "no progress line on stderr")->group(cli::kOutput);
+  cli::add_report_options(run, out, true);
   std::vector<std::string> run_paths;
-  run->add_option("--direction", run_direction,
-                  "predict (write visibilities) or image (read and grid them into the dirty "
-                  "image)")
-      ->capture_default_str();
-  run->add_option("--pixel-samples", run_opts.pixel_samples,
-                  "--direction=image: dirty image pixels checked against the direct adjoint "
-                  "transform")
-      ->capture_default_str();
   run->add_option("paths", run_paths,
-                  "predict: OUT%d.h5, one file per writer, %d its number (omit: a dry run); "
-                  "image: a predict run's files to read (omit: the streamers predict the "
-                  "visibilities of --vis-set themselves)");
-  add_storage_options(run, run_opts.storage);
+                  "predict: OUT%d.h5, one file per writer, %d its number, %h the host's name "
+                  "(omit: a dry run); image: a predict run's files to read (omit: the streamers "
+                  "predict the visibilities of --vis-set themselves)");
+  cli::add_storage_options(run, run_opts.storage);
+  cli::set_example(run,
+                   "  mpirun -np 3 iotest --rec-set=T05_ --vis-set=vlaa out/vis%d.h5 "
+                   "--report=run.json\n"
+                   "  mpirun -np 3 iotest run --direction=image --rec-set=T05_ out/vis*.h5\n"
+                   "  mpirun -np 3 iotest --rec-set=small --vis-set=vlaa --synthetic-vis "
+                   "--storage=posix --posix.direct out/vis%d");
 
   for (int i = 0; i < argc; ++i) {
     const std::string word = argv[i];
@@ -638,8 +608,7 @@ int main(int argc, char** argv) {
     command_line += (i ? " " : "") + (quote ? "'" + word + "'" : word);
   }
   // `iotest [run] ...`: without a command name, the pipeline runs.
-  std::vector<char*> args(argv, argv + argc);
-  std::string run_name = "run";
+  std::vector<std::string> args(argv, argv + argc);
   bool is_run = true;
   if (argc > 1) {
     const std::string first = argv[1];
@@ -647,11 +616,16 @@ int main(int argc, char** argv) {
     const bool named = first == "-h" || first == "--help" || first == "--version" ||
                        std::any_of(commands.begin(), commands.end(),
                                    [&](const CLI::App* c) { return c->get_name() == first; });
-    if (!named) args.insert(args.begin() + 1, run_name.data());
-    is_run = !named || first == run_name;
+    if (!named) args.insert(args.begin() + 1, "run");
+    is_run = !named || first == "run";
   }
-  argc = static_cast<int>(args.size());
-  argv = args.data();
+  const std::string command_name = args.size() > 1 ? args[1] : "";
+  cli::enable_config(app, command_name);
+  cli::hoist_config(args);
+  std::vector<char*> arg_pointers;
+  for (auto& a : args) arg_pointers.push_back(a.data());
+  argc = static_cast<int>(arg_pointers.size());
+  argv = arg_pointers.data();
 
   try {
     app.parse(argc, argv);
@@ -662,22 +636,27 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const std::string line = std::string(e.what()) + " (see iotest --help)";
+    // A config file's faults name --config.
+    const bool config =
+        dynamic_cast<const CLI::ConfigError*>(&e) || dynamic_cast<const CLI::FileError*>(&e);
+    const std::string line =
+        (config ? "--config: " : "") + std::string(e.what()) + " (see iotest --help)";
     // Under mpirun every rank gets the same error: said once, by rank 0
     // (run and the other commands that start MPI).
-    if (is_run) return run_pipeline(run_opts, 1, "", line);
-    const std::string named = argc > 1 ? argv[1] : "";
-    if (named == "read" || named == "h5" || named == "net")
-      return run_mpi([](MPI_Comm) { return iotest::report::Report{}; }, "", line, "");
+    if (is_run) return run_pipeline(run_opts, 1, {}, line);
+    if (command_name == "read" || command_name == "h5" || command_name == "net")
+      return run_mpi([](MPI_Comm) { return iotest::report::Report{}; }, {}, line, "");
     print_error(line);
     return iotest::kExitUsage;
   }
+  for (const auto* command : app.get_subcommands())
+    configuration = cli::resolved_configuration(*command);
 
-  if (report_path == "-") report_path = "/dev/stdout";
+  if (out.report == "-") out.report = "/dev/stdout";
   if (*h5) {
-    const auto triple = [](const std::vector<long long>& v, auto& out) {
+    const auto triple = [](const std::vector<long long>& v, auto& to) {
       for (size_t a = 0; a < 3 && a < v.size(); ++a)
-        out[a] = static_cast<std::remove_reference_t<decltype(out[a])>>(v[a]);
+        to[a] = static_cast<std::remove_reference_t<decltype(to[a])>>(v[a]);
     };
     triple(h5_grid, h5_opts.grid);
     triple(h5_domain, h5_opts.domain);
@@ -688,20 +667,19 @@ int main(int argc, char** argv) {
       h5_opts.collective = false;
     else if (h5_transfer != "collective")
       bad = "--transfer: expected collective or independent, got '" + h5_transfer + "'";
-    return run_mpi([&](MPI_Comm comm) { return iotest::checkpoint::h5(h5_opts, comm); },
-                   report_path, bad, h5_opts.path);
+    return run_mpi([&](MPI_Comm comm) { return iotest::checkpoint::h5(h5_opts, comm); }, out, bad,
+                   h5_opts.path);
   }
   if (*net)
     // MPI_THREAD_SINGLE: net calls MPI from one thread, and on Open MPI a
     // higher level costs ~0.07 us a message (half the 8 B message rate).
-    return run_mpi([&](MPI_Comm comm) { return iotest::net::net(net_opts, comm); }, report_path, "",
-                   "", MPI_THREAD_SINGLE);
+    return run_mpi([&](MPI_Comm comm) { return iotest::net::net(net_opts, comm); }, out, "", "",
+                   MPI_THREAD_SINGLE);
   if (*read)
-    return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); },
-                   report_path, "", read_opts.files.front());
+    return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); }, out, "",
+                   read_opts.files.front());
   if (*run) {
     if (*run_vis_set) run_opts.observation = run_obs;
-    run_opts.margin = run_margin;
     run_opts.progress = !no_progress;
     std::string bad;
     try {
@@ -718,10 +696,10 @@ int main(int argc, char** argv) {
     } catch (const iotest::UsageError& e) {
       bad = e.one_line();
     }
-    return run_pipeline(run_opts, run_repetitions, report_path, bad);
+    return run_pipeline(run_opts, run_repetitions, out, bad);
   }
   try {
-    if (!report_path.empty()) iotest::report::check_writable(report_path);
+    check_outputs(out);
     if (*recombine) {
       rec_opts.direction = iotest::swiftly::parse_direction(direction);
       rec_opts.subgrids = parse_count_or_all("--subgrids", subgrids);
@@ -731,24 +709,27 @@ int main(int argc, char** argv) {
         rec_opts.check = parse_count_or_all("--check", check);
         rec_opts.check_all = !rec_opts.check;
       }
-      emit(iotest::commands::run(rec_opts), report_path);
+      emit(iotest::commands::run(rec_opts), out);
     } else if (*verify) {
       const auto report = iotest::commands::verify(verify_opts);
-      emit(report, report_path, verify_opts.files.front());
+      emit(report, out, verify_opts.files.front());
       if (!report.verification->passed) return iotest::kExitFailure;
     } else if (*degrid) {
-      degrid_opts.margin = degrid_margin;
-      emit(iotest::commands::degrid(degrid_opts), report_path, degrid_opts.output);
+      emit(iotest::commands::degrid(degrid_opts), out, degrid_opts.output);
     } else if (*grid) {
-      grid_opts.margin = grid_margin;
-      emit(iotest::commands::grid(grid_opts), report_path);
+      emit(iotest::commands::grid(grid_opts), out);
     } else if (*scale) {
-      emit(iotest::commands::scale(scale_opts), report_path);
+      emit(iotest::commands::scale(scale_opts), out);
     } else if (*layout) {
-      emit(iotest::commands::layout(layout_opts), report_path);
+      emit(iotest::commands::layout(layout_opts), out);
     } else if (*plan) {
       if (*plan_vis_set) plan_opts.observation = obs_opts;
-      emit(iotest::commands::plan(plan_opts), report_path);
+      if (plan_slurm) {
+        slurm_opts.run_arguments = cli::shared_arguments(*plan, *run);
+        slurm_opts.output = plan_opts.output;
+        plan_opts.slurm = slurm_opts;
+      }
+      emit(iotest::commands::plan(plan_opts), out);
     }
   } catch (const iotest::UsageError& e) {
     print_error(e.one_line());

@@ -2,7 +2,11 @@
 # Installs what iotest needs on a fresh Debian/Ubuntu machine: the Debian
 # packages (apt-get, as root or through sudo) and the Python venv for the
 # tests and tools. Idempotent: installs only what is missing.
+#   tools/install-deps.sh [--libraries-only]   (no venv: what a plain
+#                                               `cmake --preset release` needs)
 set -euo pipefail
+libraries_only=false
+[[ ${1:-} == --libraries-only ]] && libraries_only=true
 cd "$(dirname "$0")/.."
 
 packages=(
@@ -24,6 +28,8 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+$libraries_only && exit 0
 
 venv=.venv
 if [[ ! -x $venv/bin/python ]]; then

@@ -23,8 +23,14 @@ def iotest():
 
 
 def load(path):
+    """A JSON file; an iotest report (a dict with a mode) is checked against
+    docs/report.schema.json on the way."""
+    from schema import validate_report
     with open(path) as f:
-        return json.load(f)
+        report = json.load(f)
+    if isinstance(report, dict) and "mode" in report:
+        validate_report(report)
+    return report
 
 
 # MPI jobs: one host, as root in CI, more ranks than cores.

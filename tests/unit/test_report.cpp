@@ -1,8 +1,14 @@
 // The report model serialises to the documented JSON keys and renders text.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "iotest/commands/plan.hpp"
 #include "iotest/common/errors.hpp"
@@ -100,6 +106,246 @@ TEST(Report, PlanRejectsBadNodeCounts) {
   EXPECT_THROW(plan("T05_", 0), UsageError);
 }
 
+// A run of two ranks (one on a host whose name holds a comma) with a time
+// line of three intervals.
+Report small_run() {
+  Report r;
+  r.mode = "run";
+  r.pipeline = Pipeline{};
+  r.pipeline->ranks = 2;
+  r.pipeline->bound = "degridding";
+  RankStats producer;
+  producer.rank = 0;
+  producer.role = "producer";
+  producer.host = "node,1";
+  producer.busy_s = 1.5;
+  producer.wait_s = 0.25;
+  producer.cpu_s = std::nan("");  // not measured
+  producer.bytes_sent = 1048576;
+  producer.send_queue_max = 8;
+  producer.stages.facet_s = 0.125;
+  RankStats streamer;
+  streamer.rank = 1;
+  streamer.role = "streamer";
+  streamer.host = "node2";
+  streamer.busy_s = 2;
+  streamer.idle_s = 0.1;
+  streamer.cpu_s = 1.75;
+  streamer.bytes_received = 1048576;
+  streamer.bytes_written = 4096;
+  streamer.chunks_written = 3;
+  streamer.write_s = 0.5;
+  streamer.peak_rss_bytes = 123456789;
+  streamer.stages.degrid_task_s = 0.75;
+  r.pipeline->per_rank = {producer, streamer};
+  r.timeline = Timeline{};
+  r.timeline->interval_s = 0.5;
+  r.timeline->ranks = {{0,
+                        "producer",
+                        "node,1",
+                        {0.5, 0.25, 0.75},
+                        {0, 0.125, 0},
+                        {0, 0, 0},
+                        {100, 200, 0},
+                        {0, 0, 0}},
+                       {1,
+                        "streamer",
+                        "node2",
+                        {0.125, 0.5, 0.25},
+                        {0.25, 0, 0},
+                        {10, 20, 30},
+                        {0, 0, 0},
+                        {64, 128, 0}}};
+  return r;
+}
+
+const CsvTable& table(const std::vector<CsvTable>& tables, const std::string& name) {
+  for (const auto& t : tables)
+    if (t.name == name) return t;
+  throw std::runtime_error("no table " + name);
+}
+
+std::vector<std::string> names(const std::vector<CsvTable>& tables) {
+  std::vector<std::string> out;
+  for (const auto& t : tables) out.push_back(t.name);
+  return out;
+}
+
+// The value of `column` in row `row` of a table.
+std::string cell(const CsvTable& t, size_t row, const std::string& column) {
+  const auto at = std::find(t.header.begin(), t.header.end(), column);
+  if (at == t.header.end()) throw std::runtime_error("no column " + column);
+  return t.rows.at(row).at(static_cast<size_t>(at - t.header.begin()));
+}
+
+TEST(ReportCsv, RunHasItsRanksAndTimeLine) {
+  const auto tables = csv_tables(small_run());
+  EXPECT_EQ(names(tables), (std::vector<std::string>{"summary", "ranks", "timeline"}));
+
+  const auto& ranks = table(tables, "ranks");
+  const std::vector<std::string> first = {"rank",   "role",   "host",  "busy_s",
+                                          "wait_s", "idle_s", "cpu_s", "messages_sent"};
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), ranks.header.begin()));
+  for (const char* column :
+       {"bytes_sent", "bytes_received", "bytes_written", "chunks_written", "write_s", "sync_s",
+        "open_s", "send_queue_max", "peak_rss_bytes", "facet_s", "degrid_task_s"})
+    EXPECT_NE(std::find(ranks.header.begin(), ranks.header.end(), column), ranks.header.end())
+        << column;
+  ASSERT_EQ(ranks.rows.size(), 2u);
+  for (const auto& row : ranks.rows) EXPECT_EQ(row.size(), ranks.header.size());
+  EXPECT_EQ(cell(ranks, 0, "rank"), "0");
+  EXPECT_EQ(cell(ranks, 0, "role"), "producer");
+  EXPECT_EQ(cell(ranks, 0, "host"), "node,1");
+  EXPECT_EQ(cell(ranks, 0, "busy_s"), "1.5");
+  EXPECT_EQ(cell(ranks, 0, "wait_s"), "0.25");
+  EXPECT_EQ(cell(ranks, 0, "cpu_s"), "");  // NaN: empty
+  EXPECT_EQ(cell(ranks, 0, "bytes_sent"), "1048576");
+  EXPECT_EQ(cell(ranks, 0, "send_queue_max"), "8");
+  EXPECT_EQ(cell(ranks, 0, "facet_s"), "0.125");
+  EXPECT_EQ(cell(ranks, 1, "busy_s"), "2");
+  EXPECT_EQ(cell(ranks, 1, "idle_s"), "0.1");
+  EXPECT_EQ(cell(ranks, 1, "cpu_s"), "1.75");
+  EXPECT_EQ(cell(ranks, 1, "bytes_written"), "4096");
+  EXPECT_EQ(cell(ranks, 1, "write_s"), "0.5");
+  EXPECT_EQ(cell(ranks, 1, "peak_rss_bytes"), "123456789");
+  EXPECT_EQ(cell(ranks, 1, "degrid_task_s"), "0.75");
+
+  // As CSV: the header row, then each rank, the comma's host quoted.
+  const std::string csv = to_csv(ranks);
+  std::istringstream lines(csv);
+  std::string header, row0, row1;
+  std::getline(lines, header);
+  std::getline(lines, row0);
+  std::getline(lines, row1);
+  EXPECT_EQ(header.substr(0, 49), "rank,role,host,busy_s,wait_s,idle_s,cpu_s,message");
+  EXPECT_EQ(row0.substr(0, 39), "0,producer,\"node,1\",1.5,0.25,0,,0,0,104");
+  EXPECT_EQ(row1.substr(0, 32), "1,streamer,node2,2,0,0.1,1.75,0,");
+  EXPECT_EQ(header.back(), '\r');  // RFC 4180: CRLF
+
+  const auto& timeline = table(tables, "timeline");
+  EXPECT_EQ(timeline.header, (std::vector<std::string>{
+                                 "rank", "role", "host", "interval", "start_s", "busy_s", "wait_s",
+                                 "idle_s", "visibilities", "bytes_sent", "bytes_written"}));
+  ASSERT_EQ(timeline.rows.size(), 6u);  // 2 ranks x 3 intervals
+  EXPECT_EQ(timeline.rows[0], (std::vector<std::string>{"0", "producer", "node,1", "0", "0", "0.5",
+                                                        "0", "0", "0", "100", "0"}));
+  EXPECT_EQ(timeline.rows[1],
+            (std::vector<std::string>{"0", "producer", "node,1", "1", "0.5", "0.25", "0.125",
+                                      "0.125", "0", "200", "0"}));
+  // busy + wait over the interval: idle is 0, not negative.
+  EXPECT_EQ(cell(timeline, 2, "idle_s"), "0");
+  EXPECT_EQ(timeline.rows[5], (std::vector<std::string>{"1", "streamer", "node2", "2", "1", "0.25",
+                                                        "0", "0.25", "30", "0", "0"}));
+  EXPECT_EQ(cell(timeline, 3, "bytes_written"), "64");
+  EXPECT_EQ(cell(timeline, 3, "wait_s"), "0.25");
+}
+
+// One row, the same columns whatever the report holds, each named once.
+TEST(ReportCsv, SummaryHasTheSameColumnsForEveryReport) {
+  const auto run = table(csv_tables(small_run()), "summary");
+  const auto planned = table(csv_tables(plan("T05_")), "summary");
+  EXPECT_EQ(run.header, planned.header);
+  EXPECT_EQ(std::set<std::string>(run.header.begin(), run.header.end()).size(), run.header.size());
+  ASSERT_EQ(run.rows.size(), 1u);
+  EXPECT_EQ(run.rows[0].size(), run.header.size());
+  EXPECT_EQ(cell(run, 0, "mode"), "run");
+  EXPECT_EQ(cell(run, 0, "bound"), "degridding");
+  EXPECT_EQ(cell(run, 0, "ranks"), "2");
+  EXPECT_EQ(cell(run, 0, "wall_s"), "");  // no timing section
+  EXPECT_EQ(cell(planned, 0, "mode"), "plan");
+  EXPECT_EQ(cell(planned, 0, "rec_set"), "T05_");
+  EXPECT_EQ(cell(planned, 0, "bound"), "");
+  for (const char* column : {"stream_s", "vis_per_s", "write_bytes_per_s", "subgrid_rmse_max",
+                             "vis_rmse", "peak_rss_bytes", "repetitions", "git_revision"})
+    EXPECT_NE(std::find(run.header.begin(), run.header.end(), column), run.header.end()) << column;
+}
+
+TEST(ReportCsv, RepetitionsMarkTheFirstAsWarmUp) {
+  std::vector<Report> runs(3, small_run());
+  for (int i = 0; i < 3; ++i) {
+    runs[i].timing = Timing{};
+    runs[i].timing->stream_s = 1.0 + i;
+  }
+  const auto tables = csv_tables(with_repetitions(runs));
+  const auto& reps = table(tables, "repetitions");
+  EXPECT_EQ(reps.header, (std::vector<std::string>{"repetition", "warmup", "figure", "value"}));
+  ASSERT_EQ(reps.rows.size(), 3u);  // one figure measured
+  EXPECT_EQ(reps.rows[0], (std::vector<std::string>{"0", "true", "timing.stream_s", "1"}));
+  EXPECT_EQ(reps.rows[1], (std::vector<std::string>{"1", "false", "timing.stream_s", "2"}));
+  EXPECT_EQ(reps.rows[2], (std::vector<std::string>{"2", "false", "timing.stream_s", "3"}));
+  EXPECT_EQ(cell(table(tables, "summary"), 0, "repetitions"), "3");
+}
+
+TEST(ReportCsv, QuotesAsRfc4180) {
+  const CsvTable t{"t", {"a", "b"}, {{"x\"y", "1,2"}, {"line\nbreak", ""}}};
+  EXPECT_EQ(to_csv(t), "a,b\r\n\"x\"\"y\",\"1,2\"\r\n\"line\nbreak\",\r\n");
+}
+
+TEST(ReportCsv, WritesEachTableWholeAndNothingElse) {
+  const std::string dir = ::testing::TempDir() + "iotest_csv_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const Report r = small_run();
+  const auto paths = write_csv(r, dir + "/run");
+  EXPECT_EQ(paths, (std::vector<std::string>{dir + "/run.summary.csv", dir + "/run.ranks.csv",
+                                             dir + "/run.timeline.csv"}));
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"run.summary.csv", "run.ranks.csv",
+                                          "run.timeline.csv"}));  // no temporaries
+  std::ifstream in(dir + "/run.ranks.csv", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, to_csv(table(csv_tables(r), "ranks")));
+  std::filesystem::remove_all(dir);
+
+  EXPECT_THROW(write_csv(r, "/nonexistent-dir/run"), std::runtime_error);
+}
+
+// The JSON holds a key for each section the report has, and no other:
+// a guard on the section list.
+TEST(Report, JsonHoldsExactlyTheKeysOfItsSections) {
+  const auto keys = [](const Report& r) {
+    const auto j = to_json(r);
+    std::set<std::string> out;
+    for (const auto& [key, value] : j.items()) out.insert(key);
+    return out;
+  };
+  Report v;
+  v.mode = "verify";
+  v.verification = Verification{};
+  EXPECT_EQ(keys(v), (std::set<std::string>{"schema_version", "mode", "config", "verification"}));
+
+  Report all = small_run();
+  all.rec = plan("T05_").rec;
+  all.settings = RunSettings{};
+  all.accuracy = Accuracy{};
+  all.timing = Timing{};
+  all.rates = Rates{};
+  all.observation = Observation{};
+  all.layout = LayoutDump{};
+  all.sky = Sky{};
+  all.verification = Verification{};
+  all.reading = Reading{};
+  all.checkpoint = Checkpoint{};
+  all.advice = Advice{};
+  all.stonewall = Stonewall{};
+  all.transit = Transit{};
+  all.repetitions = Repetitions{};
+  all.environment = Environment{};
+  all.interconnect = Interconnect{};
+  all.scaling = Scaling{};
+  EXPECT_EQ(
+      keys(all),
+      (std::set<std::string>{
+          "schema_version", "mode",        "config",      "counts",   "accuracy",  "timing",
+          "rates",          "memory",      "observation", "layout",   "sky",       "verification",
+          "read",           "h5",          "advice",      "pipeline", "stonewall", "transit",
+          "timeline",       "repetitions", "environment", "net",      "scale"}));
+  EXPECT_EQ(names(csv_tables(all)),
+            (std::vector<std::string>{"summary", "ranks", "repetitions", "timeline", "interconnect",
+                                      "scaling", "scaling_fits", "checkpoint", "read_ranks"}));
+}
 
 }  // namespace
 }  // namespace iotest::report

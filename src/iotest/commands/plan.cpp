@@ -172,10 +172,11 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
                         : "one producer per facet",
       o.assigner ? ", the assigner last" : "", a.ranks_per_node,
       o.ranks_per_node ? " as given" : ": enough for one streamer per node (one NUMA domain)",
-      o.threads > 0 ? ""
-                    : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
-                                  "(--threads for other nodes)",
-                                  cores));
+      o.threads > 0      ? ""
+      : o.cores_per_node ? fmt::format("; threads: a node's {} core(s) over its ranks", cores)
+                         : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
+                                       "(--cores-per-node or --threads for other nodes)",
+                                       cores));
   return a;
 }
 
@@ -183,6 +184,7 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
 
 report::Report plan(const PlanOptions& o) {
   job::check_shape_options(o);
+  if (o.slurm) job::check_job_script_options(*o.slurm);
   const auto [memory, memory_source] = node_memory(o);
   // With visibilities the subgrids keep the margin degridding needs
   // (default kernels and w layout), so the counts are those of the real job.
@@ -198,7 +200,11 @@ report::Report plan(const PlanOptions& o) {
   r.counts.facets = r.rec.facet_count();
   r.counts.subgrids = r.rec.subgrid_count();
 
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (o.cores_per_node && *o.cores_per_node < 1)
+    throw UsageError("--cores-per-node",
+                     fmt::format("expected a core count >= 1, got {}", *o.cores_per_node));
+  const int cores =
+      o.cores_per_node.value_or(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   auto a = lay_out_roles(o, r.counts.facets, cores);
   a.node_memory_bytes = memory;
   a.node_memory_source = memory_source;
@@ -221,6 +227,11 @@ report::Report plan(const PlanOptions& o) {
   }
   for (const auto& g : a.layout)
     if (!g.fits) a.warnings.push_back(overflow_warning(a, g, r.memory, r.counts.facets));
+  if (o.slurm) {
+    auto script = *o.slurm;
+    script.cores_per_node = cores;
+    a.job_script = job::slurm_script(a, script);
+  }
   r.advice = a;
   return r;
 }

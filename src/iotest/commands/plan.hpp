@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "iotest/job/job_script.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/telescope/observation.hpp"
 
@@ -37,6 +38,11 @@ struct PlanOptions {
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
   // A run's report whose measured rates size the writer group (in transit).
   std::string rates_from;
+  // The cores of a node, which its ranks' threads share (none: this
+  // machine's).
+  std::optional<int> cores_per_node;
+  // --slurm: the job script for this layout (report::Advice::job_script).
+  std::optional<job::JobScriptOptions> slurm;
 };
 report::Report plan(const PlanOptions& options);
 

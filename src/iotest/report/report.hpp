@@ -1,6 +1,9 @@
 // The one report data model. Every figure iotest prints comes from a Report:
-// serialised once to JSON (to_json) and rendered once for humans
-// (render_text). Sections a mode does not produce stay empty and are omitted.
+// serialised once to JSON (to_json), rendered once for humans (render_text)
+// and tabulated once for spreadsheets (csv_tables). Sections a mode does not
+// produce stay empty and are omitted. Each section's serialiser, renderer and
+// tables sit together in src/iotest/report/sections_*.cpp, and one ordered
+// list of sections drives all three (sections.hpp says how to add one).
 #pragma once
 
 #include <array>
@@ -13,6 +16,10 @@
 #include "iotest/config/rec_set.hpp"
 
 namespace iotest::report {
+
+// The version of the report's JSON layout, described by
+// docs/report.schema.json: raised when a field changes meaning or goes.
+inline constexpr int kSchemaVersion = 1;
 
 // The definition written into every report that carries accuracy figures.
 inline constexpr const char* kAccuracyDefinition =
@@ -174,8 +181,8 @@ struct Pipeline {
   index_t subgrid_parts = 0;   // work items handed to streamers
   std::vector<RankStats> per_rank;
   int slowest_rank = -1;  // the rank busy longest
-  std::string bound;      // what bound the run: network, degridding, storage, producers
-                          // (synthetic: storage or chunk assembly)
+  std::string bound;      // what bound the run: network, degridding, gridding, storage,
+                          // producers, subgrid assembly (synthetic: storage or chunk assembly)
 };
 
 struct Memory {
@@ -393,6 +400,7 @@ struct Advice {
   };
   std::vector<NodeGroup> layout;
   std::vector<std::string> warnings;  // advice, not errors: plan still exits 0
+  std::string job_script;             // --slurm: the batch script for this layout (else empty)
 };
 
 // Where and with what the figures were made, in every report (as IOR and
@@ -400,9 +408,14 @@ struct Advice {
 // system cannot be compared.
 struct Environment {
   std::string iotest_version, git_revision;
+  std::string
+      build_arch;  // the build's architecture flags (IOTEST_ARCH): native, x86-64-v3, generic
   std::string hdf5_version, mpi_version, fftw_version;
   std::string date;  // UTC, ISO 8601, when the report was made
   std::string command_line;
+  // Every option of the command, defaults included, as a --config file
+  // (TOML): the run repeats with `iotest CMD --config=FILE`.
+  std::string configuration;
   std::vector<std::string> hosts;  // distinct, in rank order
   struct FileSystem {
     std::string path;  // the output (or input) it was found for
@@ -475,7 +488,7 @@ struct Repetitions {
 };
 
 struct Report {
-  std::string mode;  // "recombine" or "plan"
+  std::string mode;  // the command: recombine, plan, degrid, grid, run, read, verify, ...
   config::RecombinationParams rec;
   std::optional<RunSettings> settings;
   Counts counts;
@@ -520,11 +533,38 @@ nlohmann::json read_json(const std::string& path, const std::string& option);
 // bytes/s (report::Transit::suggested_writer_ranks); 0 without a rate.
 index_t writer_ranks_for(index_t streamers, double compute, double write, int writers_per_rank);
 
+// A table of the report as CSV: one header row, the columns' names carrying
+// their units (busy_s, bytes_written, latency_us, ...).
+struct CsvTable {
+  std::string name;  // written as <prefix>.<name>.csv
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Every table the report holds: `summary` (always: one row of the headline
+// figures, the same columns for every report, so runs append into one
+// sheet) and, where the report has their section, `ranks` (a row per rank of
+// a run), `timeline` (per rank and interval), `repetitions` (per repetition
+// and figure, the first of a series marked as its warm-up), `interconnect`
+// (per pair, transport and message size), `checkpoint` (per phase and step
+// of iotest h5), `read_ranks` (per rank of a read-back), `scaling` and
+// `scaling_fits` (iotest scale's runs and fits). Numbers round-trip, a
+// figure not measured (NaN) is empty, booleans are true or false.
+std::vector<CsvTable> csv_tables(const Report& report);
+// RFC 4180: fields holding a comma, a quote or a line break quoted, quotes
+// doubled, lines ended by CRLF.
+std::string to_csv(const CsvTable& table);
+// Writes <prefix>.<name>.csv for each of csv_tables(report), each beside its
+// final name and renamed into place (as write_json), and returns the paths
+// written. A file that cannot be written throws std::runtime_error naming
+// "--csv"; the tables written before it stay, each whole.
+std::vector<std::string> write_csv(const Report& report, const std::string& prefix);
+
 // Writes the JSON report. A regular file is written beside its final name and
 // renamed into place, so a failed run never leaves a file that looks valid;
 // devices and pipes (/dev/stdout) are written directly.
 void write_json(const Report& report, const std::string& path);
-// Checks up front that `path` can be written; throws UsageError("--report").
-void check_writable(const std::string& path);
+// Checks up front that `path` can be written; throws UsageError(option).
+void check_writable(const std::string& path, const std::string& option = "--report");
 
 }  // namespace iotest::report

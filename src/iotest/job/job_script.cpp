@@ -1,0 +1,89 @@
+#include "iotest/job/job_script.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::job {
+
+void check_job_script_options(const JobScriptOptions& o) {
+  if (o.launcher != "srun" && o.launcher != "mpirun")
+    throw UsageError("--launcher", "expected srun or mpirun, got '" + o.launcher + "'");
+  if (o.time_limit.empty() || o.time_limit.find_first_not_of("0123456789:-") != std::string::npos)
+    throw UsageError(
+        "--time-limit",
+        "expected Slurm's time format ([D-]HH:MM:SS or minutes), got '" + o.time_limit + "'");
+}
+
+std::string shell_quote(const std::string& word) {
+  const bool safe = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("-_=./:,+%@").find(c) != std::string_view::npos;
+  });
+  if (safe) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
+  const index_t tasks = a.nodes * a.ranks_per_node;
+  const int cpus = std::max<int>(1, o.cores_per_node / static_cast<int>(a.ranks_per_node));
+  // Threads beyond the task's cores are what --overcommit is for.
+  const int threads = std::max(a.threads, a.producer_threads);
+  std::string s = "#!/bin/bash\n";
+  s += fmt::format(
+      "# iotest: {} node(s) x {} rank(s): {} producer(s), {} streamer(s){}{}; {} thread(s) per "
+      "streamer, {} per producer.\n",
+      a.nodes, a.ranks_per_node, a.producers, a.streamers,
+      a.writer_ranks > 0 ? fmt::format(", {} writer rank(s)", a.writer_ranks) : "",
+      a.assigner ? ", the assigner" : "", a.threads, a.producer_threads);
+  s += "# Made by `iotest plan --slurm` (its report holds the memory per node).\n";
+  s += fmt::format("#SBATCH --job-name={}\n", o.job_name);
+  s += fmt::format("#SBATCH --nodes={}\n", a.nodes);
+  s += fmt::format("#SBATCH --ntasks-per-node={}\n", a.ranks_per_node);
+  s += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
+  s += "#SBATCH --overcommit\n";
+  s += "#SBATCH --exclusive\n";
+  s += fmt::format("#SBATCH --time={}\n", o.time_limit);
+  if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
+  if (!o.account.empty()) s += fmt::format("#SBATCH --account={}\n", o.account);
+  s += "#SBATCH --output=iotest-%j.out\n\n";
+  s += "set -euo pipefail\n\n";
+  s += "# Threads stay on their task's cores and sleep while they wait: on shared\n"
+       "# cores a spinning wait takes the time of the rank it waits for.\n";
+  s += fmt::format("export OMP_NUM_THREADS={}\n", threads);
+  s += "export OMP_PLACES=cores OMP_PROC_BIND=close OMP_WAIT_POLICY=PASSIVE\n";
+  s += "# Open MPI: waiting ranks yield their core. In a container without ptrace\n"
+       "# rights also: export OMPI_MCA_btl_vader_single_copy_mechanism=none\n";
+  s += "export OMPI_MCA_mpi_yield_when_idle=1\n\n";
+  // The plan's threads unless the run's options say.
+  std::string arguments = o.run_arguments;
+  const auto has = [&](const char* option) {
+    return (" " + arguments).find(std::string(" ") + option + "=") != std::string::npos;
+  };
+  if (!has("--threads")) arguments += fmt::format(" --threads={}", a.threads);
+  if (a.producers > 0 && !has("--producer-threads"))
+    arguments += fmt::format(" --producer-threads={}", a.producer_threads);
+  const std::string run =
+      fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json --no-progress{}", o.iotest,
+                  arguments, o.output.empty() ? "" : " " + shell_quote(o.output));
+  if (o.launcher == "srun") {
+    s += fmt::format(
+        "srun --ntasks={} --ntasks-per-node={} --cpus-per-task={} --cpu-bind=verbose,cores \\\n"
+        "     --distribution=block:block \\\n     {}\n",
+        tasks, a.ranks_per_node, cpus, run);
+  } else {
+    const bool fits = a.ranks_per_node * cpus <= o.cores_per_node;
+    s += fmt::format(
+        "mpirun -np {} --map-by ppr:{}:node{} --bind-to {} --report-bindings \\\n"
+        "     {}\n",
+        tasks, a.ranks_per_node, fits ? fmt::format(":PE={}", cpus) : "", fits ? "core" : "none",
+        run);
+  }
+  return s;
+}
+
+}  // namespace iotest::job

@@ -1,0 +1,373 @@
+// The sections of `iotest run`: the pipeline and its ranks, in situ or in
+// transit, repetitions, stonewalling and the time line. Each: its JSON, its
+// text and its CSV next to each other.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "iotest/report/sections.hpp"
+
+namespace iotest::report::detail {
+
+// pipeline, with a row per rank
+
+json to_json(const Pipeline& pl) {
+  json ranks = json::array();
+  for (const auto& k : pl.per_rank)
+    ranks.push_back({{"rank", k.rank},
+                     {"role", k.role},
+                     {"host", k.host},
+                     {"busy_s", k.busy_s},
+                     {"wait_s", k.wait_s},
+                     {"idle_s", k.idle_s},
+                     {"cpu_s", k.cpu_s},
+                     {"messages_sent", k.messages_sent},
+                     {"messages_received", k.messages_received},
+                     {"bytes_sent", k.bytes_sent},
+                     {"bytes_received", k.bytes_received},
+                     {"contributions", k.contributions},
+                     {"subgrids", k.subgrids},
+                     {"visibilities", k.visibilities},
+                     {"w_planes", k.w_planes},
+                     {"bytes_written", k.bytes_written},
+                     {"chunks_written", k.chunks_written},
+                     {"chunks_rewritten", k.chunks_rewritten},
+                     {"write_s", k.write_s},
+                     {"sync_s", k.sync_s},
+                     {"open_s", k.open_s},
+                     {"queue_high_water",
+                      {{"send", k.send_queue_max},
+                       {"subgrid", k.subgrid_queue_max},
+                       {"task", k.task_queue_max},
+                       {"visibility", k.visibility_queue_max}}},
+                     {"peak_rss_bytes", k.peak_rss_bytes},
+                     {"stages", to_json(k.stages)}});
+  return {{"ranks", pl.ranks},
+          {"producers", pl.producers},
+          {"streamers", pl.streamers},
+          {"assigner", pl.assigner},
+          {"threads", pl.threads},
+          {"producer_threads", pl.producer_threads},
+          {"writers_per_streamer", pl.writers_per_streamer},
+          {"writer_ranks", pl.writer_ranks},
+          {"fork_writer", pl.fork_writer},
+          {"synthetic_vis", pl.synthetic_vis},
+          {"network_only", pl.network_only},
+          {"queues",
+           {{"send", pl.send_queue},
+            {"subgrid", pl.subgrid_queue},
+            {"task", pl.task_queue},
+            {"bls_per_task", pl.bls_per_task},
+            {"visibility", pl.visibility_queue}}},
+          {"subgrid_visits", pl.subgrid_visits},
+          {"subgrid_parts", pl.subgrid_parts},
+          {"slowest_rank", pl.slowest_rank},
+          {"bound", pl.bound},
+          {"per_rank", ranks}};
+}
+
+// timing.roles: per role, the longest busy, wait and idle times of its ranks.
+json roles_json(const Pipeline& pl) {
+  json roles = json::object();
+  for (const auto& k : pl.per_rank) {
+    auto& role = roles[k.role];
+    if (role.is_null()) role = json::object();
+    for (const auto& [key, v] :
+         {std::pair{"busy_s", k.busy_s}, {"wait_s", k.wait_s}, {"idle_s", k.idle_s}})
+      role[key] = std::max(role.value(key, 0.0), v);
+    role["ranks"] = role.value("ranks", 0) + 1;
+  }
+  return roles;
+}
+
+// The stream, its stages and the table of ranks (with the run's timing and rates).
+std::string render_text(const Pipeline& pl, const Report& r) {
+  if (!r.timing || !r.rates) return {};
+  const auto& t = *r.timing;
+  const auto& q = *r.rates;
+  std::string s = fmt::format(
+      "  stream {:.3f} s (planning {:.3f} s, wall {:.3f} s): {:.1f} subgrids/s, "
+      "network {}/s",
+      t.stream_s, t.planning_s, t.wall_s, q.subgrids_per_s, bytes_text(q.net_bytes_per_s));
+  if (r.observation)
+    s += fmt::format(", {:.3g} visibilities/s, {:.1f} w-planes/s", q.vis_per_s, q.w_planes_per_s);
+  s += "\n";
+  if (r.settings && r.settings->direction != "predict" && !pl.synthetic_vis)
+    s += fmt::format(
+        "  stages, the busiest streamer thread: degrid the model {:.3f} s, grid {:.3f} s{}\n",
+        t.degrid_s, t.image_s,
+        t.input_s > 0 ? fmt::format(" (predicting visibilities apart: {:.3f} s)", t.input_s)
+                      : std::string());
+  if (t.stages) {
+    const auto& g = *t.stages;
+    s += fmt::format(
+        "  stages (thread-seconds over the ranks): facets {:.2f}, columns {:.2f}, "
+        "contributions {:.2f}, subgrid assembly {:.2f}, track pieces {:.2f}, w-towers {:.2f}, "
+        "degrid tasks {:.2f}\n",
+        g.facet_s, g.column_s, g.contribution_s, g.assembly_s, g.pieces_s, g.tower_s,
+        g.degrid_task_s);
+  }
+  if (r.counts.bytes_sent.value_or(0) > 0)
+    s += fmt::format("  sent {} in contributions, received {}\n",
+                     bytes_text(static_cast<double>(*r.counts.bytes_sent)),
+                     bytes_text(static_cast<double>(r.counts.bytes_received.value_or(0))));
+  if (r.counts.visibilities_written)
+    s += fmt::format("  {} visibilities written ({} expected)\n", *r.counts.visibilities_written,
+                     r.counts.visibilities.value_or(0));
+  s += fmt::format("  {:<5} {:<9} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
+                   "rank", "role", "busy s", "wait s", "idle s", "cpu s", "sent", "received",
+                   "subgrids", "vis", "written");
+  for (const auto& k : pl.per_rank)
+    s += fmt::format(
+        "  {:<5} {:<9} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>10} {:>10} {:>9} {:>11} {:>10}\n",
+        k.rank, k.role, k.busy_s, k.wait_s, k.idle_s, k.cpu_s,
+        bytes_text(static_cast<double>(k.bytes_sent)),
+        bytes_text(static_cast<double>(k.bytes_received)), k.subgrids, k.visibilities,
+        bytes_text(static_cast<double>(k.bytes_written)));
+  s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
+                   pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
+  return s;
+}
+
+// ranks: a row per rank, as per_rank in the JSON (queue high-water marks
+// and stages flattened).
+void csv_tables(const Pipeline& pl, Tables& out) {
+  CsvTable t{"ranks",
+             {"rank",
+              "role",
+              "host",
+              "busy_s",
+              "wait_s",
+              "idle_s",
+              "cpu_s",
+              "messages_sent",
+              "messages_received",
+              "bytes_sent",
+              "bytes_received",
+              "contributions",
+              "subgrids",
+              "visibilities",
+              "w_planes",
+              "bytes_written",
+              "chunks_written",
+              "chunks_rewritten",
+              "write_s",
+              "sync_s",
+              "open_s",
+              "send_queue_max",
+              "subgrid_queue_max",
+              "task_queue_max",
+              "visibility_queue_max",
+              "peak_rss_bytes",
+              "facet_s",
+              "column_s",
+              "contribution_s",
+              "assembly_s",
+              "pieces_s",
+              "tower_s",
+              "degrid_task_s"},
+             {}};
+  for (const auto& k : pl.per_rank)
+    t.rows.push_back({csv_cell(k.rank),
+                      k.role,
+                      k.host,
+                      csv_cell(k.busy_s),
+                      csv_cell(k.wait_s),
+                      csv_cell(k.idle_s),
+                      csv_cell(k.cpu_s),
+                      csv_cell(k.messages_sent),
+                      csv_cell(k.messages_received),
+                      csv_cell(k.bytes_sent),
+                      csv_cell(k.bytes_received),
+                      csv_cell(k.contributions),
+                      csv_cell(k.subgrids),
+                      csv_cell(k.visibilities),
+                      csv_cell(k.w_planes),
+                      csv_cell(k.bytes_written),
+                      csv_cell(k.chunks_written),
+                      csv_cell(k.chunks_rewritten),
+                      csv_cell(k.write_s),
+                      csv_cell(k.sync_s),
+                      csv_cell(k.open_s),
+                      csv_cell(k.send_queue_max),
+                      csv_cell(k.subgrid_queue_max),
+                      csv_cell(k.task_queue_max),
+                      csv_cell(k.visibility_queue_max),
+                      csv_cell(k.peak_rss_bytes),
+                      csv_cell(k.stages.facet_s),
+                      csv_cell(k.stages.column_s),
+                      csv_cell(k.stages.contribution_s),
+                      csv_cell(k.stages.assembly_s),
+                      csv_cell(k.stages.pieces_s),
+                      csv_cell(k.stages.tower_s),
+                      csv_cell(k.stages.degrid_task_s)});
+  out.push_back(std::move(t));
+}
+
+void summarise(const Pipeline* p, Summary& out) {
+  out.add("ranks", p, &Pipeline::ranks);
+  out.add("producers", p, &Pipeline::producers);
+  out.add("streamers", p, &Pipeline::streamers);
+  out.add("writer_ranks", p, &Pipeline::writer_ranks);
+  out.add("synthetic_vis", p, &Pipeline::synthetic_vis);
+  out.add("network_only", p, &Pipeline::network_only);
+  out.add("slowest_rank", p, &Pipeline::slowest_rank);
+  out.add("bound", p, &Pipeline::bound);
+}
+
+// transit: in situ or in transit
+
+json to_json(const Transit& t) {
+  return {{"placement", t.placement},
+          {"writer_ranks", t.writer_ranks},
+          {"writers_per_rank", t.writers_per_rank},
+          {"transit_queue", t.transit_queue},
+          {"chunks_sent", t.chunks_sent},
+          {"bytes_sent", t.bytes_sent},
+          {"bytes_per_s", t.bytes_per_s},
+          {"streamer_queue_wait_s", t.streamer_queue_wait_s},
+          {"send_wait_s", t.send_wait_s},
+          {"writer_idle_s", t.writer_idle_s},
+          {"writer_queue_wait_s", t.writer_queue_wait_s},
+          {"bound", t.bound},
+          {"compute_bytes_per_s", t.compute_bytes_per_s},
+          {"write_bytes_per_s", t.write_bytes_per_s},
+          {"suggested_writer_ranks", t.suggested_writer_ranks}};
+}
+
+std::string render_text(const Transit& t, const Report&) {
+  std::string s;
+  if (t.writer_ranks > 0)
+    s += fmt::format(
+        "  in transit: {} chunks ({}) sent to {} writer rank(s), {}/s; waits: degridding on the "
+        "queue {:.2f} s, sends on the writer group {:.2f} s, writer ranks idle {:.2f} s and on "
+        "their writers {:.2f} s; bound by the {}\n",
+        t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.writer_ranks,
+        bytes_text(t.bytes_per_s), t.streamer_queue_wait_s, t.send_wait_s, t.writer_idle_s,
+        t.writer_queue_wait_s, t.bound);
+  else
+    s += fmt::format(
+        "  in situ: degridding waited {:.2f} s on the writers' queues; bound by the {}\n",
+        t.streamer_queue_wait_s, t.bound);
+  s += fmt::format(
+      "  a streamer makes {}/s of chunks, a writer writes {}/s: {} writer rank(s) of {} "
+      "writer(s) would keep pace (--writer-ranks)\n",
+      bytes_text(t.compute_bytes_per_s), bytes_text(t.write_bytes_per_s), t.suggested_writer_ranks,
+      std::max(1, t.writers_per_rank));
+  return s;
+}
+
+void summarise(const Transit* t, Summary& out) {
+  out.add("placement", t, &Transit::placement);
+  out.add("transit_bytes_per_s", t, &Transit::bytes_per_s);
+  out.add("transit_bound", t, &Transit::bound);
+  out.add("suggested_writer_ranks", t, &Transit::suggested_writer_ranks);
+}
+
+// repetitions, with a row per repetition and figure
+
+json to_json(const Repetitions& p) {
+  json figures = json::object();
+  for (const auto& f : p.figures)
+    figures[f.name] = {{"values", f.values}, {"min", f.min}, {"median", f.median}, {"max", f.max}};
+  return {{"count", p.count}, {"figures", figures}};
+}
+
+std::string render_text(const Repetitions& p, const Report&) {
+  std::string s = fmt::format(
+      "  {} repetitions (the figures above are the last's):\n    {:<28} {:>10} "
+      "{:>10} {:>10}\n",
+      p.count, "figure", "min", "median", "max");
+  for (const auto& f : p.figures)
+    s += fmt::format("    {:<28} {:>10.4g} {:>10.4g} {:>10.4g}\n", f.name, f.min, f.median, f.max);
+  return s;
+}
+
+// The first run of a series is its warm-up (as the SKA tender suite counts
+// them): every row is kept and warmup marks it.
+void csv_tables(const Repetitions& p, Tables& out) {
+  CsvTable t{"repetitions", {"repetition", "warmup", "figure", "value"}, {}};
+  for (size_t i = 0; i < static_cast<size_t>(std::max(0, p.count)); ++i)
+    for (const auto& f : p.figures)
+      if (i < f.values.size())
+        t.rows.push_back(
+            {csv_cell(i), csv_cell(i == 0 && p.count > 1), f.name, csv_cell(f.values[i])});
+  out.push_back(std::move(t));
+}
+
+void summarise(const Repetitions* p, Summary& out) {
+  out.add("repetitions", p, &Repetitions::count);
+}
+
+// stonewall
+
+json to_json(const Stonewall& w) {
+  return {{"duration_s", w.duration_s},
+          {"ended_early", w.ended_early},
+          {"visits_total", w.visits_total},
+          {"visits_walked", w.visits_walked},
+          {"parts_total", w.parts_total},
+          {"parts_done", w.parts_done},
+          {"visibilities_total", w.visibilities_total},
+          {"visibilities_done", w.visibilities_done},
+          {"fraction", w.fraction},
+          {"projected_s", w.projected_s}};
+}
+
+std::string render_text(const Stonewall& w, const Report&) {
+  return fmt::format(
+      "  stonewall {:g} s{}: {} of {} visibilities ({:.3g} %), {} of {} visits walked, {} of "
+      "{} parts degridded whole; the whole observation would take {:.3g} s on these ranks\n",
+      w.duration_s, w.ended_early ? "" : " (the walk ended first)", w.visibilities_done,
+      w.visibilities_total, 100 * w.fraction, w.visits_walked, w.visits_total, w.parts_done,
+      w.parts_total, w.projected_s);
+}
+
+void summarise(const Stonewall* w, Summary& out) {
+  out.add("stonewall_s", w, &Stonewall::duration_s);
+  out.add("stonewall_fraction", w, &Stonewall::fraction);
+  out.add("projected_s", w, &Stonewall::projected_s);
+}
+
+// timeline, with a row per rank and interval
+
+json to_json(const Timeline& t) {
+  json ranks = json::array();
+  for (const auto& k : t.ranks)
+    ranks.push_back({{"rank", k.rank},
+                     {"role", k.role},
+                     {"host", k.host},
+                     {"busy_s", k.busy_s},
+                     {"wait_s", k.wait_s},
+                     {"visibilities", k.visibilities},
+                     {"bytes_sent", k.bytes_sent},
+                     {"bytes_written", k.bytes_written}});
+  return {{"interval_s", t.interval_s}, {"start_s", 0.0}, {"ranks", ranks}};
+}
+
+// idle_s is the rest of the interval (never below 0: timing jitter can
+// make busy + wait overshoot it); a figure a rank lacks is empty.
+void csv_tables(const Timeline& t, Tables& out) {
+  CsvTable table{"timeline",
+                 {"rank", "role", "host", "interval", "start_s", "busy_s", "wait_s", "idle_s",
+                  "visibilities", "bytes_sent", "bytes_written"},
+                 {}};
+  for (const auto& k : t.ranks) {
+    const size_t n = std::max({k.busy_s.size(), k.wait_s.size(), k.visibilities.size(),
+                               k.bytes_sent.size(), k.bytes_written.size()});
+    const auto cell = [](const auto& v, size_t i) {
+      return i < v.size() ? csv_cell(v[i]) : std::string();
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const bool both = i < k.busy_s.size() && i < k.wait_s.size();
+      table.rows.push_back(
+          {csv_cell(k.rank), k.role, k.host, csv_cell(i),
+           csv_cell(static_cast<double>(i) * t.interval_s), cell(k.busy_s, i), cell(k.wait_s, i),
+           both ? csv_cell(std::max(0.0, t.interval_s - k.busy_s[i] - k.wait_s[i])) : std::string(),
+           cell(k.visibilities, i), cell(k.bytes_sent, i), cell(k.bytes_written, i)});
+    }
+  }
+  out.push_back(std::move(table));
+}
+
+}  // namespace iotest::report::detail
