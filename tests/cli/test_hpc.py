@@ -209,3 +209,32 @@ def test_docs_cli_is_current():
                            f"--iotest={iotest_binary()}", "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_csv_tables_of_a_run(mpirun, tmp_path):
+    import csv
+    report = tmp_path / "run.json"
+    prefix = tmp_path / "run"
+    mpirun(2, *TINY_RUN, "--synthetic-vis", "--timeline=0.5", f"--csv={prefix}",
+           f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
+    r = load(report)
+    written = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".csv")
+    assert {"run.summary.csv", "run.ranks.csv", "run.timeline.csv"} <= set(written)
+
+    def rows(name):
+        with open(f"{prefix}.{name}.csv", newline="") as f:
+            return list(csv.DictReader(f))
+    ranks = rows("ranks")
+    assert [int(x["rank"]) for x in ranks] == [k["rank"] for k in r["pipeline"]["per_rank"]]
+    for row, k in zip(ranks, r["pipeline"]["per_rank"]):
+        assert row["role"] == k["role"]
+        assert int(row["bytes_written"]) == k["bytes_written"]
+    summary = rows("summary")
+    assert len(summary) == 1 and summary[0]["mode"] == "run"
+    assert int(summary[0]["chunks_written"]) == r["counts"]["chunks_written"]
+    assert len(rows("timeline")) >= len(ranks)
+
+
+def test_csv_prefix_unwritable_is_a_usage_error(iotest, tmp_path):
+    proc = iotest("plan", "--rec-set=T05_", f"--csv={tmp_path / 'no' / 'such' / 'p'}", check=2)
+    assert proc.stderr.startswith("iotest: error: --csv"), proc.stderr
