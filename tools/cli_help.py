@@ -24,8 +24,11 @@ differ). Options are grouped as in `--help`; the options shared by
 several commands (the observation, the sky, the kernel, the queues, the
 report) are defined once and mean the same everywhere. Any option can also
 come from a TOML file, `--config=FILE` (`key = value`, the option's name
-without `--`; the command line wins); every report's
-`environment.configuration` is such a file for its own run. Which command
+without `--`, a back-end's options as `[posix]` tables or dotted keys; a
+`[run]`, `[plan]`, ... table holds one command's settings in a file shared
+by several; the command line wins). Every report's
+`environment.configuration` is such a file for its own run. The files are
+TOML, not YAML: CLI11 reads TOML and INI only. Which command
 answers which question: [guide.md](guide.md).
 """
 
