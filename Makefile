@@ -54,4 +54,4 @@ sanitize: deps
 	ctest --preset sanitize -j 2
 
 clean:
-	rm -rf build build-debug build-sanitize
+	rm -rf build build-release build-debug build-sanitize
