@@ -170,6 +170,13 @@ std::string toml_value(const std::string& v) {
   return nlohmann::json(v).dump();
 }
 
+// An option of the job itself: not help, nor where its report and
+// tables go, nor the file its options came from.
+bool is_job_option(const CLI::Option* opt) {
+  const std::string key = opt->get_single_name();
+  return !key.empty() && key != "help" && key != "report" && key != "csv" && key != "config";
+}
+
 }  // namespace
 
 void enable_config(CLI::App& app, const std::string& command) {
@@ -196,10 +203,8 @@ void hoist_config(std::vector<std::string>& args) {
 std::string shared_arguments(const CLI::App& from, const CLI::App& to) {
   std::string words;
   for (const CLI::Option* opt : from.get_options()) {
+    if (opt->count() == 0 || !is_job_option(opt) || opt->get_positional()) continue;
     const std::string key = opt->get_single_name();
-    if (opt->count() == 0 || key.empty() || key == "report" || key == "csv" || key == "config")
-      continue;
-    if (opt->get_positional()) continue;
     if (to.get_option_no_throw("--" + key) == nullptr) continue;
     if (opt->get_expected_min() == 0) {
       words += " --" + key;
@@ -216,9 +221,8 @@ std::string resolved_configuration(const CLI::App& command) {
       "#   iotest {0} --config=THIS_FILE\n",
       command.get_name());
   for (const CLI::Option* opt : command.get_options()) {
-    if (!opt->get_configurable() || opt->get_single_name().empty()) continue;
+    if (!opt->get_configurable() || !is_job_option(opt)) continue;
     const std::string key = opt->get_single_name();
-    if (key == "help" || key == "config") continue;
     const bool flag = opt->get_expected_min() == 0;
     std::vector<std::string> values;
     if (flag) {

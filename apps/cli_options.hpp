@@ -147,8 +147,9 @@ void hoist_config(std::vector<std::string>& args);
 // made for. Report options and positional arguments are left out.
 std::string shared_arguments(const CLI::App& from, const CLI::App& to);
 
-// The command's every option as a --config file (TOML), defaults included:
-// the report's record of how to repeat the run.
+// The command's every option as a --config file (TOML), defaults included,
+// less where the report and tables go: the report's record of how to
+// repeat the run.
 std::string resolved_configuration(const CLI::App& command);
 
 }  // namespace iotest::cli

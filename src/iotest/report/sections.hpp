@@ -92,6 +92,53 @@ json config_json(const Report& r);  // the parameters, settings and observation
 std::string config_text(const Report& r);
 void config_summary(const Report& r, Summary& out);
 json to_json(const StageSeconds& k);
+
+// A rank's plain figures and the stages, each named once for the JSON
+// (per_rank, stages) and the CSV (ranks): f(name, value) for each, in the
+// CSV's column order.
+template <class F>
+void for_each_stage(const StageSeconds& k, F&& f) {
+  f("facet_s", k.facet_s);
+  f("column_s", k.column_s);
+  f("contribution_s", k.contribution_s);
+  f("assembly_s", k.assembly_s);
+  f("pieces_s", k.pieces_s);
+  f("tower_s", k.tower_s);
+  f("degrid_task_s", k.degrid_task_s);
+}
+template <class F>
+void for_each_rank_figure(const RankStats& k, F&& f) {
+  f("rank", k.rank);
+  f("role", k.role);
+  f("host", k.host);
+  f("busy_s", k.busy_s);
+  f("wait_s", k.wait_s);
+  f("idle_s", k.idle_s);
+  f("cpu_s", k.cpu_s);
+  f("messages_sent", k.messages_sent);
+  f("messages_received", k.messages_received);
+  f("bytes_sent", k.bytes_sent);
+  f("bytes_received", k.bytes_received);
+  f("contributions", k.contributions);
+  f("subgrids", k.subgrids);
+  f("visibilities", k.visibilities);
+  f("w_planes", k.w_planes);
+  f("bytes_written", k.bytes_written);
+  f("chunks_written", k.chunks_written);
+  f("chunks_rewritten", k.chunks_rewritten);
+  f("write_s", k.write_s);
+  f("sync_s", k.sync_s);
+  f("open_s", k.open_s);
+  f("peak_rss_bytes", k.peak_rss_bytes);
+}
+// Its queue high-water marks: JSON queue_high_water.<name>, CSV <name>_queue_max.
+template <class F>
+void for_each_queue_high_water(const RankStats& k, F&& f) {
+  f("send", k.send_queue_max);
+  f("subgrid", k.subgrid_queue_max);
+  f("task", k.task_queue_max);
+  f("visibility", k.visibility_queue_max);
+}
 json to_json(const Accuracy& a);
 std::string render_text(const Accuracy& a, const Report& r);
 void summarise(const Accuracy* a, Summary& out);

@@ -286,13 +286,9 @@ void counts_summary(const Report& r, Summary& out) {
 // timing (with the run's roles, from the pipeline's ranks)
 
 json to_json(const StageSeconds& k) {
-  return {{"facet_s", k.facet_s},
-          {"column_s", k.column_s},
-          {"contribution_s", k.contribution_s},
-          {"assembly_s", k.assembly_s},
-          {"pieces_s", k.pieces_s},
-          {"tower_s", k.tower_s},
-          {"degrid_task_s", k.degrid_task_s}};
+  json j = json::object();
+  for_each_stage(k, [&](const char* name, double v) { j[name] = v; });
+  return j;
 }
 
 json timing_json(const Report& r) {

@@ -13,35 +13,14 @@ namespace iotest::report::detail {
 
 json to_json(const Pipeline& pl) {
   json ranks = json::array();
-  for (const auto& k : pl.per_rank)
-    ranks.push_back({{"rank", k.rank},
-                     {"role", k.role},
-                     {"host", k.host},
-                     {"busy_s", k.busy_s},
-                     {"wait_s", k.wait_s},
-                     {"idle_s", k.idle_s},
-                     {"cpu_s", k.cpu_s},
-                     {"messages_sent", k.messages_sent},
-                     {"messages_received", k.messages_received},
-                     {"bytes_sent", k.bytes_sent},
-                     {"bytes_received", k.bytes_received},
-                     {"contributions", k.contributions},
-                     {"subgrids", k.subgrids},
-                     {"visibilities", k.visibilities},
-                     {"w_planes", k.w_planes},
-                     {"bytes_written", k.bytes_written},
-                     {"chunks_written", k.chunks_written},
-                     {"chunks_rewritten", k.chunks_rewritten},
-                     {"write_s", k.write_s},
-                     {"sync_s", k.sync_s},
-                     {"open_s", k.open_s},
-                     {"queue_high_water",
-                      {{"send", k.send_queue_max},
-                       {"subgrid", k.subgrid_queue_max},
-                       {"task", k.task_queue_max},
-                       {"visibility", k.visibility_queue_max}}},
-                     {"peak_rss_bytes", k.peak_rss_bytes},
-                     {"stages", to_json(k.stages)}});
+  for (const auto& k : pl.per_rank) {
+    json rank = json::object(), queues = json::object();
+    for_each_rank_figure(k, [&](const char* name, const auto& v) { rank[name] = v; });
+    for_each_queue_high_water(k, [&](const char* name, index_t v) { queues[name] = v; });
+    rank["queue_high_water"] = queues;
+    rank["stages"] = to_json(k.stages);
+    ranks.push_back(rank);
+  }
   return {{"ranks", pl.ranks},
           {"producers", pl.producers},
           {"streamers", pl.streamers},
@@ -132,75 +111,20 @@ std::string render_text(const Pipeline& pl, const Report& r) {
 // ranks: a row per rank, as per_rank in the JSON (queue high-water marks
 // and stages flattened).
 void csv_tables(const Pipeline& pl, Tables& out) {
-  CsvTable t{"ranks",
-             {"rank",
-              "role",
-              "host",
-              "busy_s",
-              "wait_s",
-              "idle_s",
-              "cpu_s",
-              "messages_sent",
-              "messages_received",
-              "bytes_sent",
-              "bytes_received",
-              "contributions",
-              "subgrids",
-              "visibilities",
-              "w_planes",
-              "bytes_written",
-              "chunks_written",
-              "chunks_rewritten",
-              "write_s",
-              "sync_s",
-              "open_s",
-              "send_queue_max",
-              "subgrid_queue_max",
-              "task_queue_max",
-              "visibility_queue_max",
-              "peak_rss_bytes",
-              "facet_s",
-              "column_s",
-              "contribution_s",
-              "assembly_s",
-              "pieces_s",
-              "tower_s",
-              "degrid_task_s"},
-             {}};
-  for (const auto& k : pl.per_rank)
-    t.rows.push_back({csv_cell(k.rank),
-                      k.role,
-                      k.host,
-                      csv_cell(k.busy_s),
-                      csv_cell(k.wait_s),
-                      csv_cell(k.idle_s),
-                      csv_cell(k.cpu_s),
-                      csv_cell(k.messages_sent),
-                      csv_cell(k.messages_received),
-                      csv_cell(k.bytes_sent),
-                      csv_cell(k.bytes_received),
-                      csv_cell(k.contributions),
-                      csv_cell(k.subgrids),
-                      csv_cell(k.visibilities),
-                      csv_cell(k.w_planes),
-                      csv_cell(k.bytes_written),
-                      csv_cell(k.chunks_written),
-                      csv_cell(k.chunks_rewritten),
-                      csv_cell(k.write_s),
-                      csv_cell(k.sync_s),
-                      csv_cell(k.open_s),
-                      csv_cell(k.send_queue_max),
-                      csv_cell(k.subgrid_queue_max),
-                      csv_cell(k.task_queue_max),
-                      csv_cell(k.visibility_queue_max),
-                      csv_cell(k.peak_rss_bytes),
-                      csv_cell(k.stages.facet_s),
-                      csv_cell(k.stages.column_s),
-                      csv_cell(k.stages.contribution_s),
-                      csv_cell(k.stages.assembly_s),
-                      csv_cell(k.stages.pieces_s),
-                      csv_cell(k.stages.tower_s),
-                      csv_cell(k.stages.degrid_task_s)});
+  // f(column, value) for each column of rank k.
+  const auto columns = [](const RankStats& k, const auto& f) {
+    for_each_rank_figure(k, f);
+    for_each_queue_high_water(
+        k, [&](const char* name, index_t v) { f(std::string(name) + "_queue_max", v); });
+    for_each_stage(k.stages, f);
+  };
+  CsvTable t{"ranks", {}, {}};
+  columns(RankStats{}, [&](const std::string& name, const auto&) { t.header.push_back(name); });
+  for (const auto& k : pl.per_rank) {
+    std::vector<std::string> row;
+    columns(k, [&](const std::string&, const auto& v) { row.push_back(csv_cell(v)); });
+    t.rows.push_back(std::move(row));
+  }
   out.push_back(std::move(t));
 }
 

@@ -52,7 +52,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 const std::vector<BackendSpec>& backends() {
   static const std::vector<BackendSpec> all {
     null_spec(), hdf5_spec(), posix_spec(),
-#if IOTEST_PARALLEL_HDF5
+#if IOTEST_HAVE_PHDF5
         phdf5_spec()
 #endif
   };
