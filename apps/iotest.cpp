@@ -268,7 +268,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->group("Allocation");
   plan->add_option("--ranks-per-node", plan_opts.ranks_per_node,
-                   "MPI ranks on each node, filled in rank order as mpirun maps by slot "
+                   "MPI ranks on each node; the run deals its roles over the nodes, rank r on node "
+                   "r mod nodes "
                    "(default: enough for one streamer per node)")
       ->group("Allocation");
   plan->add_option("--node-memory", plan_opts.node_memory,

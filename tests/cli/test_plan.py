@@ -26,7 +26,8 @@ def role_totals(advice):
 
 def check_layout(advice):
     """The groups cover every node once, in order, each node full, and
-    the roles in rank order: producers, streamers, the assigner."""
+    the roles in rank order (producers, streamers, the assigner) dealt
+    over the nodes."""
     layout = advice["layout"]
     assert sum(g["node_count"] for g in layout) == advice["nodes"]
     assert [g["first_node"] for g in layout] == \
@@ -38,12 +39,18 @@ def check_layout(advice):
     assert sum(totals.values()) == advice["recommended_ranks"]
     assert totals == {"producers": advice["producers"], "streamers": advice["streamers"],
                       "assigners": 1 if advice["assigner"] else 0}
-    # mpirun by slot: rank r on node r / ranks_per_node.
-    roles = []
-    for g in layout:
-        roles += (["producer"] * g["producers"] + ["streamer"] * g["streamers"]
-                  + ["assigner"] * g["assigners"]) * g["node_count"]
-    assert roles == sorted(roles, key=["producer", "streamer", "assigner"].index)
+    # The run places ranks node-cyclically (as mpirun --map-by node): rank
+    # r on node r mod nodes, roles in rank order.
+    n, ends = advice["nodes"], []
+    for role, count in [("producers", advice["producers"]), ("streamers", advice["streamers"]),
+                        ("assigners", 1 if advice["assigner"] else 0)]:
+        ends.append((role, (ends[-1][1] if ends else 0) + count))
+    nodes = [g for g in layout for _ in range(g["node_count"])]
+    for j, g in enumerate(nodes):
+        lo = 0
+        for role, hi in ends:
+            assert g[role] == sum(1 for r in range(lo, hi) if r % n == j), (j, role)
+            lo = hi
 
 
 @pytest.mark.parametrize("args,ranks_per_node,producers", [

@@ -19,42 +19,39 @@ namespace iotest::commands {
 
 namespace {
 
-// The nodes' ranks by role, consecutive nodes alike in one group: rank r
-// on node r / ranks_per_node, producers first, then streamers, the writer
-// ranks, the assigner last (pipeline::Roles).
+// The nodes' ranks by role, consecutive nodes alike in one group. The run
+// places its ranks node-cyclically (pipeline::place_by_node): rank r on
+// node r mod nodes, so the roles in rank order (producers, streamers, the
+// writer ranks, the assigner last: pipeline::Roles) are dealt over the
+// nodes as cards are.
 std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
                                                    const report::Memory& m) {
-  const index_t k = a.ranks_per_node;
+  const index_t n = a.nodes;
   const index_t producers_end = a.producers, streamers_end = a.producers + a.streamers,
                 writers_end = streamers_end + a.writer_ranks;
-  const auto overlap = [](index_t lo, index_t hi, index_t from, index_t to) {
-    return std::max<index_t>(0, std::min(hi, to) - std::max(lo, from));
+  // Ranks r in [lo, hi) with r mod n == node.
+  const auto dealt = [n](index_t node, index_t lo, index_t hi) {
+    const auto below = [&](index_t x) { return x / n + (x % n > node ? 1 : 0); };
+    return below(hi) - below(lo);
   };
   std::vector<report::Advice::NodeGroup> groups;
-  for (index_t node = 0; node < a.nodes;) {
-    const index_t lo = node * k, hi = lo + k;
+  for (index_t node = 0; node < n; ++node) {
     report::Advice::NodeGroup g;
     g.first_node = node;
-    g.producers = overlap(lo, hi, 0, producers_end);
-    g.streamers = overlap(lo, hi, producers_end, streamers_end);
-    g.writers = overlap(lo, hi, streamers_end, writers_end);
-    g.assigners = overlap(lo, hi, writers_end, a.recommended_ranks);
+    g.node_count = 1;
+    g.producers = dealt(node, 0, producers_end);
+    g.streamers = dealt(node, producers_end, streamers_end);
+    g.writers = dealt(node, streamers_end, writers_end);
+    g.assigners = dealt(node, writers_end, a.recommended_ranks);
     g.bytes = g.producers * m.producer_bytes + g.streamers * m.streamer_bytes +
               g.writers * m.writer_bytes + g.assigners * m.assigner_bytes;
     g.fits = g.bytes <= a.node_memory_bytes;
-    // Nodes wholly of one role are alike up to that role's last whole node
-    // (a job of thousands of nodes is a few groups, found in as many steps).
-    g.node_count = g.producers == k   ? producers_end / k - node
-                   : g.streamers == k ? streamers_end / k - node
-                   : g.writers == k   ? writers_end / k - node
-                                      : 1;
-    node += g.node_count;
     const auto alike = [&](const report::Advice::NodeGroup& h) {
       return h.producers == g.producers && h.streamers == g.streamers && h.writers == g.writers &&
              h.assigners == g.assigners;
     };
     if (!groups.empty() && alike(groups.back()))
-      groups.back().node_count += g.node_count;
+      groups.back().node_count += 1;
     else
       groups.push_back(g);
   }

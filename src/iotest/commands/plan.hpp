@@ -17,8 +17,8 @@ struct PlanOptions {
   std::string rec_set;
   std::optional<double> window_width;
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
-  // The allocation: nodes, ranks on each (mpirun's default mapping by slot
-  // puts rank r on node r / ranks_per_node) and the memory of one node.
+  // The allocation: nodes, ranks on each (the run deals its ranks over the
+  // nodes: rank r on node r mod nodes) and the memory of one node.
   index_t nodes = 1;
   std::optional<index_t> ranks_per_node;  // none: enough for one streamer per node
   std::optional<index_t> node_memory;     // bytes; none: available on this machine

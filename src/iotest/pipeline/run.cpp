@@ -19,6 +19,7 @@
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/job/memory.hpp"
+#include "iotest/pipeline/placement.hpp"
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/storage/backend.hpp"
@@ -461,7 +462,22 @@ void require_node_memory(const report::Memory& m, const Roles& roles, MPI_Comm c
 
 }  // namespace
 
-report::Report run(const RunOptions& o, MPI_Comm comm) {
+namespace {
+report::Report run_placed(const RunOptions& o, MPI_Comm comm);
+}  // namespace
+
+report::Report run(const RunOptions& o, MPI_Comm launched) {
+  // Ranks in node-cyclic order, so the roles spread over the nodes (the
+  // per-rank figures name these ranks). A failure ends the process, so
+  // only a run that returns frees it.
+  MPI_Comm comm = place_by_node(launched);
+  auto report = run_placed(o, comm);
+  MPI_Comm_free(&comm);
+  return report;
+}
+
+namespace {
+report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
   const double t_wall = MPI_Wtime();
   Context ctx;
   ctx.options = o;
@@ -924,5 +940,7 @@ report::Report run(const RunOptions& o, MPI_Comm comm) {
     r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
   return r;
 }
+
+}  // namespace
 
 }  // namespace iotest::pipeline

@@ -371,9 +371,9 @@ struct Transit {
   index_t suggested_writer_ranks = 0;
 };
 
-// `iotest plan`: the job laid out on its nodes. Ranks fill the nodes in
-// order (mpirun's default mapping by slot: rank r on node r /
-// ranks_per_node); roles in rank order: producers, streamers, the assigner.
+// `iotest plan`: the job laid out on its nodes. Ranks are dealt over the
+// nodes (pipeline::place_by_node: rank r on node r mod nodes, as mpirun
+// --map-by node); roles in rank order: producers, streamers, the assigner.
 struct Advice {
   index_t nodes = 1;
   index_t ranks_per_node = 0;

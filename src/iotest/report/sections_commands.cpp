@@ -505,7 +505,7 @@ std::string render_text(const Advice& a, const Report& r) {
       a.recommended_ranks, a.nodes, a.ranks_per_node, a.producers, a.producer_threads, a.streamers,
       a.threads, a.writer_ranks > 0 ? fmt::format("{} writer rank(s), ", a.writer_ranks) : "",
       a.assigner ? "1 assigner" : "static assignment");
-  s += fmt::format("  run: mpirun -np {} --map-by slot iotest --facet-workers={}{}{} ...\n",
+  s += fmt::format("  run: mpirun -np {} --map-by node iotest --facet-workers={}{}{} ...\n",
                    a.recommended_ranks, a.producers,
                    a.writer_ranks > 0 ? fmt::format(" --writer-ranks={}", a.writer_ranks) : "",
                    a.assigner ? " --assigner" : "");
