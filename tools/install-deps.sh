@@ -4,6 +4,8 @@
 # tests and tools. Idempotent: installs only what is missing.
 #   tools/install-deps.sh [--libraries-only]   (no venv: what a plain
 #                                               `cmake --preset release` needs)
+# Without --libraries-only it also installs what tools/cluster (the virtual
+# cluster the tests run jobs on) needs: Slurm, munge and iproute2.
 set -euo pipefail
 libraries_only=false
 [[ ${1:-} == --libraries-only ]] && libraries_only=true
@@ -16,6 +18,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3 python3-venv
 )
+$libraries_only || packages+=(slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,106 @@
+"""The virtual cluster (tools/cluster) for the cluster tests: one cluster of
+three hosts for the whole session, brought down at its end whatever
+happened. Where it cannot run (not root, no namespaces, Slurm or munge
+missing) every test skips with tools/cluster's own one-line reason."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOL = os.path.join(REPO, "tools", "cluster")
+# Apart from a user's cluster (/var/tmp/iotest-cluster, 10.77.0.0/24): its
+# own root, subnet and controller port.
+ROOT = os.environ.get("IOTEST_CLUSTER_TEST_ROOT", "/var/tmp/iotest-cluster-test")
+UP_ARGS = ["--subnet=10.78.0", "--port=16827", "--lifetime=1800", "--kill-wait=5"]
+HOSTS = ["node1", "node2", "node3"]
+# Every job is bounded: a hang fails its test instead of CI.
+JOB_TIMEOUT_S = 240
+# A small observation every host can degrid in seconds on two shared cores.
+T05 = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+       "--freq=260e6:300e6/32/16", "--dec=-40", "--no-progress", "--threads=1"]
+
+
+def iotest_binary():
+    return os.path.abspath(os.environ.get("IOTEST_BIN", os.path.join(REPO, "build/bin/iotest")))
+
+
+def tool(*args, root=ROOT, timeout=120, check=None, **kw):
+    env = {**os.environ, "IOTEST_CLUSTER_ROOT": root}
+    proc = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+    if check is not None:
+        assert proc.returncode == check, (args, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+class Cluster:
+    def __init__(self, root):
+        self.root = root
+        self.shared = os.path.join(root, "shared")
+        self.local = os.path.join(root, "local")  # each host's own, at this path
+        self.hosts = HOSTS
+
+    def host_local(self, host):
+        """A host's node-local directory, seen from the login side."""
+        return os.path.join(self.root, "hosts", host, "local")
+
+    def exec(self, *cmd, timeout=JOB_TIMEOUT_S, check=None, cwd=None):
+        """A command on the login side (sbatch, srun, salloc)."""
+        return tool("exec", "timeout", "-k", "10", str(timeout), *cmd, timeout=timeout + 30,
+                    check=check, cwd=cwd or self.shared)
+
+    def on(self, host, *cmd, timeout=JOB_TIMEOUT_S, check=None):
+        return tool("on", host, "timeout", "-k", "10", str(timeout), *cmd,
+                    timeout=timeout + 30, check=check)
+
+    def srun(self, nodes, tasks, *args, check=None, cwd=None, timeout=JOB_TIMEOUT_S):
+        """iotest across hosts, launched by Slurm (PMIx), as on a cluster."""
+        return self.exec("srun", f"--nodes={nodes}", f"--ntasks={tasks}", "--overcommit",
+                         iotest_binary(), *args, check=check, cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    if os.geteuid() != 0:
+        pytest.skip("the virtual cluster needs root (network namespaces, a bridge, cgroups)")
+    proc = tool("up", "3", *UP_ARGS, timeout=180)
+    if proc.returncode == 2:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr
+    try:
+        yield Cluster(ROOT)
+    finally:
+        down = tool("down", timeout=120)
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture
+def workdir(cluster, request):
+    """A fresh folder of the shared file system for one test."""
+    path = os.path.join(cluster.shared, request.node.name)
+    subprocess.run(["rm", "-rf", path], check=True)
+    os.makedirs(path)
+    return path
+
+
+def load(path):
+    sys.path.insert(0, os.path.join(REPO, "tests", "cli"))
+    from schema import validate_report
+    with open(path) as f:
+        report = json.load(f)
+    validate_report(report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line CI greps: how many cluster tests ran, and why any skipped."""
+    stats = terminalreporter.stats
+    ran = len(stats.get("passed", [])) + len(stats.get("failed", []))
+    skipped = stats.get("skipped", [])
+    reasons = sorted({str(r.longrepr[2]) for r in skipped if isinstance(r.longrepr, tuple)})
+    terminalreporter.write_line(
+        f"cluster tests: {ran} ran, {len(stats.get('failed', []))} failed, {len(skipped)} skipped"
+        + (f" ({'; '.join(reasons)})" if reasons else ""))

@@ -1,0 +1,249 @@
+"""iotest on a cluster (issue 25): a real Slurm on three virtual hosts
+(tools/cluster), each a network namespace with its own hostname, address,
+/tmp and node-local directory. What only a cluster exercises: roles placed
+by node, job scripts under sbatch, %h outputs, a shared file written from
+several hosts, TCP between hosts, writer ranks on another host, srun
+scaling studies."""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import (HOSTS, JOB_TIMEOUT_S, ROOT, T05, TOOL, iotest_binary, load, tool)
+
+
+def roles_by_host(report):
+    """{host: {role: ranks}} from a run report's per-rank table."""
+    out = {}
+    for r in report["pipeline"]["per_rank"]:
+        roles = out.setdefault(r["host"], {})
+        roles[r["role"]] = roles.get(r["role"], 0) + 1
+    return out
+
+
+# ---- the tool itself ---------------------------------------------------------
+
+
+def kernel_leftovers(root):
+    """What a cluster at `root` could leave: its links, cgroups, processes
+    in its cgroups or namespaces, and mounts of its folders."""
+    import hashlib
+    tag = hashlib.sha1(os.path.abspath(root).encode()).hexdigest()[:6]
+    found = []
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    found += [l.split(":")[1].strip() for l in links.splitlines() if tag in l]
+    found += glob.glob(f"/sys/fs/cgroup/*/iotest-cluster-{tag}")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                if tag in f.read():
+                    found.append(f"process {pid}")
+            with open(f"/proc/{pid}/mountinfo") as f:
+                if root + "/" in f.read():
+                    found.append(f"mounts of process {pid}")
+        except OSError:
+            pass
+    return found
+
+
+def running(pid):
+    """Alive and not a zombie (an exited process its new parent, init, has
+    not reaped yet holds nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_up_then_down_leaves_no_namespace_process_link_mount_or_cgroup():
+    if os.geteuid() != 0:
+        pytest.skip("the virtual cluster needs root")
+    root = tempfile.mkdtemp(prefix="iotest-cluster-updown-", dir="/var/tmp")
+    up = tool("up", "3", "--subnet=10.79.0", "--port=16837", "--lifetime=300", root=root,
+              timeout=180)
+    if up.returncode == 2:
+        pytest.skip(up.stderr.strip().splitlines()[-1])
+    try:
+        assert up.returncode == 0, up.stderr
+        with open(os.path.join(root, "state.json")) as f:
+            state = json.load(f)
+        holders = list(state["holders"].values())
+        assert len(holders) == 3 and kernel_leftovers(root)  # it was there
+        # Each host is its own: hostname, address, node-local folder.
+        for k, host in enumerate(HOSTS, 1):
+            p = tool("on", host, "sh", "-c", "hostname; ip -4 -o addr show eth0; "
+                     f"echo {host} > {root}/local/mine", root=root, check=0)
+            assert p.stdout.startswith(host + "\n") and f"10.79.0.{k}/24" in p.stdout
+            with open(os.path.join(root, "hosts", host, "local", "mine")) as f:
+                assert f.read() == host + "\n"
+        sinfo = tool("exec", "sinfo", "-h", "-o", "%D %T", root=root, check=0)
+        assert sinfo.stdout.split() == ["3", "idle"]
+    finally:
+        down = tool("down", root=root, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert kernel_leftovers(root) == []
+    assert not any(running(p) for p in holders)
+    # A second down finds nothing to do, and says so without failing.
+    assert tool("down", root=root).returncode == 0
+    subprocess.run(["rm", "-rf", root])
+
+
+def test_it_refuses_without_root_in_one_line(tmp_path):
+    copy = os.path.join(tempfile.mkdtemp(prefix="iotest-cluster-tool-"), "cluster")
+    with open(TOOL) as src, open(copy, "w") as dst:
+        dst.write(src.read())
+    os.chmod(os.path.dirname(copy), 0o755)
+    os.chmod(copy, 0o755)
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+               copy, "up", "3"]
+    else:
+        cmd = [sys.executable, copy, "up", "3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs root" in lines[0], proc.stderr
+
+
+def test_unknown_commands_and_hosts_are_refused(cluster):
+    assert tool("reboot").returncode == 2
+    proc = tool("on", "node9", "hostname")
+    assert proc.returncode == 2 and "node9" in proc.stderr and "node1" in proc.stderr
+    proc = tool("up", "3", "--link-rate=fast", root="/var/tmp/iotest-cluster-nonesuch")
+    assert proc.returncode == 2 and "--link-rate" in proc.stderr
+
+
+# ---- jobs --------------------------------------------------------------------
+
+
+def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir):
+    plan = os.path.join(workdir, "plan.json")
+    script = subprocess.run(
+        [iotest_binary(), "plan", *T05[:5], "--nodes=3", "--ranks-per-node=2",
+         "--cores-per-node=2", "--facet-workers=2", "--threads=1", "--slurm",
+         f"--binary={iotest_binary()}", "--time-limit=5", f"{workdir}/vis%d.h5",
+         f"--report={plan}"], capture_output=True, text=True, check=True, timeout=60).stdout
+    with open(os.path.join(workdir, "job.sh"), "w") as f:
+        f.write(script)
+    proc = cluster.exec("sbatch", "--wait", "job.sh", cwd=workdir, check=0)
+    job = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
+    report = load(os.path.join(workdir, f"iotest-{job}.json"))
+    assert sorted(report["environment"]["hosts"]) == HOSTS
+    # The plan's layout, node by node, is what ran: node j is the host of
+    # rank j (ranks are dealt over the nodes), and its roles are the plan's.
+    advice = load(plan)["advice"]
+    nodes = [g for g in advice["layout"] for _ in range(g["node_count"])]
+    per_rank = report["pipeline"]["per_rank"]
+    host_of_node = [per_rank[j]["host"] for j in range(3)]
+    assert sorted(host_of_node) == HOSTS
+    by_host = roles_by_host(report)
+    for j, g in enumerate(nodes):
+        assert by_host[host_of_node[j]] == {
+            role: g[key] for role, key in [("producer", "producers"), ("streamer", "streamers")]
+            if g[key]}, (j, by_host)
+    # The producers are spread, one a node, as --map-by node places them.
+    producer_hosts = [r["host"] for r in per_rank if r["role"] == "producer"]
+    assert len(set(producer_hosts)) == 2
+    outputs = sorted(glob.glob(f"{workdir}/vis*.h5"))
+    assert len(outputs) == 4 and not glob.glob(f"{workdir}/*.partial")
+    cluster.exec(iotest_binary(), "verify", *outputs, "--nonce", str(report["config"]["nonce"]),
+                 check=0)
+
+
+def test_node_local_outputs_land_on_their_own_host(cluster, workdir):
+    report = os.path.join(workdir, "run.json")
+    cluster.srun(3, 6, "run", *T05, "--facet-workers=1", f"--report={report}",
+                 f"{cluster.local}/%h-vis%d.h5", check=0, cwd=workdir)
+    r = load(report)
+    assert sorted(r["environment"]["hosts"]) == HOSTS
+    streamer_hosts = {p["host"] for p in r["pipeline"]["per_rank"] if p["role"] == "streamer"}
+    assert streamer_hosts == set(HOSTS)
+    every = []
+    for host in HOSTS:
+        files = sorted(os.listdir(cluster.host_local(host)))
+        mine = [f for f in files if f.startswith(f"{host}-vis")]
+        assert mine and mine == files, (host, files)  # only its own, none of others
+        every += [os.path.join(cluster.host_local(host), f) for f in mine]
+    # The set is whole across the hosts (verify needs every chunk; a host
+    # alone holds its streamers' share).
+    cluster.exec(iotest_binary(), "verify", *every, "--nonce", str(r["config"]["nonce"]), check=0)
+
+
+def test_a_shared_file_is_written_from_three_hosts(cluster, workdir):
+    report = os.path.join(workdir, "run.json")
+    out = os.path.join(workdir, "vis.h5")
+    cluster.srun(3, 6, "run", *T05, "--facet-workers=1", "--storage=phdf5",
+                 f"--report={report}", out, check=0, cwd=workdir)
+    r = load(report)
+    writers = {p["host"] for p in r["pipeline"]["per_rank"] if p["role"] == "streamer"}
+    assert writers == set(HOSTS)
+    cluster.exec(iotest_binary(), "verify", "--all", out, check=0)
+    from pyuvdata import UVData
+    uv = UVData.from_file(out, file_type="uvh5")
+    assert uv.Nbls == 351 and uv.Nfreqs == 32 and uv.Ntimes == 16
+
+
+def test_net_measures_between_hosts_over_mpi_and_tcp(cluster, workdir):
+    report = os.path.join(workdir, "net.json")
+    cluster.srun(3, 3, "net", "--max-size=1048576", "--iterations=200", "--check",
+                 f"--report={report}", check=0, cwd=workdir)
+    r = load(report)["net"]
+    assert r["nodes"] == 3 and r["checked"] and r["passed"] and r["messages_wrong"] == 0
+    assert r["messages_checked"] > 0
+    assert r["transports"] == ["mpi", "tcp"]
+    assert r["pairs"]
+    for pair in r["pairs"]:
+        assert pair["sender_host"] != pair["receiver_host"]
+        # TCP reached the other host at its own address on the bridge.
+        assert pair["tcp_address"].startswith("10.78.0.")
+        for transport in ("mpi", "tcp"):
+            assert len(pair[transport]) == len(r["sizes"])
+            assert all(f["bandwidth_mb_per_s"] > 0 for f in pair[transport])
+
+
+def test_a_writer_rank_on_another_host_and_both_directions(cluster, workdir):
+    report = os.path.join(workdir, "transit.json")
+    # 4 ranks dealt over 3 hosts: producer and writer rank on node1, the
+    # streamers on node2 and node3.
+    cluster.srun(3, 4, "run", *T05, "--facet-workers=1", "--writer-ranks=1",
+                 f"--report={report}", f"{workdir}/vis%d.h5", check=0, cwd=workdir)
+    r = load(report)
+    hosts = {p["role"]: set() for p in r["pipeline"]["per_rank"]}
+    for p in r["pipeline"]["per_rank"]:
+        hosts[p["role"]].add(p["host"])
+    assert len(hosts["writer"]) == 1 and not hosts["writer"] & hosts["streamer"], hosts
+    assert r["transit"]["chunks_sent"] > 0
+    cluster.exec(iotest_binary(), "verify", *sorted(glob.glob(f"{workdir}/vis*.h5")), check=0)
+    # Predict and image in one run, across the hosts.
+    both = os.path.join(workdir, "both.json")
+    cluster.srun(3, 3, "run", *T05, "--facet-workers=1", "--direction=both",
+                 f"--report={both}", check=0, cwd=workdir)
+    b = load(both)
+    assert sorted(b["environment"]["hosts"]) == HOSTS
+    assert b["accuracy"]
+
+
+def test_scale_launches_its_runs_with_srun(cluster, workdir):
+    out = os.path.join(workdir, "study")
+    report = os.path.join(workdir, "scale.json")
+    job = " ".join([*T05, "--synthetic-vis"])
+    # salloc holds the three hosts; each run's srun takes as many as ranks.
+    cluster.exec("salloc", "--nodes=3", "--overcommit", iotest_binary(), "scale",
+                 "--launcher=srun --overcommit --ntasks-per-node=1", "--np-flag=-n", "--n=nodes",
+                 "--ranks=1,2,3", f"--job={job} {workdir}/vis%d.h5", f"--out={out}",
+                 f"--report={report}", check=0, cwd=workdir, timeout=3 * JOB_TIMEOUT_S)
+    sc = load(report)["scale"]
+    assert sc["n_by"] == "nodes"
+    assert [p["n"] for p in sc["points"]] == [1, 2, 3]
+    assert sc["fits"] and sc["plots"]
+    for n in (1, 2, 3):
+        hosts = load(os.path.join(out, f"report-{n}.json"))["environment"]["hosts"]
+        assert len(hosts) == n
