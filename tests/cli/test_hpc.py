@@ -91,12 +91,33 @@ def test_plan_slurm_with_mpirun_maps_by_node(iotest):
 @pytest.mark.parametrize("args,option", [
     (["--launcher=aprun"], "--launcher"),
     (["--time-limit=soon"], "--time-limit"),
+    (["--time-limit=0:30"], "--time-limit"),  # under a minute
+    (["--time-limit=1-2-3"], "--time-limit"),
     (["--cores-per-node=0"], "--cores-per-node"),
 ])
 def test_plan_slurm_refuses_bad_options(iotest, args, option):
     proc = iotest("plan", *SMALL, "--slurm", *args, check=2)
     assert proc.stderr.startswith(f"iotest: error: {option}"), proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("limit,duration", [
+    ("1", 35),             # 60 s less 10 s setup, 10 s drain, 5 s margin
+    ("10:00", 450),        # 600 s less 60 + 60 + 30
+    ("02:00:00", 5700),    # 7200 s less 600 + 600 + 300 (10 % and 5 %, capped)
+    ("1-00", 84900),       # a day less 600 + 600 + 300
+])
+def test_plan_slurm_stops_the_run_before_the_time_limit(iotest, limit, duration):
+    script = iotest("plan", *SMALL, "--slurm", f"--time-limit={limit}", check=0).stdout
+    assert sbatch(script, "time") == limit
+    assert f"--duration={duration}" in launch_line(script)
+    assert f"--duration={duration} s (stonewalling)" in script  # the rule, stated
+
+
+def test_plan_slurm_keeps_the_runs_own_duration(iotest):
+    script = iotest("plan", *SMALL, "--slurm", "--duration=100", "--time-limit=1", check=0).stdout
+    words = launch_line(script)
+    assert [w for w in words if w.startswith("--duration")] == ["--duration=100"]
 
 
 def test_host_in_output_paths(mpirun, tmp_path):

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "iotest/common/errors.hpp"
 
@@ -11,10 +13,66 @@ namespace iotest::job {
 void check_job_script_options(const JobScriptOptions& o) {
   if (o.launcher != "srun" && o.launcher != "mpirun")
     throw UsageError("--launcher", "expected srun or mpirun, got '" + o.launcher + "'");
-  if (o.time_limit.empty() || o.time_limit.find_first_not_of("0123456789:-") != std::string::npos)
-    throw UsageError(
-        "--time-limit",
-        "expected Slurm's time format ([D-]HH:MM:SS or minutes), got '" + o.time_limit + "'");
+  time_limit_seconds(o.time_limit);
+}
+
+double time_limit_seconds(const std::string& limit) {
+  const auto refuse = [&] {
+    return UsageError("--time-limit",
+                      "expected Slurm's time format (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+                      "D-HH:MM:SS) of at least a minute, got '" + limit + "'");
+  };
+  if (limit.empty() || limit.find_first_not_of("0123456789:-") != std::string::npos ||
+      limit.size() > 16)
+    throw refuse();
+  double days = 0;
+  std::string rest = limit;
+  const auto dash = limit.find('-');
+  if (dash != std::string::npos) {
+    if (dash == 0 || limit.find('-', dash + 1) != std::string::npos) throw refuse();
+    days = std::stod(limit.substr(0, dash));
+    rest = limit.substr(dash + 1);
+  }
+  std::vector<double> fields;
+  for (size_t from = 0;;) {
+    const auto colon = rest.find(':', from);
+    const auto field = rest.substr(from, colon == std::string::npos ? colon : colon - from);
+    if (field.empty()) throw refuse();
+    fields.push_back(std::stod(field));
+    if (colon == std::string::npos) break;
+    from = colon + 1;
+  }
+  double seconds = 0;
+  if (dash != std::string::npos) {  // D-HH[:MM[:SS]]
+    if (fields.size() > 3) throw refuse();
+    const double unit[] = {3600, 60, 1};
+    for (size_t i = 0; i < fields.size(); ++i) seconds += fields[i] * unit[i];
+    seconds += days * 86400;
+  } else if (fields.size() == 1) {  // minutes
+    seconds = fields[0] * 60;
+  } else if (fields.size() == 2) {  // MM:SS
+    seconds = fields[0] * 60 + fields[1];
+  } else if (fields.size() == 3) {  // HH:MM:SS
+    seconds = fields[0] * 3600 + fields[1] * 60 + fields[2];
+  } else {
+    throw refuse();
+  }
+  if (seconds < 60) throw refuse();
+  return seconds;
+}
+
+StreamBudget stream_budget(const std::string& time_limit) {
+  StreamBudget b;
+  b.limit_s = time_limit_seconds(time_limit);
+  b.setup_s = std::clamp(0.10 * b.limit_s, 10.0, 600.0);
+  b.drain_s = std::clamp(0.10 * b.limit_s, 10.0, 600.0);
+  b.margin_s = std::clamp(0.05 * b.limit_s, 5.0, 300.0);
+  b.duration_s = std::floor(b.limit_s - b.setup_s - b.drain_s - b.margin_s);
+  if (b.duration_s < 10)
+    throw UsageError("--time-limit", fmt::format("{} leaves {:.0f} s to stream after setup, "
+                                                 "drain and margin; expected at least 10 s",
+                                                 time_limit, b.duration_s));
+  return b;
 }
 
 std::string shell_quote(const std::string& word) {
@@ -67,6 +125,17 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   if (!has("--threads")) arguments += fmt::format(" --threads={}", a.threads);
   if (a.producers > 0 && !has("--producer-threads"))
     arguments += fmt::format(" --producer-threads={}", a.producer_threads);
+  if (!has("--duration")) {
+    const auto b = stream_budget(o.time_limit);
+    s += fmt::format(
+        "# The run stops taking new work after --duration={:.0f} s (stonewalling) and ends\n"
+        "# by itself, its files whole, before Slurm's SIGTERM at the time limit: {:.0f} s\n"
+        "# less {:.0f} s of setup, {:.0f} s of drain and a margin of {:.0f} s. Its report\n"
+        "# projects the whole observation's time. Without it, a run the limit ends\n"
+        "# leaves only .partial files.\n\n",
+        b.duration_s, b.limit_s, b.setup_s, b.drain_s, b.margin_s);
+    arguments += fmt::format(" --duration={:.0f}", b.duration_s);
+  }
   const std::string run =
       fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json --no-progress{}", o.iotest,
                   arguments, o.output.empty() ? "" : " " + shell_quote(o.output));

@@ -23,11 +23,28 @@ struct JobScriptOptions {
   std::string iotest = "iotest";  // the binary, as the nodes find it
 };
 
-// Throws UsageError for a launcher other than srun or mpirun.
+// Throws UsageError for a launcher other than srun or mpirun, or a time
+// limit Slurm would not take.
 void check_job_script_options(const JobScriptOptions& o);
 
+// Slurm's time formats (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM,
+// D-HH:MM:SS) in seconds; throws UsageError naming --time-limit.
+double time_limit_seconds(const std::string& limit);
+
+// The stream time a job of this limit is given (`iotest run --duration`),
+// so that it ends by itself, its files whole, before Slurm's SIGTERM: the
+// limit less the setup, the drain (writers emptied, files closed, synced
+// and published, the report) and a margin, each a share of the limit
+// within bounds (setup and drain 10 %, 10 s to 10 min; margin 5 %, 5 s to
+// 5 min). Throws UsageError when nothing is left to stream.
+struct StreamBudget {
+  double limit_s = 0, setup_s = 0, drain_s = 0, margin_s = 0, duration_s = 0;
+};
+StreamBudget stream_budget(const std::string& time_limit);
+
 // The script: #SBATCH lines for a.nodes x a.ranks_per_node tasks, the
-// environment, and the launch of `iotest run` with a's threads.
+// environment, and the launch of `iotest run` with a's threads and, unless
+// the run's options give one, the --duration of stream_budget.
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o);
 
 // A word for the shell: quoted when it holds anything but safe characters.
