@@ -114,12 +114,6 @@ def test_plan_slurm_stops_the_run_before_the_time_limit(iotest, limit, duration)
     assert f"--duration={duration} s (stonewalling)" in script  # the rule, stated
 
 
-def test_plan_slurm_keeps_the_runs_own_duration(iotest):
-    script = iotest("plan", *SMALL, "--slurm", "--duration=100", "--time-limit=1", check=0).stdout
-    words = launch_line(script)
-    assert [w for w in words if w.startswith("--duration")] == ["--duration=100"]
-
-
 def test_host_in_output_paths(mpirun, tmp_path):
     host = socket.gethostname()
     (tmp_path / host).mkdir()
