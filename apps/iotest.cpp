@@ -2,6 +2,7 @@
 // library. Everything it prints comes from a report::Report.
 #include <fmt/format.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -212,9 +213,35 @@ const char* const kVisSets =
     "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa "
     "(NAME@pole: at declination 90, every w 0)";
 
+// SIGTERM (a batch system's time limit, scancel) or SIGINT: one line naming
+// the signal and this host, then the default action, so the process ends
+// at once. Files still under their temporary names stay so (.partial): a
+// run ended early publishes nothing (docs/cluster.md). The lines are made
+// before any signal, since a handler may only write().
+char termination_lines[2][160];
+
+extern "C" void on_termination(int signal) {
+  const char* line = termination_lines[signal == SIGTERM ? 0 : 1];
+  (void)!::write(STDERR_FILENO, line, std::strlen(line));
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void report_termination_signals() {
+  char host[64] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  for (int i = 0; i < 2; ++i)
+    std::snprintf(termination_lines[i], sizeof(termination_lines[i]),
+                  "iotest: ended by %s on %s; unfinished outputs stay .partial\n",
+                  i == 0 ? "SIGTERM" : "SIGINT", host);
+  std::signal(SIGTERM, on_termination);
+  std::signal(SIGINT, on_termination);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  report_termination_signals();
   // A file-size limit (ulimit -f, some quotas) then fails a write with EFBIG,
   // reported like a full disk, instead of killing the process silently.
   std::signal(SIGXFSZ, SIG_IGN);

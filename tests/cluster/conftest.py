@@ -2,6 +2,7 @@
 three hosts for the whole session, brought down at its end whatever
 happened. Where it cannot run (not root, no namespaces, Slurm or munge
 missing) every test skips with tools/cluster's own one-line reason."""
+import contextlib
 import json
 import os
 import subprocess
@@ -50,11 +51,14 @@ class Cluster:
     def exec(self, *cmd, timeout=JOB_TIMEOUT_S, check=None, cwd=None):
         """A command on the login side (sbatch, srun, salloc)."""
         return tool("exec", "timeout", "-k", "10", str(timeout), *cmd, timeout=timeout + 30,
-                    check=check, cwd=cwd or self.shared)
+                    check=check, cwd=cwd or self.shared, root=self.root)
 
     def on(self, host, *cmd, timeout=JOB_TIMEOUT_S, check=None):
         return tool("on", host, "timeout", "-k", "10", str(timeout), *cmd,
-                    timeout=timeout + 30, check=check)
+                    timeout=timeout + 30, check=check, root=self.root)
+
+    def limit(self, host, *args):
+        return tool("limit", host, *args, root=self.root, check=0)
 
     def srun(self, nodes, tasks, *args, check=None, cwd=None, timeout=JOB_TIMEOUT_S):
         """iotest across hosts, launched by Slurm (PMIx), as on a cluster."""
@@ -62,19 +66,27 @@ class Cluster:
                          iotest_binary(), *args, check=check, cwd=cwd, timeout=timeout)
 
 
-@pytest.fixture(scope="session")
-def cluster():
+@contextlib.contextmanager
+def virtual_cluster(root, *up_args):
+    """Three hosts up for the duration of the block, down after it whatever
+    happened; skips where tools/cluster cannot run, with its reason."""
     if os.geteuid() != 0:
         pytest.skip("the virtual cluster needs root (network namespaces, a bridge, cgroups)")
-    proc = tool("up", "3", *UP_ARGS, timeout=180)
+    proc = tool("up", "3", *up_args, root=root, timeout=180)
     if proc.returncode == 2:
         pytest.skip(proc.stderr.strip().splitlines()[-1])
-    assert proc.returncode == 0, proc.stderr
     try:
-        yield Cluster(ROOT)
+        assert proc.returncode == 0, proc.stderr
+        yield Cluster(root)
     finally:
-        down = tool("down", timeout=120)
+        down = tool("down", root=root, timeout=120)
         assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    with virtual_cluster(ROOT, *UP_ARGS) as c:
+        yield c
 
 
 @pytest.fixture

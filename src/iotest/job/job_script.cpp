@@ -20,7 +20,8 @@ double time_limit_seconds(const std::string& limit) {
   const auto refuse = [&] {
     return UsageError("--time-limit",
                       "expected Slurm's time format (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
-                      "D-HH:MM:SS) of at least a minute, got '" + limit + "'");
+                      "D-HH:MM:SS) of at least a minute, got '" +
+                          limit + "'");
   };
   if (limit.empty() || limit.find_first_not_of("0123456789:-") != std::string::npos ||
       limit.size() > 16)
