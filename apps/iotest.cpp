@@ -329,6 +329,10 @@ int main(int argc, char** argv) {
   plan->add_option("--binary", slurm_opts.iotest, "iotest as the compute nodes find it")
       ->capture_default_str()
       ->group("Slurm");
+  // The run's back-end and its options, checked here and carried into the
+  // job script's run line.
+  iotest::storage::StorageOptions plan_storage;
+  cli::add_storage_options(plan, plan_storage);
   cli::add_report_options(plan, out);
   plan->add_option("output", plan_opts.output,
                    "OUT%d.h5 the run would write (counts the writers' HDF5 caches; plan writes "
@@ -752,6 +756,7 @@ int main(int argc, char** argv) {
       emit(iotest::commands::layout(layout_opts), out);
     } else if (*plan) {
       if (*plan_vis_set) plan_opts.observation = obs_opts;
+      iotest::storage::check_storage(plan_storage, plan_opts.output);
       if (plan_slurm) {
         slurm_opts.run_arguments = cli::shared_arguments(*plan, *run);
         slurm_opts.output = plan_opts.output;
