@@ -7,12 +7,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
-from conftest import (HOSTS, JOB_TIMEOUT_S, T05, iotest_binary, load, tool, virtual_cluster)
+from conftest import (HOSTS, JOB_TIMEOUT_S, T05, TOOL, iotest_binary, load, tool,
+                      virtual_cluster)
 
 # 11.5 M visibilities (184 MB) over 5 streamers on 3 hosts: about 3 s on
 # this machine unthrottled, minutes at half a MB/s a host. Small degrid
@@ -50,7 +52,7 @@ def test_a_host_dies_mid_run():
         os.makedirs(out)
         start = time.monotonic()
         job = subprocess.Popen(
-            ["python3", os.path.join(os.path.dirname(__file__), "..", "..", "tools", "cluster"),
+            [sys.executable, TOOL,
              "exec", "timeout", "-k", "10", str(JOB_TIMEOUT_S), "srun", "--nodes=3",
              "--ntasks=6", "--overcommit", iotest_binary(), "run", *LONG,
              f"{out}/vis%d.bin"],
