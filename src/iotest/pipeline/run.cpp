@@ -821,11 +821,15 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
     }
   }
   // What bound the run: whoever waited least while the others waited on it.
+  // Storage first: streamers held by full writer queues wait too, and with
+  // the producers waiting on them that would read as the network.
   const double share = 0.25 * stream_s;
-  if ((producer_wait > share && streamer_wait > share) || o.network_only)
+  if (o.network_only)
     r.pipeline->bound = "network";
   else if (write_s + sync_s > 0.5 * stream_s || read_s_max > 0.5 * stream_s)
     r.pipeline->bound = "storage";
+  else if (producer_wait > share && streamer_wait > share)
+    r.pipeline->bound = "network";
   else if (o.synthetic_vis)  // nothing computed: the streamers' walk and chunk assembly
     r.pipeline->bound = "chunk assembly";
   else if (producer_wait >= streamer_wait && roles.streamers > 0)
