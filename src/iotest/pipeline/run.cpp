@@ -273,84 +273,81 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
   return threads_available(std::max(1, cores / std::max(1, producers_here)));
 }
 
-void check_options(const RunOptions& o, int size) {
-  job::check_shape_options(o);
-  // Reading, the back-end's options are checked against the input files'.
-  storage::check_storage(o.storage, o.inputs.empty() ? o.output : o.inputs.front());
-  if (storage::shares_output(o.storage, o.output)) {
-    const std::string name = storage::backend_for(o.storage, o.output);
-    if (o.writer_count != 1)
-      throw UsageError("--writer-count",
-                       fmt::format("expected 1 with --storage={}: each streamer has one writer "
-                                   "of the one shared file, got {}",
-                                   name, o.writer_count));
-    if (o.fork_writer)
-      throw UsageError("--fork-writer", fmt::format("does not apply to --storage={}: its writers "
-                                                    "call MPI, so they are threads",
-                                                    name));
-    if (o.output.find("%d") != std::string::npos || o.output.find("%h") != std::string::npos)
-      throw UsageError("OUTPUT",
-                       fmt::format("expected one file name without %d or %h: --storage={} "
-                                   "writes one file shared by every streamer",
-                                   name));
+// One output shared by every streamer (phdf5): one writer each, threads,
+// one file name.
+void check_shared_output(const RunOptions& o) {
+  if (!storage::shares_output(o.storage, o.output)) return;
+  const std::string name = storage::backend_for(o.storage, o.output);
+  if (o.writer_count != 1)
+    throw UsageError("--writer-count",
+                     fmt::format("expected 1 with --storage={}: each streamer has one writer "
+                                 "of the one shared file, got {}",
+                                 name, o.writer_count));
+  if (o.fork_writer)
+    throw UsageError("--fork-writer", fmt::format("does not apply to --storage={}: its writers "
+                                                  "call MPI, so they are threads",
+                                                  name));
+  if (o.output.find("%d") != std::string::npos || o.output.find("%h") != std::string::npos)
+    throw UsageError("OUTPUT", fmt::format("expected one file name without %d or %h: --storage={} "
+                                           "writes one file shared by every streamer",
+                                           name));
+}
+
+void check_writer_ranks(const RunOptions& o) {
+  if (o.writer_ranks == 0) return;
+  const auto refuse = [](bool given, const std::string& what) {
+    if (given)
+      throw UsageError("--writer-ranks",
+                       "expected 0 with " + what + ": the writer group writes predicted chunks");
+  };
+  refuse(!o.observation, "no --vis-set");
+  refuse(o.network_only, "--network-only");
+  refuse(o.direction != swiftly::Direction::predict,
+         "--direction=" + swiftly::to_string(o.direction));
+}
+
+void check_network_only(const RunOptions& o) {
+  if (!o.network_only) return;
+  const auto refuse = [](bool given, const char* option) {
+    if (given)
+      throw UsageError(option, "does not apply to --network-only (nothing is computed or written)");
+  };
+  refuse(!o.output.empty(), "OUTPUT");
+  refuse(o.synthetic_vis, "--synthetic-vis");
+  refuse(o.direction != swiftly::Direction::predict, "--direction");
+  refuse(o.duration.has_value(), "--duration");
+  refuse(o.target_err.has_value(), "--target-err");
+  if (o.facet_workers && *o.facet_workers < 1)
+    throw UsageError("--facet-workers",
+                     "expected at least 1 with --network-only: producers send the contributions");
+}
+
+void check_direction(const RunOptions& o) {
+  if (o.direction == swiftly::Direction::predict) {
+    if (!o.inputs.empty())
+      throw UsageError("FILE",
+                       "input files are read by --direction=image; predict writes one OUTPUT");
+    return;
   }
-  if (o.writer_ranks > 0) {
-    const auto refuse = [](bool given, const std::string& what) {
-      if (given)
-        throw UsageError("--writer-ranks",
-                         "expected 0 with " + what + ": the writer group writes predicted chunks");
-    };
-    refuse(!o.observation, "no --vis-set");
-    refuse(o.network_only, "--network-only");
-    refuse(o.direction != swiftly::Direction::predict,
-           "--direction=" + swiftly::to_string(o.direction));
-  }
-  if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
-  if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
-  if (o.network_only) {
-    const auto refuse = [](bool given, const char* option) {
-      if (given)
-        throw UsageError(option,
-                         "does not apply to --network-only (nothing is computed or "
-                         "written)");
-    };
-    refuse(!o.output.empty(), "OUTPUT");
-    refuse(o.synthetic_vis, "--synthetic-vis");
-    refuse(o.direction != swiftly::Direction::predict, "--direction");
-    refuse(o.duration.has_value(), "--duration");
-    refuse(o.target_err.has_value(), "--target-err");
-    if (o.facet_workers && *o.facet_workers < 1)
-      throw UsageError("--facet-workers",
-                       "expected at least 1 with --network-only: producers "
-                       "send the contributions");
-  }
-  if (o.direction == swiftly::Direction::predict && !o.inputs.empty())
-    throw UsageError("FILE",
-                     "input files are read by --direction=image; predict writes one "
-                     "OUTPUT");
-  if (o.direction != swiftly::Direction::predict) {
-    const std::string d = "--direction=" + swiftly::to_string(o.direction);
-    if (!o.observation && o.inputs.empty())
-      throw UsageError("--vis-set",
-                       "expected a visibility set, or a predict run's files to "
-                       "read, with " +
-                           d);
-    // Storage only: the streamers read their parts' chunks in walk order
-    // and check the pattern; nothing is gridded (the read side's twin of
-    // --synthetic-vis in predict).
-    if (o.synthetic_vis && (o.inputs.empty() || o.direction == swiftly::Direction::both))
-      throw UsageError("--synthetic-vis",
-                       "expected --direction=image and a synthetic run's files to read");
-    if (o.duration) throw UsageError("--duration", "is not supported with " + d + " yet");
-    if (o.target_err) throw UsageError("--target-err", "is not supported with " + d + " yet");
-    if (o.facet_workers && *o.facet_workers < 1 && !o.synthetic_vis)
-      throw UsageError("--facet-workers", "expected at least 1 with " + d +
-                                              ": producers hold "
-                                              "the dirty image");
-  }
-  if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
-  if (o.duration && !(*o.duration > 0))
-    throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
+  const std::string d = "--direction=" + swiftly::to_string(o.direction);
+  if (!o.observation && o.inputs.empty())
+    throw UsageError("--vis-set",
+                     "expected a visibility set, or a predict run's files to read, with " + d);
+  // Storage only: the streamers read their parts' chunks in walk order
+  // and check the pattern; nothing is gridded (the read side's twin of
+  // --synthetic-vis in predict).
+  if (o.synthetic_vis && (o.inputs.empty() || o.direction == swiftly::Direction::both))
+    throw UsageError("--synthetic-vis",
+                     "expected --direction=image and a synthetic run's files to read");
+  if (o.duration) throw UsageError("--duration", "is not supported with " + d + " yet");
+  if (o.target_err) throw UsageError("--target-err", "is not supported with " + d + " yet");
+  if (o.facet_workers && *o.facet_workers < 1 && !o.synthetic_vis)
+    throw UsageError("--facet-workers",
+                     "expected at least 1 with " + d + ": producers hold the dirty image");
+}
+
+// The roles against the ranks there are.
+void check_rank_counts(const RunOptions& o, int size) {
   const int others = size - (o.assigner ? 1 : 0) - o.writer_ranks;
   if (o.writer_ranks > 0 && others < 1)
     throw UsageError(
@@ -364,6 +361,25 @@ void check_options(const RunOptions& o, int size) {
                     o.assigner ? " and an assigner" : "",
                     o.writer_ranks > 0 ? fmt::format(" and {} writer rank(s)", o.writer_ranks)
                                        : std::string()));
+}
+
+// A run's options, all checked here, once, before any work (every rank
+// alike, agreed): the shape as `plan` checks it (job::), the back-end's
+// options by the back-end registry (against the input files' when
+// reading), then how the run's own options combine.
+void check_run_options(const RunOptions& o, int size) {
+  job::check_shape_options(o);
+  storage::check_storage(o.storage, o.inputs.empty() ? o.output : o.inputs.front());
+  check_shared_output(o);
+  check_writer_ranks(o);
+  check_network_only(o);
+  check_direction(o);
+  if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
+  if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
+  if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
+  if (o.duration && !(*o.duration > 0))
+    throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
+  check_rank_counts(o, size);
 }
 
 Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int rank, int size) {
@@ -477,22 +493,31 @@ report::Report run(const RunOptions& o, MPI_Comm launched) {
 }
 
 namespace {
-report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
-  const double t_wall = MPI_Wtime();
-  Context ctx;
-  ctx.options = o;
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  // The options and the job: the recombination, and with visibilities the
-  // degridding that shapes it. The same on every rank, except what a node
-  // sees alone (a layout file it cannot read): agreed, so all end alike.
+
+// What the setup leaves for the report besides the Context.
+struct Setup {
+  double t_wall = 0, planning_s = 0;
+  job::RunShape shape;
+  binning::VisitCounts counts;
+  report::Memory memory;
+  std::optional<degrid::TowerCalibration> calibration;
+  // The imaging direction over files: what the streamers found.
   double inputs_open_s = 0;
   std::string input_backend;
   bool input_direct = false;
   index_t chunks_stored = 0;
+};
+
+// The options and the job: the recombination, and with visibilities the
+// degridding that shapes it. The same on every rank, except what a node
+// sees alone (a layout file it cannot read): agreed, so all end alike.
+void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
+  const auto& o = ctx.options;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
   agree_on_usage(comm, [&] {
-    check_options(o, size);
+    check_run_options(o, size);
     auto jo = job::job_options(o);
     if (!o.inputs.empty()) {
       // The imaging direction over a predict run's files: their observation
@@ -500,8 +525,8 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
       // streamers open them all, checked whole, before any work.
       const auto first = storage::open_reader(o.inputs[0], o.storage);
       job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
-      input_backend = first->backend();
-      input_direct = first->direct();
+      st.input_backend = first->backend();
+      st.input_direct = first->direct();
       ctx.input_nonce = first->provenance()->nonce;
       if (o.synthetic_vis && !first->provenance()->synthetic)
         throw UsageError("--synthetic-vis", fmt::format("expected a synthetic run's files: {} "
@@ -513,78 +538,92 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
     if (!o.inputs.empty() && ctx.roles.is_streamer()) {
       const auto t0 = Clock::now();
       ctx.inputs = storage::open_output_set(o.inputs, o.storage);
-      chunks_stored = storage::require_whole_observation(ctx.inputs, o.inputs, *ctx.job.obs);
-      inputs_open_s = seconds_since(t0);
+      st.chunks_stored = storage::require_whole_observation(ctx.inputs, o.inputs, *ctx.job.obs);
+      st.inputs_open_s = seconds_since(t0);
     }
   });
   if (!o.inputs.empty()) {  // rank 0, a producer, reports what the streamers found
     MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, &chunks_stored, 1, MPI_INT64_T, MPI_MAX, comm, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, &st.chunks_stored, 1, MPI_INT64_T, MPI_MAX, comm, &request);
     wait_for(request);
-    MPI_Iallreduce(MPI_IN_PLACE, &inputs_open_s, 1, MPI_DOUBLE, MPI_MAX, comm, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, &st.inputs_open_s, 1, MPI_DOUBLE, MPI_MAX, comm, &request);
     wait_for(request);
   }
-  const auto& p = ctx.job.p;
+}
+
+// Threads, the run's communicators and its nonce.
+void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
+  const auto& o = ctx.options;
   const auto& roles = ctx.roles;
-  const job::RunShape shape = job::run_shape(o, roles.producers, roles.streamers,
-                                             roles.assigner_rank >= 0, default_threads(comm));
-  ctx.threads = shape.threads;
-  ctx.producer_threads = shape.producer_threads;
+  st.shape = job::run_shape(o, roles.producers, roles.streamers, roles.assigner_rank >= 0,
+                            default_threads(comm));
+  ctx.threads = st.shape.threads;
+  ctx.producer_threads = st.shape.producer_threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
   // One nonce for the run, rank 0's, in every file it writes.
-  if (rank == 0) ctx.nonce = storage::draw_nonce();
+  if (roles.rank == 0) ctx.nonce = storage::draw_nonce();
   MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
-  MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, rank, &ctx.producers);
+  MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, roles.rank, &ctx.producers);
   // A back-end with one output for the run: its writers' communicator.
   const bool shared = roles.writes_outputs() && storage::shares_output(o.storage, o.output);
-  MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, rank, &ctx.shared_output);
+  MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, roles.rank, &ctx.shared_output);
   if (roles.writers > 0) MPI_Comm_dup(comm, &ctx.transit);
+}
 
-  const double t_plan = MPI_Wtime();
-  // The visits and their figures: counted in parallel over the ranks, the
-  // memory model checked against every node before the large allocations.
-  binning::VisitCounts counts;
-  report::Memory memory;
-  const auto count_and_check = [&] {
-    if (ctx.job.obs) {
-      ctx.binner =
-          std::make_unique<binning::Binner>(p, *ctx.job.obs, *ctx.job.geometry, ctx.job.split());
-      counts =
-          count_visits(*ctx.binner, comm, roles.is_producer() ? ctx.producer_threads : ctx.threads);
-    }
-    memory = job::estimate_memory(ctx.job, shape, ctx.job.obs ? &counts : nullptr);
-    if (ctx.job.obs) {
-      const bool degrids = !o.synthetic_vis && !o.network_only;
-      ctx.tower_planes = degrids ? job::max_tower_planes(ctx.job, counts) : 0;
-      ctx.task_visibilities =
-          o.network_only ? 0 : job::task_visibilities(ctx.job, counts, o.bls_per_task);
-    }
-    require_node_memory(memory, roles, comm);
-    // Outputs: each streamer checks its own (its node may lack a folder the
-    // others have), agreed, so a bad path stops every rank before any work.
-    // Then its writers open them (UVH5 headers: seconds at SKA sizes) while
-    // the FFTs are planned and the facets touched.
-    agree_on_usage(comm, [&] {
-      for (const auto& path : ctx.outputs())
-        if (!path.empty()) check_creatable(path);
-    });
-    if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
-  };
-  if (!o.target_err) count_and_check();  // else once the tower height is measured
+void free_communicators(Context& ctx) {
+  MPI_Comm_free(&ctx.data);
+  MPI_Comm_free(&ctx.control);
+  for (MPI_Comm* c : {&ctx.producers, &ctx.shared_output, &ctx.transit})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
 
-  // FFTW_MEASURE planning takes seconds on large sets, and ranks sharing
-  // cores slow each other down: one rank measures, the others plan from its
-  // wisdom (as FFTW's own MPI interface does; on a node unlike the root's
-  // the plans are still correct, only perhaps not the fastest). The root is
-  // a streamer, idle until contributions come anyway, while producers first
-  // touch their prepared facets, the run's one large allocation (seconds
-  // of page faults on a VM), on the host's idle cores.
+// The visits and their figures: counted in parallel over the ranks, the
+// memory model checked against every node before the large allocations.
+void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
+  const auto& o = ctx.options;
+  const auto& roles = ctx.roles;
+  if (ctx.job.obs) {
+    ctx.binner = std::make_unique<binning::Binner>(ctx.job.p, *ctx.job.obs, *ctx.job.geometry,
+                                                   ctx.job.split());
+    st.counts =
+        count_visits(*ctx.binner, comm, roles.is_producer() ? ctx.producer_threads : ctx.threads);
+  }
+  st.memory = job::estimate_memory(ctx.job, st.shape, ctx.job.obs ? &st.counts : nullptr);
+  if (ctx.job.obs) {
+    const bool degrids = !o.synthetic_vis && !o.network_only;
+    ctx.tower_planes = degrids ? job::max_tower_planes(ctx.job, st.counts) : 0;
+    ctx.task_visibilities =
+        o.network_only ? 0 : job::task_visibilities(ctx.job, st.counts, o.bls_per_task);
+  }
+  require_node_memory(st.memory, roles, comm);
+  // Outputs: each streamer checks its own (its node may lack a folder the
+  // others have), agreed, so a bad path stops every rank before any work.
+  // Then its writers open them (UVH5 headers: seconds at SKA sizes) while
+  // the FFTs are planned and the facets touched.
+  agree_on_usage(comm, [&] {
+    for (const auto& path : ctx.outputs())
+      if (!path.empty()) check_creatable(path);
+  });
+  if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
+}
+
+// FFTW_MEASURE planning takes seconds on large sets, and ranks sharing
+// cores slow each other down: one rank measures, the others plan from its
+// wisdom (as FFTW's own MPI interface does; on a node unlike the root's
+// the plans are still correct, only perhaps not the fastest). The root is
+// a streamer, idle until contributions come anyway, while producers first
+// touch their prepared facets, the run's one large allocation (seconds
+// of page faults on a VM), on the host's idle cores. Returns the root.
+int plan_transforms(Context& ctx, MPI_Comm comm) {
+  const auto& o = ctx.options;
+  const auto& p = ctx.job.p;
+  const auto& roles = ctx.roles;
   const int wisdom_root = roles.streamers > 0 ? roles.streamer_rank(0) : 0;
   ctx.setup_threads = first_touch_threads(comm, roles.is_producer());  // collective
   // Storage only needs no transform, only the buffers' shapes: no measuring.
   const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
-  if (rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
+  if (roles.rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
   // Allocated here and first touched on the setup threads, row by row.
   const auto touch = [&](std::vector<Array2D>& buffers, index_t cols) {
@@ -597,51 +636,66 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
     if (o.pixel_samples > 0 && !o.synthetic_vis)
       ctx.pixels = sky::random_sources(o.pixel_samples, p.used_size, o.seed ^ 0x1ace);
   }
-  std::string wisdom = rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
+  std::string wisdom = roles.rank == wisdom_root ? swiftly::export_fft_wisdom() : std::string();
   broadcast(comm, wisdom_root, wisdom);
-  if (rank != wisdom_root) {
+  if (roles.rank != wisdom_root) {
     swiftly::import_fft_wisdom(wisdom);
     ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
   }
-  std::optional<degrid::TowerCalibration> calibration;
+  return wisdom_root;
+}
+
+// Everything before the start: the job, the communicators, the counts and
+// memory check, the transforms, the tower height (--target-err), the
+// degridder and the work plan.
+Setup set_up(Context& ctx, MPI_Comm comm) {
+  const auto& o = ctx.options;
+  Setup st;
+  st.t_wall = MPI_Wtime();
+  resolve_job(ctx, st, comm);
+  make_communicators(ctx, st, comm);
+  const double t_plan = MPI_Wtime();
+  if (!o.target_err) count_and_check(ctx, st, comm);  // else once the tower height is measured
+  const int wisdom_root = plan_transforms(ctx, comm);
   if (ctx.job.obs && o.target_err) {
     // Measured once and shared: ranks measuring alone might choose
     // different heights (FFTs planned differently on unlike nodes), hence
     // different work plans.
     degrid::TowerCalibration c;
-    if (rank == wisdom_root) c = job::calibrate_w_layout(ctx.job, *ctx.rec);
+    if (ctx.roles.rank == wisdom_root) c = job::calibrate_w_layout(ctx.job, *ctx.rec);
     static_assert(std::is_trivially_copyable_v<degrid::TowerCalibration>);
     MPI_Request request;
     MPI_Ibcast(&c, sizeof(c), MPI_BYTE, wisdom_root, comm, &request);
     wait_for(request);
-    if (rank != wisdom_root) job::use_tower_height(ctx.job, c.height);
-    calibration = c;
-    count_and_check();
+    if (ctx.roles.rank != wisdom_root) job::use_tower_height(ctx.job, c.height);
+    st.calibration = c;
+    count_and_check(ctx, st, comm);
   }
   // The w layout above still shapes the walk (margin, w-stacks) in the
   // storage-only mode; only the degridder itself is not needed there.
   if (ctx.job.obs && !o.synthetic_vis)
     ctx.degridder = std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.job.geometry, *ctx.job.obs,
                                                         ctx.job.kernel, ctx.job.w);
-  ctx.facet_tiles = swiftly::facet_tiles(p);
-  ctx.subgrid_tiles = swiftly::subgrid_tiles(p);
-
+  ctx.facet_tiles = swiftly::facet_tiles(ctx.job.p);
+  ctx.subgrid_tiles = swiftly::subgrid_tiles(ctx.job.p);
   // The work plan needs only the visibilities per visit.
   std::map<std::pair<index_t, index_t>, index_t> per_visit;
+  const auto& counts = st.counts;
   if (ctx.job.obs)
     for (index_t s = 0; s < counts.stacks; ++s)
       for (index_t g = 0; g < counts.subgrids; ++g)
         if (const index_t n = counts.visibilities[static_cast<size_t>(s * counts.subgrids + g)])
           per_visit[{counts.first_stack + s, g}] = n;
-  ctx.plan = plan_work(p, per_visit, roles.streamers, roles.assigner_rank < 0);
-  const double planning_s = MPI_Wtime() - t_plan;
+  ctx.plan = plan_work(ctx.job.p, per_visit, ctx.roles.streamers, ctx.roles.assigner_rank < 0);
+  st.planning_s = MPI_Wtime() - t_plan;
+  return st;
+}
 
-  // The report skeleton: rank 0 prints the plan from it before starting.
-  report::Report r;
-  r.mode = "run";
-  r.rec = p;
+report::Pipeline pipeline_section(const Context& ctx) {
+  const auto& o = ctx.options;
+  const auto& roles = ctx.roles;
   report::Pipeline pl;
-  pl.ranks = size;
+  pl.ranks = roles.size;
   pl.producers = roles.producers;
   pl.streamers = roles.streamers;
   pl.assigner = roles.assigner_rank >= 0;
@@ -659,14 +713,25 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
   pl.visibility_queue = o.visibility_queue;
   pl.subgrid_visits = static_cast<index_t>(ctx.plan.visits.size());
   pl.subgrid_parts = static_cast<index_t>(ctx.plan.parts.size());
-  r.memory = memory;
+  return pl;
+}
+
+// The report as planned: rank 0 prints the plan from it before starting,
+// and fills in what the run measured.
+report::Report planned_report(const Context& ctx, const Setup& st) {
+  const auto& o = ctx.options;
+  report::Report r;
+  r.mode = "run";
+  r.rec = ctx.job.p;
+  r.pipeline = pipeline_section(ctx);
+  r.memory = st.memory;
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
   // Synthetic visibilities have no sky and nothing to check.
   s.source_count = o.synthetic_vis ? 0 : o.source_count;
   s.seed = o.seed;
   s.direction = swiftly::to_string(o.direction);
-  s.subgrids = pl.subgrid_visits;
+  s.subgrids = r.pipeline->subgrid_visits;
   s.check = o.synthetic_vis ? 0 : o.check_subgrids;
   s.threads = ctx.threads;
   if (ctx.job.obs) {
@@ -674,7 +739,7 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
     for (const auto& v : ctx.plan.visits) stacks.insert(v.stack);
     if (ctx.degridder)
       job::describe_degridding(s, ctx.job, *ctx.degridder, static_cast<index_t>(stacks.size()),
-                               calibration);
+                               st.calibration);
     if (!ctx.imaging()) {
       s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
       s.backend = storage::backend_for(o.storage, o.output);
@@ -682,26 +747,60 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
       s.nonce = ctx.nonce;
       s.output = o.output;
     }
-    job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(counts));
+    job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
   }
-  r.counts.facets = p.facet_count();
-  r.counts.subgrids = p.subgrid_count();
-  r.counts.subgrids_processed = pl.subgrid_visits;
-  r.pipeline = pl;
+  r.counts.facets = ctx.job.p.facet_count();
+  r.counts.subgrids = ctx.job.p.subgrid_count();
+  r.counts.subgrids_processed = r.pipeline->subgrid_visits;
   if (!o.inputs.empty()) {  // the rest once read
     r.reading = report::Reading{};
     r.reading->files = o.inputs;
   }
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
-  if (rank == 0 && o.print_plan) {
-    std::fputs(report::render_run_plan(r).c_str(), stdout);
-    std::fflush(stdout);
+  return r;
+}
+
+// What the roles' work leaves: every rank's figures (on rank 0) and the
+// imaging direction's pixel sums.
+struct Outcome {
+  double stream_s = 0;
+  std::vector<Wire> all;                         // rank 0: every rank's
+  std::vector<std::vector<TimeSample>> samples;  // rank 0: every rank's time line
+  std::vector<cplx> pixel_sums;  // the sampled pixels' direct sums, then image values
+};
+
+// The imaging direction's check: the sampled pixels' direct sums (from
+// the streamers) and image values (from the producers holding them),
+// summed on rank 0.
+std::vector<cplx> pixel_sums(const Context& ctx, const RankResult& mine, MPI_Comm comm) {
+  const auto& roles = ctx.roles;
+  const index_t n = static_cast<index_t>(ctx.pixels.size());
+  std::vector<cplx> sums(static_cast<size_t>(2 * n));
+  if (n == 0) return sums;
+  for (index_t i = 0; i < n && !mine.dirty_sums.empty(); ++i)
+    sums[static_cast<size_t>(i)] = mine.dirty_sums[static_cast<size_t>(i)];
+  for (index_t i = 0; i < n && roles.is_producer(); ++i) {
+    const auto& px = ctx.pixels[static_cast<size_t>(i)];
+    const auto at = swiftly::locate_pixel(ctx.facet_tiles, ctx.job.p.yB, px.y0, px.y1);
+    if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
+    if (roles.facet_owner(at.facet) == roles.rank)
+      sums[static_cast<size_t>(n + i)] =
+          ctx.image_facets[static_cast<size_t>(at.facet / roles.producers)](at.a, at.b);
   }
+  MPI_Request request;
+  MPI_Ireduce(roles.rank == 0 ? MPI_IN_PLACE : sums.data(), sums.data(),
+              static_cast<int>(sums.size()), MPI_C_DOUBLE_COMPLEX, MPI_SUM, 0, comm, &request);
+  wait_for(request);
+  return sums;
+}
 
+// The roles' work between two barriers, then the outputs published and
+// every rank's figures gathered on rank 0.
+Outcome run_roles(Context& ctx, MPI_Comm comm) {
+  const auto& o = ctx.options;
+  const auto& roles = ctx.roles;
   if (ctx.writers) ctx.writers->wait_opened();  // a failure aborts the job
-
-  // The run.
   MPI_Barrier(comm);
   ctx.start_s = MPI_Wtime();
   ctx.timeline.start(o.timeline_s, Clock::now());
@@ -725,47 +824,23 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
   }
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
   MPI_Barrier(comm);
-  const double stream_s = MPI_Wtime() - ctx.start_s;
+  Outcome out;
+  out.stream_s = MPI_Wtime() - ctx.start_s;
   // Past the barrier every rank has ended its role without failing (one
   // that failed aborts the job): only now do the outputs get their names.
   for (const auto& path : mine.outputs) storage::publish(path);
+  out.pixel_sums = pixel_sums(ctx, mine, comm);
+  const Wire wire = to_wire(mine, roles.rank, role);
+  out.all.resize(roles.rank == 0 ? static_cast<size_t>(roles.size) : 1);
+  MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, out.all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
+  out.samples = gather_samples(ctx.timeline.samples(), comm);
+  return out;
+}
 
-  // The imaging direction's check: the sampled pixels' direct sums (from
-  // the streamers) and image values (from the producers holding them).
-  const index_t n_pixels = static_cast<index_t>(ctx.pixels.size());
-  std::vector<cplx> pixel_sums(static_cast<size_t>(2 * n_pixels));
-  if (n_pixels > 0) {
-    for (index_t i = 0; i < n_pixels && !mine.dirty_sums.empty(); ++i)
-      pixel_sums[static_cast<size_t>(i)] = mine.dirty_sums[static_cast<size_t>(i)];
-    for (index_t i = 0; i < n_pixels && roles.is_producer(); ++i) {
-      const auto& px = ctx.pixels[static_cast<size_t>(i)];
-      const auto at = swiftly::locate_pixel(ctx.facet_tiles, p.yB, px.y0, px.y1);
-      if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
-      if (roles.facet_owner(at.facet) == rank)
-        pixel_sums[static_cast<size_t>(n_pixels + i)] =
-            ctx.image_facets[static_cast<size_t>(at.facet / roles.producers)](at.a, at.b);
-    }
-    MPI_Request request;
-    MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : pixel_sums.data(), pixel_sums.data(),
-                static_cast<int>(pixel_sums.size()), MPI_C_DOUBLE_COMPLEX, MPI_SUM, 0, comm,
-                &request);
-    wait_for(request);
-  }
-
-  // Gather.
-  const Wire wire = to_wire(mine, rank, role);
-  std::vector<Wire> all(rank == 0 ? static_cast<size_t>(size) : 1);
-  MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
-  const auto samples = gather_samples(ctx.timeline.samples(), comm);
-  MPI_Comm_free(&ctx.data);
-  MPI_Comm_free(&ctx.control);
-  if (ctx.producers != MPI_COMM_NULL) MPI_Comm_free(&ctx.producers);
-  if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_free(&ctx.shared_output);
-  if (ctx.transit != MPI_COMM_NULL) MPI_Comm_free(&ctx.transit);
-  if (rank != 0) return r;
-
+// Every rank's figures added up (rank 0), for the report.
+struct Totals {
   RelativeError subgrid_error, vis_error;
-  double subgrid_worst = -1, busiest = -1;
+  double subgrid_worst = -1;
   index_t written = 0, checked = 0, vis_checked = 0, sent = 0, received = 0;
   index_t bytes_written = 0, chunks_written = 0, chunks_rewritten = 0, subgrids = 0,
           visibilities = 0, planes = 0;
@@ -774,174 +849,221 @@ report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
   storage::ReadTally read;
   double read_s_max = 0, input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0,
          residual2 = 0;
-  report::Reading reading = r.reading.value_or(report::Reading{});
-  auto& ranks = r.pipeline->per_rank;
+};
+
+// Adds up the ranks' figures, and fills the per-rank table, the slowest
+// rank and (imaging over files) what each streamer read.
+Totals add_up(const std::vector<Wire>& all, const RunOptions& o, report::Report& r,
+              report::Reading& reading) {
+  Totals t;
+  double busiest = -1;
   for (const auto& w : all) {
     const auto& f = w.figures;
-    ranks.push_back(from_wire(w));
-    subgrid_error.add(w.subgrid_error);
-    vis_error.add(w.vis_error);
-    subgrid_worst = std::max(subgrid_worst, w.subgrid_worst);
-    checked += w.subgrids_checked;
-    vis_checked += w.vis_checked;
-    written += w.visibilities_written;
-    parts_done += w.parts_done;
-    tasks_skipped += w.tasks_skipped;
-    walk_end = std::max(walk_end, w.walk_end);
+    r.pipeline->per_rank.push_back(from_wire(w));
+    t.subgrid_error.add(w.subgrid_error);
+    t.vis_error.add(w.vis_error);
+    t.subgrid_worst = std::max(t.subgrid_worst, w.subgrid_worst);
+    t.checked += w.subgrids_checked;
+    t.vis_checked += w.vis_checked;
+    t.written += w.visibilities_written;
+    t.parts_done += w.parts_done;
+    t.tasks_skipped += w.tasks_skipped;
+    t.walk_end = std::max(t.walk_end, w.walk_end);
     // Contributions, both ways (not the assigner's grants).
-    sent += w.role < 2 ? f.bytes_sent : 0;
-    received += w.role < 2 ? f.bytes_received : 0;
-    bytes_written += f.bytes_written;
-    chunks_written += f.chunks_written;
-    chunks_rewritten += f.chunks_rewritten;
-    subgrids += w.role == 1 ? f.subgrids : 0;
-    visibilities += f.visibilities;
-    planes += f.w_planes;
-    write_s = std::max(write_s, f.write_s);
-    sync_s = std::max(sync_s, f.sync_s);
-    open_s = std::max(open_s, f.open_s);
-    read.add(w.read);
-    read_s_max = std::max(read_s_max, w.read.seconds);
-    input_s = std::max(input_s, w.input_s);
-    check_s = std::max(check_s, w.check_s);
-    degrid_s = std::max(degrid_s, w.degrid_s);
-    grid_s = std::max(grid_s, w.grid_s);
-    observed2 += w.observed2;
-    residual2 += w.residual2;
+    t.sent += w.role < 2 ? f.bytes_sent : 0;
+    t.received += w.role < 2 ? f.bytes_received : 0;
+    t.bytes_written += f.bytes_written;
+    t.chunks_written += f.chunks_written;
+    t.chunks_rewritten += f.chunks_rewritten;
+    t.subgrids += w.role == 1 ? f.subgrids : 0;
+    t.visibilities += f.visibilities;
+    t.planes += f.w_planes;
+    t.write_s = std::max(t.write_s, f.write_s);
+    t.sync_s = std::max(t.sync_s, f.sync_s);
+    t.open_s = std::max(t.open_s, f.open_s);
+    t.read.add(w.read);
+    t.read_s_max = std::max(t.read_s_max, w.read.seconds);
+    t.input_s = std::max(t.input_s, w.input_s);
+    t.check_s = std::max(t.check_s, w.check_s);
+    t.degrid_s = std::max(t.degrid_s, w.degrid_s);
+    t.grid_s = std::max(t.grid_s, w.grid_s);
+    t.observed2 += w.observed2;
+    t.residual2 += w.residual2;
     reading.values_checked += w.values_checked;
     reading.values_wrong += w.values_wrong;
     if (w.role == 1 && !o.inputs.empty())
       reading.per_rank.push_back({w.rank, w.host, static_cast<index_t>(o.inputs.size()),
                                   w.read.chunks, w.read.bytes, 0.0, w.read.seconds});
-    if (w.role == 0) producer_wait = std::max(producer_wait, f.wait_s);
-    if (w.role == 1) streamer_wait = std::max(streamer_wait, f.wait_s);
+    if (w.role == 0) t.producer_wait = std::max(t.producer_wait, f.wait_s);
+    if (w.role == 1) t.streamer_wait = std::max(t.streamer_wait, f.wait_s);
     if (f.busy_s > busiest) {
       busiest = f.busy_s;
       r.pipeline->slowest_rank = w.rank;
     }
   }
-  // What bound the run: whoever waited least while the others waited on it.
-  // Storage first: streamers held by full writer queues wait too, and with
-  // the producers waiting on them that would read as the network.
-  const double share = 0.25 * stream_s;
-  if (o.network_only)
-    r.pipeline->bound = "network";
-  else if (write_s + sync_s > 0.5 * stream_s || read_s_max > 0.5 * stream_s)
-    r.pipeline->bound = "storage";
-  else if (producer_wait > share && streamer_wait > share)
-    r.pipeline->bound = "network";
-  else if (o.synthetic_vis)  // nothing computed: the streamers' walk and chunk assembly
-    r.pipeline->bound = "chunk assembly";
-  else if (producer_wait >= streamer_wait && roles.streamers > 0)
-    r.pipeline->bound = ctx.imaging() ? "gridding"
-                        : ctx.job.obs ? "degridding"
-                                      : "subgrid assembly";
-  else
-    r.pipeline->bound = "producers";
+  return t;
+}
 
-  r.counts.subgrids_checked = checked;
-  {
-    std::map<std::pair<index_t, index_t>, bool> columns;
-    for (const auto& v : ctx.plan.visits)
-      columns[{v.stack, v.subgrid / p.subgrids_per_axis}] = true;
-    r.counts.subgrid_columns = static_cast<index_t>(columns.size());
+// What bound the run: whoever waited least while the others waited on it.
+// Storage first: streamers held by full writer queues wait too, and with
+// the producers waiting on them that would read as the network.
+std::string bound_of(const Context& ctx, const Totals& t, double stream_s) {
+  const auto& o = ctx.options;
+  const double share = 0.25 * stream_s;
+  if (o.network_only) return "network";
+  if (t.write_s + t.sync_s > 0.5 * stream_s || t.read_s_max > 0.5 * stream_s) return "storage";
+  if (t.producer_wait > share && t.streamer_wait > share) return "network";
+  // Nothing computed: the streamers' walk and chunk assembly.
+  if (o.synthetic_vis) return "chunk assembly";
+  if (t.producer_wait >= t.streamer_wait && ctx.roles.streamers > 0)
+    return ctx.imaging() ? "gridding" : ctx.job.obs ? "degridding" : "subgrid assembly";
+  return "producers";
+}
+
+// The imaging direction: the sampled pixels against their direct sums, and
+// over files what was read.
+void imaging_results(const Context& ctx, const Setup& st, const Totals& t, const Outcome& out,
+                     report::Reading& reading, report::Report& r, report::Accuracy& accuracy) {
+  const auto& o = ctx.options;
+  const index_t n = static_cast<index_t>(ctx.pixels.size());
+  RelativeError pixel_error;
+  for (index_t i = 0; i < n; ++i)
+    pixel_error.add(CView2D(&out.pixel_sums[static_cast<size_t>(n + i)], 1, 1),
+                    CView2D(&out.pixel_sums[static_cast<size_t>(i)], 1, 1));
+  accuracy = {};
+  accuracy.facet_rmse = pixel_error.value();
+  accuracy.pixel_samples = n;
+  if (ctx.both()) accuracy.residual_rms = std::sqrt(t.residual2 / t.observed2);
+  if (t.visibilities != ctx.job.obs->visibility_count())
+    throw std::logic_error(fmt::format("gridded {} visibilities of {}", t.visibilities,
+                                       ctx.job.obs->visibility_count()));
+  if (o.inputs.empty()) return;
+  reading.backend = st.input_backend;
+  reading.ranks = ctx.roles.streamers;
+  reading.direct = st.input_direct;
+  reading.chunks = t.read.chunks;
+  reading.bytes = t.read.bytes;
+  reading.open_s = st.inputs_open_s;
+  reading.read_s = t.read.seconds;
+  reading.wall_s = out.stream_s;
+  reading.bytes_per_s = static_cast<double>(t.read.bytes) / out.stream_s;
+  reading.chunks_reread = t.read.chunks - st.chunks_stored;
+  reading.chunks_stored = st.chunks_stored;
+  // Storage only: every value read against the synthetic pattern.
+  reading.checked = o.synthetic_vis;
+  reading.values_right = reading.values_checked - reading.values_wrong;
+  reading.passed = reading.values_wrong == 0;
+  if (!reading.passed)
+    reading.first_wrong = fmt::format("{} values unlike the pattern", reading.values_wrong);
+  r.reading = reading;
+}
+
+// The predict direction: what was written, and with --duration how much
+// of the observation in how long.
+void predict_results(const Context& ctx, const Totals& t, double stream_s, report::Report& r,
+                     report::Accuracy& accuracy) {
+  const auto& o = ctx.options;
+  accuracy.vis_rmse = t.vis_error.value();
+  accuracy.vis_rmse_max = accuracy.vis_rmse;
+  accuracy.vis_samples = t.vis_checked;
+  if (!o.network_only) r.counts.visibilities_written = t.written;  // nothing written there
+  r.counts.bytes_written = t.bytes_written;
+  r.counts.chunks_written = t.chunks_written;
+  r.counts.chunks_rewritten = t.chunks_rewritten;
+  if (o.duration) {
+    report::Stonewall sw;
+    sw.duration_s = *o.duration;
+    sw.ended_early = t.walk_end >= 0 || t.tasks_skipped > 0;
+    sw.visits_total = static_cast<index_t>(ctx.plan.visits.size());
+    sw.visits_walked = t.walk_end >= 0 ? t.walk_end : sw.visits_total;
+    sw.parts_total = static_cast<index_t>(ctx.plan.parts.size());
+    sw.parts_done = t.parts_done;
+    sw.visibilities_total = ctx.job.obs->visibility_count();
+    sw.visibilities_done = t.visibilities;
+    sw.fraction = static_cast<double>(t.visibilities) / static_cast<double>(sw.visibilities_total);
+    sw.projected_s = sw.fraction > 0 ? stream_s / sw.fraction : 0;
+    r.stonewall = sw;
   }
-  r.counts.bytes_sent = sent;
-  r.counts.bytes_received = received;
-  if (o.timeline_s > 0) r.timeline = timeline_of(all, samples, o.timeline_s);
-  if (ctx.job.obs && !ctx.imaging() && !o.network_only && (!o.output.empty() || roles.writers > 0))
-    r.transit = transit_figures(all, o, roles, stream_s);
-  report::Accuracy accuracy;
-  accuracy.subgrid_rmse = subgrid_error.value();
-  accuracy.subgrid_rmse_max = subgrid_worst >= 0 ? subgrid_worst : std::nan("");
-  if (ctx.imaging()) {
-    RelativeError pixel_error;
-    for (index_t i = 0; i < n_pixels; ++i)
-      pixel_error.add(CView2D(&pixel_sums[static_cast<size_t>(n_pixels + i)], 1, 1),
-                      CView2D(&pixel_sums[static_cast<size_t>(i)], 1, 1));
-    accuracy = {};
-    accuracy.facet_rmse = pixel_error.value();
-    accuracy.pixel_samples = n_pixels;
-    if (ctx.both()) accuracy.residual_rms = std::sqrt(residual2 / observed2);
-    if (visibilities != ctx.job.obs->visibility_count())
-      throw std::logic_error(fmt::format("gridded {} visibilities of {}", visibilities,
-                                         ctx.job.obs->visibility_count()));
-    if (!o.inputs.empty()) {
-      reading.backend = input_backend;
-      reading.ranks = roles.streamers;
-      reading.direct = input_direct;
-      reading.chunks = read.chunks;
-      reading.bytes = read.bytes;
-      reading.open_s = inputs_open_s;
-      reading.read_s = read.seconds;
-      reading.wall_s = stream_s;
-      reading.bytes_per_s = static_cast<double>(read.bytes) / stream_s;
-      reading.chunks_reread = read.chunks - chunks_stored;
-      reading.chunks_stored = chunks_stored;
-      // Storage only: every value read against the synthetic pattern.
-      reading.checked = o.synthetic_vis;
-      reading.values_right = reading.values_checked - reading.values_wrong;
-      reading.passed = reading.values_wrong == 0;
-      if (!reading.passed)
-        reading.first_wrong = fmt::format("{} values unlike the pattern", reading.values_wrong);
-      r.reading = reading;
-    }
-  } else if (ctx.job.obs) {
-    accuracy.vis_rmse = vis_error.value();
-    accuracy.vis_rmse_max = accuracy.vis_rmse;
-    accuracy.vis_samples = vis_checked;
-    if (!o.network_only) r.counts.visibilities_written = written;  // nothing written there
-    r.counts.bytes_written = bytes_written;
-    r.counts.chunks_written = chunks_written;
-    r.counts.chunks_rewritten = chunks_rewritten;
-    if (o.duration) {
-      report::Stonewall sw;
-      sw.duration_s = *o.duration;
-      sw.ended_early = walk_end >= 0 || tasks_skipped > 0;
-      sw.visits_total = static_cast<index_t>(ctx.plan.visits.size());
-      sw.visits_walked = walk_end >= 0 ? walk_end : sw.visits_total;
-      sw.parts_total = static_cast<index_t>(ctx.plan.parts.size());
-      sw.parts_done = parts_done;
-      sw.visibilities_total = ctx.job.obs->visibility_count();
-      sw.visibilities_done = visibilities;
-      sw.fraction = static_cast<double>(visibilities) / static_cast<double>(sw.visibilities_total);
-      sw.projected_s = sw.fraction > 0 ? stream_s / sw.fraction : 0;
-      r.stonewall = sw;
-    }
-    if (!o.duration && !o.network_only && written != ctx.job.obs->visibility_count())
-      throw std::logic_error(
-          fmt::format("wrote {} visibilities of {}", written, ctx.job.obs->visibility_count()));
-  }
-  // Synthetic or network only: no sky, nothing to check.
-  if (!o.synthetic_vis && !o.network_only) r.accuracy = accuracy;
+  if (!o.duration && !o.network_only && t.written != ctx.job.obs->visibility_count())
+    throw std::logic_error(
+        fmt::format("wrote {} visibilities of {}", t.written, ctx.job.obs->visibility_count()));
+}
+
+void timing_and_rates(const Context& ctx, const Setup& st, const Totals& t, const Outcome& out,
+                      report::Report& r) {
+  const double stream_s = out.stream_s;
   report::Timing timing;
-  timing.planning_s = planning_s;
+  timing.planning_s = st.planning_s;
   timing.stream_s = stream_s;
-  timing.input_s = input_s;
-  timing.check_s = check_s;
-  timing.degrid_s = degrid_s;  // --direction=both: the model's (the busiest streamer thread's)
-  timing.image_s = grid_s;
-  timing.write_s = write_s;
-  timing.sync_s = sync_s;
-  timing.open_s = open_s;
-  timing.wall_s = MPI_Wtime() - t_wall;
+  timing.input_s = t.input_s;
+  timing.check_s = t.check_s;
+  timing.degrid_s = t.degrid_s;  // --direction=both: the model's (the busiest streamer thread's)
+  timing.image_s = t.grid_s;
+  timing.write_s = t.write_s;
+  timing.sync_s = t.sync_s;
+  timing.open_s = t.open_s;
+  timing.wall_s = MPI_Wtime() - st.t_wall;
   if (!ctx.imaging()) {
     timing.stages.emplace();
-    for (const auto& w : all) *timing.stages += w.figures.stages;
+    for (const auto& w : out.all) *timing.stages += w.figures.stages;
   }
   r.timing = timing;
   report::Rates rates;
-  rates.subgrids_per_s = subgrids / stream_s;
-  rates.net_bytes_per_s = sent / stream_s;
-  rates.vis_per_s = visibilities / stream_s;
-  rates.vis_per_s_per_thread = rates.vis_per_s / std::max(1, roles.streamers * ctx.threads);
-  rates.w_planes_per_s = planes / stream_s;
-  rates.write_bytes_per_s = write_s + sync_s > 0 ? bytes_written / (write_s + sync_s) : 0;
-  rates.raw_write_bytes_per_s = write_s > 0 ? bytes_written / write_s : 0;
+  rates.subgrids_per_s = t.subgrids / stream_s;
+  rates.net_bytes_per_s = t.sent / stream_s;
+  rates.vis_per_s = t.visibilities / stream_s;
+  rates.vis_per_s_per_thread = rates.vis_per_s / std::max(1, ctx.roles.streamers * ctx.threads);
+  rates.w_planes_per_s = t.planes / stream_s;
+  rates.write_bytes_per_s = t.write_s + t.sync_s > 0 ? t.bytes_written / (t.write_s + t.sync_s) : 0;
+  rates.raw_write_bytes_per_s = t.write_s > 0 ? t.bytes_written / t.write_s : 0;
   r.rates = rates;
   r.memory.peak_rss_bytes = 0;
-  for (const auto& k : ranks)
+  for (const auto& k : r.pipeline->per_rank)
     r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
+}
+
+// Rank 0: what the run measured, into the planned report.
+void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report::Report& r) {
+  const auto& o = ctx.options;
+  const auto& p = ctx.job.p;
+  report::Reading reading = r.reading.value_or(report::Reading{});
+  const Totals t = add_up(out.all, o, r, reading);
+  r.pipeline->bound = bound_of(ctx, t, out.stream_s);
+  r.counts.subgrids_checked = t.checked;
+  std::set<std::pair<index_t, index_t>> columns;
+  for (const auto& v : ctx.plan.visits) columns.insert({v.stack, v.subgrid / p.subgrids_per_axis});
+  r.counts.subgrid_columns = static_cast<index_t>(columns.size());
+  r.counts.bytes_sent = t.sent;
+  r.counts.bytes_received = t.received;
+  if (o.timeline_s > 0) r.timeline = timeline_of(out.all, out.samples, o.timeline_s);
+  if (ctx.job.obs && !ctx.imaging() && !o.network_only &&
+      (!o.output.empty() || ctx.roles.writers > 0))
+    r.transit = transit_figures(out.all, o, ctx.roles, out.stream_s);
+  report::Accuracy accuracy;
+  accuracy.subgrid_rmse = t.subgrid_error.value();
+  accuracy.subgrid_rmse_max = t.subgrid_worst >= 0 ? t.subgrid_worst : std::nan("");
+  if (ctx.imaging())
+    imaging_results(ctx, st, t, out, reading, r, accuracy);
+  else if (ctx.job.obs)
+    predict_results(ctx, t, out.stream_s, r, accuracy);
+  // Synthetic or network only: no sky, nothing to check.
+  if (!o.synthetic_vis && !o.network_only) r.accuracy = accuracy;
+  timing_and_rates(ctx, st, t, out, r);
+}
+
+// A run on ranks placed by node: set up, the roles' work, the report.
+report::Report run_placed(const RunOptions& o, MPI_Comm comm) {
+  Context ctx;
+  ctx.options = o;
+  const Setup st = set_up(ctx, comm);
+  report::Report r = planned_report(ctx, st);
+  if (ctx.roles.rank == 0 && o.print_plan) {
+    std::fputs(report::render_run_plan(r).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const Outcome out = run_roles(ctx, comm);
+  free_communicators(ctx);
+  if (ctx.roles.rank == 0) fill_report(ctx, st, out, r);
   return r;
 }
 
