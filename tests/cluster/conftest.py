@@ -3,6 +3,7 @@ three hosts for the whole session, brought down at its end whatever
 happened. Where it cannot run (not root, no namespaces, Slurm or munge
 missing) every test skips with tools/cluster's own one-line reason."""
 import contextlib
+import glob
 import json
 import os
 import subprocess
@@ -56,6 +57,15 @@ class Cluster:
     def on(self, host, *cmd, timeout=JOB_TIMEOUT_S, check=None):
         return tool("on", host, "timeout", "-k", "10", str(timeout), *cmd,
                     timeout=timeout + 30, check=check, root=self.root)
+
+    def verify_published(self, pattern, count, report):
+        """`count` outputs under their final names, none left .partial, and
+        `iotest verify` passes on them as the run's (its nonce)."""
+        outputs = sorted(glob.glob(pattern))
+        folder = os.path.dirname(pattern)
+        assert len(outputs) == count and not glob.glob(f"{folder}/*.partial"), outputs
+        self.exec(iotest_binary(), "verify", *outputs, "--nonce", str(report["config"]["nonce"]),
+                  check=0)
 
     def limit(self, host, *args):
         return tool("limit", host, *args, root=self.root, check=0)

@@ -152,10 +152,7 @@ def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir):
     # The producers are spread, one a node, as --map-by node places them.
     producer_hosts = [r["host"] for r in per_rank if r["role"] == "producer"]
     assert len(set(producer_hosts)) == 2
-    outputs = sorted(glob.glob(f"{workdir}/vis*.h5"))
-    assert len(outputs) == 4 and not glob.glob(f"{workdir}/*.partial")
-    cluster.exec(iotest_binary(), "verify", *outputs, "--nonce", str(report["config"]["nonce"]),
-                 check=0)
+    cluster.verify_published(f"{workdir}/vis*.h5", 4, report)
 
 
 def test_node_local_outputs_land_on_their_own_host(cluster, workdir):
