@@ -102,7 +102,9 @@ def cluster():
 @pytest.fixture
 def workdir(cluster, request):
     """A fresh folder of the shared file system for one test."""
-    path = os.path.join(cluster.shared, request.node.name)
+    # Named after the test, without a parametrised test's brackets (glob's).
+    name = request.node.name.replace("[", "-").replace("]", "")
+    path = os.path.join(cluster.shared, name)
     subprocess.run(["rm", "-rf", path], check=True)
     os.makedirs(path)
     return path

@@ -124,13 +124,16 @@ def test_unknown_commands_and_hosts_are_refused(cluster):
 # ---- jobs --------------------------------------------------------------------
 
 
-def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir):
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir, launcher):
     plan = os.path.join(workdir, "plan.json")
     script = subprocess.run(
         [iotest_binary(), "plan", *T05[:5], "--nodes=3", "--ranks-per-node=2",
          "--cores-per-node=2", "--facet-workers=2", "--threads=1", "--slurm",
+         f"--launcher={launcher}",
          f"--binary={iotest_binary()}", "--time-limit=5", f"{workdir}/vis%d.h5",
          f"--report={plan}"], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert re.search(rf"^\s*{launcher} ", script, re.M)
     with open(os.path.join(workdir, "job.sh"), "w") as f:
         f.write(script)
     proc = cluster.exec("sbatch", "--wait", "job.sh", cwd=workdir, check=0)

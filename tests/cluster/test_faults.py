@@ -73,6 +73,8 @@ def test_a_host_dies_mid_run():
             if job.poll() is None:
                 job.kill()
                 job.wait()
+        print(f"a host dies: the job ended {ended - killed:.1f} s after, status "
+              f"{job.returncode}: {[l for l in stderr.splitlines() if 'node3' in l][:1]}")
         assert job.returncode != 0
         assert ended - killed < 60, (ended - killed, stderr)
         # One line names the lost host.
@@ -111,6 +113,7 @@ def test_the_time_limit_without_duration_leaves_only_partial_files(throttled, wo
     start = time.monotonic()
     proc, job = submit(throttled, workdir)
     elapsed = time.monotonic() - start
+    print(f"time limit without --duration: ended after {elapsed:.1f} s")
     assert proc.returncode != 0
     # Slurm checks limits every 30 s or so, then KillWait (5 s here).
     assert 60 <= elapsed < 60 + 30 + 5 + 20, elapsed
@@ -126,6 +129,7 @@ def test_the_plans_duration_ends_the_job_before_its_time_limit(throttled, workdi
     start = time.monotonic()
     proc, job = submit(throttled, workdir)
     elapsed = time.monotonic() - start
+    print(f"time limit with the plan's --duration: ended after {elapsed:.1f} s")
     assert proc.returncode == 0, open(os.path.join(workdir, f"iotest-{job}.out")).read()
     assert elapsed < 60, elapsed
     report = load(os.path.join(workdir, f"iotest-{job}.json"))
