@@ -115,8 +115,10 @@ def test_the_time_limit_without_duration_leaves_only_partial_files(throttled, wo
     elapsed = time.monotonic() - start
     print(f"time limit without --duration: ended after {elapsed:.1f} s")
     assert proc.returncode != 0
-    # Slurm checks limits every 30 s or so, then KillWait (5 s here).
-    assert 60 <= elapsed < 60 + 30 + 5 + 20, elapsed
+    # Slurm checks limits every 30 s or so, sbatch --wait polls its job; the
+    # ranks end at the SIGTERM itself (their line says so), not KillWait's
+    # SIGKILL.
+    assert 60 <= elapsed < 150, elapsed
     log = open(os.path.join(workdir, f"iotest-{job}.out")).read()
     assert "DUE TO TIME LIMIT" in log and "ended by SIGTERM" in log, log
     assert final_named(workdir) == [] and glob.glob(f"{workdir}/*.partial"), os.listdir(workdir)
