@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,26 +89,31 @@ def test_up_then_down_leaves_no_namespace_process_link_mount_or_cgroup():
         assert sinfo.stdout.split() == ["3", "idle"]
     finally:
         down = tool("down", root=root, timeout=120)
+        leftovers = kernel_leftovers(root)
+        shutil.rmtree(root, ignore_errors=True)
     assert down.returncode == 0, down.stderr
-    assert kernel_leftovers(root) == []
+    assert leftovers == []
     assert not any(running(p) for p in holders)
     # A second down finds nothing to do, and says so without failing.
     assert tool("down", root=root).returncode == 0
-    subprocess.run(["rm", "-rf", root])
 
 
-def test_it_refuses_without_root_in_one_line(tmp_path):
-    copy = os.path.join(tempfile.mkdtemp(prefix="iotest-cluster-tool-"), "cluster")
-    with open(TOOL) as src, open(copy, "w") as dst:
-        dst.write(src.read())
-    os.chmod(os.path.dirname(copy), 0o755)
-    os.chmod(copy, 0o755)
-    if os.geteuid() == 0:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-               copy, "up", "3"]
-    else:
-        cmd = [sys.executable, copy, "up", "3"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+def test_it_refuses_without_root_in_one_line():
+    # A copy anyone may read and run, for a user who is not root.
+    folder = tempfile.mkdtemp(prefix="iotest-cluster-tool-")
+    try:
+        copy = os.path.join(folder, "cluster")
+        shutil.copy(TOOL, copy)
+        os.chmod(folder, 0o755)
+        os.chmod(copy, 0o755)
+        if os.geteuid() == 0:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   "/usr/bin/python3", copy, "up", "3"]
+        else:
+            cmd = [sys.executable, copy, "up", "3"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(folder)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs root" in lines[0], proc.stderr

@@ -45,6 +45,13 @@ def throttled(cluster):
 def test_a_host_dies_mid_run():
     # Its own cluster: the dead host does not come back.
     root = tempfile.mkdtemp(prefix="iotest-cluster-dead-host-", dir="/var/tmp")
+    try:
+        dead_host_run(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def dead_host_run(root):
     with virtual_cluster(root, "--subnet=10.80.0", "--port=16847", "--lifetime=600") as c:
         for h in HOSTS:
             c.limit(h, SLOW_WRITES)
@@ -83,7 +90,6 @@ def test_a_host_dies_mid_run():
         for h in HOSTS:
             assert final_named(os.path.join(root, "hosts", h, "local")) == []
         assert ended - start < JOB_TIMEOUT_S
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def plan_script(folder, *extra):
