@@ -1,0 +1,89 @@
+"""Every output checked before the work (issue 26): a path that is a
+folder, a missing folder, a folder that takes no new file, a "folder" that
+is a file. Each ends the run with status 2 and one line naming OUTPUT and
+the path, before the plan is printed (nothing computed), with nothing left
+behind, on every back-end that writes files."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import MPI_TIMEOUT_S
+
+# 92 M visibilities (vlaa's default observation): a run would take many
+# seconds, so a check made at the end could not pass for one made first.
+OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--no-progress"]
+BACKENDS = [["--storage=hdf5"], ["--storage=posix"], ["--storage=hdf5", "--fork-writer"]]
+
+
+def refused_before_any_work(proc, *words):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
+    assert len(errors) == 1, proc.stderr
+    for word in ("OUTPUT", *words):
+        assert word in errors[0], errors[0]
+    assert "iotest run:" not in proc.stdout  # the plan, printed once set up
+
+
+def listing(folder):
+    return sorted(os.path.relpath(os.path.join(d, f), folder)
+                  for d, _, files in os.walk(folder) for f in files)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: "+".join(b))
+def test_an_output_that_is_a_folder(mpirun, tmp_path, backend):
+    (tmp_path / "out0.h5").mkdir()
+    proc = mpirun(3, *OBS, *backend, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
+    refused_before_any_work(proc, "out0.h5", "folder")
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: "+".join(b))
+def test_an_output_whose_folder_is_missing(mpirun, tmp_path, backend):
+    proc = mpirun(3, *OBS, *backend, str(tmp_path / "missing" / "out%d.h5"),
+                  timeout=MPI_TIMEOUT_S)
+    refused_before_any_work(proc, "missing", "No such file or directory")
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: "+".join(b))
+def test_an_output_whose_folder_is_a_file(mpirun, tmp_path, backend):
+    (tmp_path / "plain").write_text("not a folder\n")
+    proc = mpirun(3, *OBS, *backend, str(tmp_path / "plain" / "out%d.h5"),
+                  timeout=MPI_TIMEOUT_S)
+    refused_before_any_work(proc, "plain", "not a folder")
+    assert listing(tmp_path) == ["plain"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: "+".join(b))
+def test_an_output_in_a_read_only_folder(mpirun, tmp_path, backend):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() == 0:
+        # Root writes through permission bits; an immutable folder refuses
+        # even root, as a read-only mount does.
+        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not supported on this file system")
+    else:
+        folder.chmod(0o555)
+    try:
+        proc = mpirun(3, *OBS, *backend, str(folder / "out%d.h5"), timeout=MPI_TIMEOUT_S)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
+    refused_before_any_work(proc, "locked", "takes no new file")
+    assert listing(tmp_path) == []
+
+
+def test_the_check_leaves_another_runs_partial_file_alone(mpirun, tmp_path):
+    # Another run's file in progress under the name this run would use
+    # for its own: the check before the work neither truncates nor removes
+    # it (it used to probe by creating and removing PATH.partial).
+    theirs = tmp_path / "out0.h5.partial"
+    theirs.write_bytes(b"another run's visibilities")
+    (tmp_path / "out1.h5").mkdir()  # so this run stops after its checks
+    proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
+    refused_before_any_work(proc, "out1.h5")
+    assert theirs.read_bytes() == b"another run's visibilities"
