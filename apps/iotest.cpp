@@ -713,6 +713,7 @@ int main(int argc, char** argv) {
   if (*run) {
     if (*run_vis_set) run_opts.observation = run_obs;
     run_opts.progress = !no_progress;
+    run_opts.command_line = command_line;
     std::string bad;
     try {
       run_opts.direction = iotest::swiftly::parse_direction(run_direction);

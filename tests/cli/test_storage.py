@@ -3,6 +3,7 @@ back-end chosen by --storage or by the output's name, `iotest read`
 reading through the same back-ends under mpirun, `iotest verify` through
 the same interface."""
 import os
+import socket
 import struct
 
 import pytest
@@ -183,6 +184,27 @@ def test_a_stale_file_of_an_earlier_run_fails(mpirun, iotest, tmp_path, backend)
     # The run's own file passes, also against its report's nonce; not another's.
     iotest("verify", files[0], f"--nonce={nonce}", check=0)
     iotest("verify", files[0], f"--nonce={nonce ^ 1}", check=1)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_every_file_records_its_run_and_verify_says_it(mpirun, iotest, tmp_path, backend):
+    # Which run made a file (issue 26): its nonce, command line, start and
+    # host, in every file, shown by verify.
+    ext = BACKENDS[backend]
+    out = str(tmp_path / f"out%d.{ext}")
+    report = tmp_path / "run.json"
+    mpirun(2, "--synthetic-vis", *OBS, out, f"--report={report}", check=0,
+           timeout=MPI_TIMEOUT_S)
+    run = load(report)
+    v = tmp_path / "v.json"
+    proc = iotest("verify", *outputs(tmp_path, ext), f"--report={v}", check=0)
+    made = load(v)["verification"]
+    assert made["nonce"] == run["config"]["nonce"]
+    assert made["run"]["command_line"].endswith(f" {out} --report={report}")
+    assert made["run"]["started"][:4] == run["environment"]["date"][:4]
+    assert made["run"]["started"] <= run["environment"]["date"]
+    assert made["run"]["hosts"] == [socket.gethostname()]
+    assert f"made by run {made['nonce']} started {made['run']['started']}" in proc.stdout
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))

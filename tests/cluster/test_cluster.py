@@ -180,7 +180,11 @@ def test_node_local_outputs_land_on_their_own_host(cluster, workdir):
         every += [os.path.join(cluster.host_local(host), f) for f in mine]
     # The set is whole across the hosts (verify needs every chunk; a host
     # alone holds its streamers' share).
-    cluster.exec(iotest_binary(), "verify", *every, "--nonce", str(r["config"]["nonce"]), check=0)
+    verified = os.path.join(workdir, "verify.json")
+    cluster.exec(iotest_binary(), "verify", *every, "--nonce", str(r["config"]["nonce"]),
+                 f"--report={verified}", check=0)
+    # The files say which hosts wrote them.
+    assert sorted(load(verified)["verification"]["run"]["hosts"]) == HOSTS
 
 
 def test_a_shared_file_is_written_from_three_hosts(cluster, workdir):

@@ -174,6 +174,12 @@ report::Report verify(const VerifyOptions& o) {
   // same options left behind) fails, as does a set from another run than
   // --nonce's.
   v.nonce = o.nonce.value_or(pv.nonce);
+  v.command_line = pv.command_line;
+  v.started = pv.started;
+  for (const auto& f : files)
+    if (const auto& host = f->provenance()->host;
+        !host.empty() && std::find(v.hosts.begin(), v.hosts.end(), host) == v.hosts.end())
+      v.hosts.push_back(host);
   for (size_t i = 0; i < files.size(); ++i)
     if (const auto nonce = files[i]->provenance()->nonce; nonce != v.nonce) {
       v.passed = false;

@@ -93,6 +93,7 @@ struct Context {
   // first_touch_threads).
   int setup_threads = 1;
   std::uint32_t nonce = 0;  // this run's (storage::Provenance::nonce), rank 0's
+  std::string started;      // when the run started (UTC, ISO 8601), rank 0's
   // Pools a streamer allocates (and touches) up front, from the memory
   // model: planes per w-tower and visibilities per degrid task.
   index_t tower_planes = 0, task_visibilities = 0;

@@ -561,9 +561,13 @@ void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   ctx.producer_threads = st.shape.producer_threads;
   MPI_Comm_dup(comm, &ctx.data);
   MPI_Comm_dup(comm, &ctx.control);
-  // One nonce for the run, rank 0's, in every file it writes.
-  if (roles.rank == 0) ctx.nonce = storage::draw_nonce();
+  // One nonce and start for the run, rank 0's, in every file it writes.
+  if (roles.rank == 0) {
+    ctx.nonce = storage::draw_nonce();
+    ctx.started = utc_now();
+  }
   MPI_Bcast(&ctx.nonce, 1, MPI_UINT32_T, 0, comm);
+  broadcast(comm, 0, ctx.started);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, roles.rank, &ctx.producers);
   // A back-end with one output for the run: its writers' communicator.
   const bool shared = roles.writes_outputs() && storage::shares_output(o.storage, o.output);

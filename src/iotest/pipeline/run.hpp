@@ -23,6 +23,7 @@ namespace iotest::pipeline {
 
 struct RunOptions {
   std::string rec_set;
+  std::string command_line;  // as typed: every output file records it
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
   index_t source_count = 10;
   std::uint64_t seed = 1;

@@ -75,6 +75,9 @@ void open_writers(Context& ctx) {
   ctx.layout = storage::layout_of(*ctx.job.obs);
   auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis, ctx.nonce);
   pv.stonewalled = o.duration.has_value();
+  pv.command_line = o.command_line;
+  pv.started = ctx.started;
+  pv.host = host_name();
   ctx.layout.provenance = pv;
   // --writer-count per streamer (in transit: per writer rank), files
   // numbered across them.

@@ -1,8 +1,8 @@
 #include "iotest/pipeline/writers.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -546,8 +546,9 @@ void check_creatable(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw refuse("it is a folder; expected a file name");
   const auto slash = path.rfind('/');
-  const std::string parent =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
   if (::stat(parent.c_str(), &st) != 0)
     throw refuse("its folder '" + parent + "': " + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) throw refuse("'" + parent + "' is not a folder");
@@ -558,7 +559,8 @@ void check_creatable(const std::string& path) {
   const std::string probe =
       parent + "/.iotest-probe-" + std::to_string(::getpid()) + "-" + std::to_string(probes++);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
+  if (fd < 0)
+    throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
 }

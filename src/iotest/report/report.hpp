@@ -252,6 +252,10 @@ struct Verification {
   bool stonewalled = false;
   index_t written_parts = 0, visibilities_written = 0;
   std::uint32_t nonce = 0;  // the run the files come from
+  // That run as its files record it (empty for files from before): its
+  // command line, its start (UTC) and the hosts that wrote the files.
+  std::string command_line, started;
+  std::vector<std::string> hosts;
   // --all: every value read and checked (synthetic sets).
   bool all = false;
   index_t values_checked = 0, values_wrong = 0;

@@ -399,6 +399,7 @@ json to_json(const Verification& v) {
             {"synthetic", v.synthetic},
             {"stonewalled", v.stonewalled},
             {"nonce", v.nonce},
+            {"run", {{"command_line", v.command_line}, {"started", v.started}, {"hosts", v.hosts}}},
             {"all", v.all},
             {"values_checked", v.values_checked},
             {"values_wrong", v.values_wrong},
@@ -425,6 +426,9 @@ std::string render_text(const Verification& v, const Report& r) {
     s += fmt::format(", stonewalled: {} written parts, {} visibilities", v.written_parts,
                      v.visibilities_written);
   s += v.passed ? ": passed\n" : ": FAILED: " + v.reason + "\n";
+  if (!v.started.empty())
+    s += fmt::format("  made by run {} started {} on {}: {}\n", v.nonce, v.started,
+                     fmt::join(v.hosts, ", "), v.command_line);
   return s;
 }
 

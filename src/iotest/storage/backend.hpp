@@ -46,6 +46,10 @@ struct Provenance {
   // run has it, so a stale file of an earlier run with the same options
   // shows; a synthetic set's values carry it too. 0: files from before.
   std::uint32_t nonce = 0;
+  // The run that made the file, for a reader and `iotest verify`: its
+  // command line, its start (UTC, ISO 8601, rank 0's clock) and the host
+  // that wrote this file. Empty in files from before.
+  std::string command_line, started, host;
 };
 // A run's nonce: random, never 0.
 std::uint32_t draw_nonce();

@@ -172,6 +172,9 @@ json provenance_json(const Provenance& pv) {
   j["w_stack_step"] = pv.w_stack_step;
   j["stonewalled"] = pv.stonewalled;
   j["nonce"] = pv.nonce;
+  j["command_line"] = pv.command_line;
+  j["started"] = pv.started;
+  j["host"] = pv.host;
   return j;
 }
 
@@ -187,6 +190,10 @@ Provenance provenance_from(const json& j) {
   pv.w_stack_step = j.at("w_stack_step").get<double>();
   pv.stonewalled = j.at("stonewalled").get<bool>();
   pv.nonce = j.at("nonce").get<std::uint32_t>();
+  // Absent in files from before the run was recorded.
+  pv.command_line = j.value("command_line", "");
+  pv.started = j.value("started", "");
+  pv.host = j.value("host", "");
   return pv;
 }
 

@@ -102,6 +102,12 @@ Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()
     // Absent in files from before run nonces: 0.
     if (present("Header/extra_keywords/iotest_nonce"))
       pv.nonce = static_cast<std::uint32_t>(scalar("Header/extra_keywords/iotest_nonce"));
+    // Absent in files from before the run was recorded: empty.
+    for (auto [name, field] :
+         {std::pair{"Header/extra_keywords/iotest_command_line", &pv.command_line},
+          {"Header/extra_keywords/iotest_started", &pv.started},
+          {"Header/extra_keywords/iotest_host", &pv.host}})
+      if (present(name)) *field = read_string(h_->file, name);
     pv.stonewalled = present("Header/extra_keywords/iotest_stonewalled") &&
                      scalar("Header/extra_keywords/iotest_stonewalled") != 0;
     if (pv.stonewalled && !present("iotest/written_parts"))

@@ -263,6 +263,9 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
     write_scalar(extra, "iotest_w_stack_step", pv.w_stack_step);
     if (pv.stonewalled) write_scalar(extra, "iotest_stonewalled", 1LL);
     write_scalar(extra, "iotest_nonce", static_cast<long long>(pv.nonce));
+    write_string(extra, "iotest_command_line", pv.command_line);
+    write_string(extra, "iotest_started", pv.started);
+    write_string(extra, "iotest_host", pv.host);
   }
   const long long centre_id = 0;
   const double frame_pa = 0.0;
