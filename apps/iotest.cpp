@@ -620,6 +620,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->group(cli::kOutput);
   run->add_flag("--no-progress", no_progress, "no progress line on stderr")->group(cli::kOutput);
+  run->add_flag("--require-space", run_opts.require_space,
+                "exit 2 before any work when an output's file system has less free space than "
+                "the writing rank will write there (default: a warning)")
+      ->group("Storage");
   cli::add_report_options(run, out, true);
   std::vector<std::string> run_paths;
   run->add_option("paths", run_paths,

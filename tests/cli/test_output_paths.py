@@ -87,3 +87,40 @@ def test_the_check_leaves_another_runs_partial_file_alone(mpirun, tmp_path):
     proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)
     refused_before_any_work(proc, "out1.h5")
     assert theirs.read_bytes() == b"another run's visibilities"
+
+
+@pytest.fixture
+def small_file_system(tmp_path):
+    """A 1 MiB file system (tmpfs, as root) for a run of 1.5 GB."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_require_space_refuses_a_file_system_too_small(mpirun, small_file_system):
+    proc = mpirun(3, *OBS, "--require-space", str(small_file_system / "out%d.h5"),
+                  timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
+    assert len(errors) == 1 and "--require-space" in errors[0], proc.stderr
+    assert str(small_file_system) in errors[0] and "MiB free" in errors[0]
+    assert "iotest run:" not in proc.stdout
+    assert listing(small_file_system) == []
+
+
+def test_without_require_space_a_small_file_system_is_a_warning(mpirun, small_file_system):
+    # The run goes on (and then finds the disk full, ending the job).
+    proc = mpirun(3, *OBS, str(small_file_system / "out%d.h5"), timeout=MPI_TIMEOUT_S)
+    warnings = [l for l in proc.stderr.splitlines() if l.startswith("iotest: warning: OUTPUT")]
+    assert len(warnings) == 2, proc.stderr  # each streamer, for its own output
+    assert "--require-space" in warnings[0]
+    assert proc.returncode != 0
+    assert not [f for f in listing(small_file_system) if not f.endswith(".partial")]

@@ -4,6 +4,7 @@
 #include "iotest/pipeline/run.hpp"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -582,6 +583,46 @@ void free_communicators(Context& ctx) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
+// This rank's share of the observation's bytes against the free space of
+// each folder its outputs go to (a rank on a shared file system sees its
+// own share only; node-local folders, %h, are each their host's). A
+// warning on stderr, or with --require-space a usage error.
+void check_free_space(const Context& ctx) {
+  const auto& o = ctx.options;
+  const auto outputs = ctx.outputs();
+  if (!ctx.job.obs || o.network_only || ctx.imaging() || outputs.empty() || outputs[0].empty())
+    return;
+  const auto& roles = ctx.roles;
+  const index_t writing_ranks = roles.writers > 0 ? roles.writers : roles.streamers;
+  const bool shared = storage::shares_output(o.storage, o.output);
+  const double files_in_all = shared ? static_cast<double>(writing_ranks)
+                                     : static_cast<double>(writing_ranks * o.writer_count);
+  const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
+  std::map<std::string, double> per_folder;
+  for (const auto& path : outputs) {
+    const auto slash = path.rfind('/');
+    per_folder[slash == std::string::npos ? "."
+               : slash == 0               ? "/"
+                                          : path.substr(0, slash)] += share;
+  }
+  for (const auto& [folder, bytes] : per_folder) {
+    struct statvfs fs {};
+    if (::statvfs(folder.c_str(), &fs) != 0) continue;  // check_creatable has looked at it
+    const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+    if (free_bytes >= bytes) continue;
+    const auto size = [](double b) {
+      return b >= 1024.0 * 1024 * 1024 ? fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024))
+                                       : fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+    };
+    const std::string what =
+        fmt::format("{} has {} free, and this rank ({}) will write about {} there", folder,
+                    size(free_bytes), host_name(), size(bytes));
+    if (o.require_space) throw UsageError("--require-space", what);
+    std::fprintf(stderr, "iotest: warning: OUTPUT: %s (--require-space makes it an error)\n",
+                 what.c_str());
+  }
+}
+
 // The visits and their figures: counted in parallel over the ranks, the
 // memory model checked against every node before the large allocations.
 void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
@@ -608,6 +649,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
   agree_on_usage(comm, [&] {
     for (const auto& path : ctx.outputs())
       if (!path.empty()) check_creatable(path);
+    check_free_space(ctx);
   });
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
 }

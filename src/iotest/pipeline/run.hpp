@@ -24,6 +24,9 @@ namespace iotest::pipeline {
 struct RunOptions {
   std::string rec_set;
   std::string command_line;  // as typed: every output file records it
+  // An output's file system with less free space than its rank will write
+  // there: a usage error (else a warning).
+  bool require_space = false;
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
   index_t source_count = 10;
   std::uint64_t seed = 1;
