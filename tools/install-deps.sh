@@ -5,7 +5,9 @@
 #   tools/install-deps.sh [--libraries-only]   (no venv: what a plain
 #                                               `cmake --preset release` needs)
 # Without --libraries-only it also installs what tools/cluster (the virtual
-# cluster the tests run jobs on) needs: Slurm, munge and iproute2.
+# cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
+# peers bench/ compares with: fio (the storage scripts) and mpi4py for the
+# system python3 (bench/net_osu.sh's stand-in for OSU).
 set -euo pipefail
 libraries_only=false
 [[ ${1:-} == --libraries-only ]] && libraries_only=true
@@ -18,7 +20,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3 python3-venv
 )
-$libraries_only || packages+=(slurm-wlm munge iproute2)
+$libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
