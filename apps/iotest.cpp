@@ -228,12 +228,11 @@ extern "C" void on_termination(int signal) {
 }
 
 void report_termination_signals() {
-  char host[64] = {};
-  ::gethostname(host, sizeof(host) - 1);
+  const std::string host = iotest::host_name();
   for (int i = 0; i < 2; ++i)
     std::snprintf(termination_lines[i], sizeof(termination_lines[i]),
                   "iotest: ended by %s on %s; unfinished outputs stay .partial\n",
-                  i == 0 ? "SIGTERM" : "SIGINT", host);
+                  i == 0 ? "SIGTERM" : "SIGINT", host.c_str());
   std::signal(SIGTERM, on_termination);
   std::signal(SIGINT, on_termination);
 }

@@ -30,11 +30,10 @@ def roles_by_host(report):
 # ---- the tool itself ---------------------------------------------------------
 
 
-def kernel_leftovers(root):
-    """What a cluster at `root` could leave: its links, cgroups, processes
-    in its cgroups or namespaces, and mounts of its folders."""
-    import hashlib
-    tag = hashlib.sha1(os.path.abspath(root).encode()).hexdigest()[:6]
+def kernel_leftovers(root, tag):
+    """What a cluster at `root` (its names in the kernel carry `tag`) could
+    leave: its links, cgroups, processes in its cgroups, mounts of its
+    folders."""
     found = []
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     found += [l.split(":")[1].strip() for l in links.splitlines() if tag in l]
@@ -72,12 +71,13 @@ def test_up_then_down_leaves_no_namespace_process_link_mount_or_cgroup():
               timeout=180)
     if up.returncode == 2:
         pytest.skip(up.stderr.strip().splitlines()[-1])
+    tag = None  # from the cluster's state, once up
     try:
         assert up.returncode == 0, up.stderr
         with open(os.path.join(root, "state.json")) as f:
             state = json.load(f)
-        holders = list(state["holders"].values())
-        assert len(holders) == 3 and kernel_leftovers(root)  # it was there
+        holders, tag = list(state["holders"].values()), state["tag"]
+        assert len(holders) == 3 and kernel_leftovers(root, tag)  # it was there
         # Each host is its own: hostname, address, node-local folder.
         for k, host in enumerate(HOSTS, 1):
             p = tool("on", host, "sh", "-c", "hostname; ip -4 -o addr show eth0; "
@@ -89,7 +89,7 @@ def test_up_then_down_leaves_no_namespace_process_link_mount_or_cgroup():
         assert sinfo.stdout.split() == ["3", "idle"]
     finally:
         down = tool("down", root=root, timeout=120)
-        leftovers = kernel_leftovers(root)
+        leftovers = kernel_leftovers(root, tag) if tag else []
         shutil.rmtree(root, ignore_errors=True)
     assert down.returncode == 0, down.stderr
     assert leftovers == []

@@ -599,12 +599,7 @@ void check_free_space(const Context& ctx) {
                                      : static_cast<double>(writing_ranks * o.writer_count);
   const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
   std::map<std::string, double> per_folder;
-  for (const auto& path : outputs) {
-    const auto slash = path.rfind('/');
-    per_folder[slash == std::string::npos ? "."
-               : slash == 0               ? "/"
-                                          : path.substr(0, slash)] += share;
-  }
+  for (const auto& path : outputs) per_folder[folder_of(path)] += share;
   for (const auto& [folder, bytes] : per_folder) {
     struct statvfs fs {};
     if (::statvfs(folder.c_str(), &fs) != 0) continue;  // check_creatable has looked at it

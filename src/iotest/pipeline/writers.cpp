@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"
@@ -545,10 +546,7 @@ void check_creatable(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw refuse("it is a folder; expected a file name");
-  const auto slash = path.rfind('/');
-  const std::string parent = slash == std::string::npos ? "."
-                             : slash == 0               ? "/"
-                                                        : path.substr(0, slash);
+  const std::string parent = folder_of(path);
   if (::stat(parent.c_str(), &st) != 0)
     throw refuse("its folder '" + parent + "': " + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) throw refuse("'" + parent + "' is not a folder");
@@ -563,6 +561,11 @@ void check_creatable(const std::string& path) {
     throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+std::string folder_of(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
 }
 
 std::string with_host(std::string pattern, const std::string& host) {

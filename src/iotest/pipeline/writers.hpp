@@ -183,6 +183,8 @@ class Writers {
 // writer, and without opening any file but its own probe (another run's
 // PATH.partial is left alone).
 void check_creatable(const std::string& path);
+// The folder an output goes to ("." for a bare name).
+std::string folder_of(const std::string& path);
 
 // `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
 // before the extension when there are several writers in all.
