@@ -32,7 +32,7 @@ test: build
 RUN_DIR ?= out/run
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 run: build
-	@mkdir -p $(RUN_DIR) && rm -f $(RUN_DIR)/vis*.h5 $(RUN_DIR)/vis*.h5.partial
+	@mkdir -p $(RUN_DIR) && rm -f $(RUN_DIR)/vis*.h5 $(RUN_DIR)/vis*.partial
 	OMP_WAIT_POLICY=PASSIVE $(MPIRUN) -np 3 $(BUILD_DIR)/bin/iotest --rec-set=T05_ \
 	  --vis-set=vlaa --source-count=10 $(RUN_DIR)/vis%d.h5 --report=$(RUN_DIR)/report.json
 	$(BUILD_DIR)/bin/iotest verify $(RUN_DIR)/vis*.h5

@@ -162,6 +162,9 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
   } catch (const iotest::UsageError& e) {
     if (rank == 0) print_error(e.one_line());
     status = iotest::kExitUsage;
+  } catch (const iotest::AgreedFailure& e) {
+    if (rank == 0) print_error(e.what());
+    status = iotest::kExitFailure;
   } catch (const std::exception& e) {
     print_error(fmt::format("(rank {}) {}", rank, what_failed(e)));
     MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);

@@ -250,13 +250,14 @@ TEST(Writers, OutputsKeepTheirTemporaryNamesUntilPublished) {
   WriterOptions o;
   o.storage.storage = "hdf5";
   o.paths = {path};
+  storage::OutputClaim claim(path, 0);
   Writers writers(o, storage::layout_of(obs));
   writers.finish();
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_TRUE(std::filesystem::exists(storage::partial_path(path)));
-  storage::publish(path);
+  EXPECT_TRUE(std::filesystem::exists(claim.partial()));
+  storage::publish(claim);
   EXPECT_TRUE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(storage::partial_path(path)));
+  EXPECT_FALSE(std::filesystem::exists(claim.partial()));
   std::filesystem::remove_all(dir);
 }
 

@@ -44,7 +44,7 @@ TEST(Storage, NullBackendCountsChunksAndRewrites) {
   backend->write_chunk({0, 0}, data.data(), 5);
   backend->write_chunk({0, 0}, data.data(), 3);  // the same chunk again: a rewrite
   backend->write_chunk({701, 1}, data.data(), 32);
-  backend->close();
+  backend->complete();
   EXPECT_EQ(backend->stats().chunk_writes, 3);
   EXPECT_EQ(backend->stats().chunks_written, 2);
   EXPECT_EQ(backend->stats().chunks_rewritten, 1);
@@ -189,7 +189,7 @@ TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
     backend->open((dir / "vis.h5").string(), layout_of(obs));
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);
-    EXPECT_TRUE(std::filesystem::exists(dir / "vis.h5.partial"));
+    EXPECT_TRUE(std::filesystem::exists(partial_path((dir / "vis.h5").string(), 0)));
     backend->abort();
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir));
@@ -205,10 +205,12 @@ TEST(Storage, VerifyFindsMissingChunks) {
     auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
     auto layout = layout_of(obs);
     layout.provenance = sky_provenance("T05_", 1e-5, 3, 1);
+    OutputClaim claim(path, nonce_of(layout));
     backend->open(path, layout);
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);  // one chunk of 351 x 2 x 2
-    backend->close();
+    backend->complete();
+    publish(claim);
   }
   commands::VerifyOptions o;
   o.files = {path};
@@ -227,12 +229,14 @@ void write_file(const std::string& path, const telescope::Observation& obs, cons
   auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
   auto layout = layout_of(obs);
   layout.provenance = pv;
+  OutputClaim claim(path, nonce_of(layout));
   backend->open(path, layout);
   for (const auto& key : keys) {
     const std::vector<cplx> data = value(key);
     backend->write_chunk(key, data.data(), 32);
   }
-  backend->close();
+  backend->complete();
+  publish(claim);
 }
 
 // One output set of several files: the chunks present are the union over the
@@ -427,9 +431,11 @@ TEST(Storage, StonewalledFileListsItsWrittenParts) {
     auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
     auto layout = layout_of(obs);
     layout.provenance = pv;
+    OutputClaim claim(path, nonce_of(layout));
     backend->open(path, layout);
     if (listed) backend->set_written_parts(parts);
-    backend->close();
+    backend->complete();
+    publish(claim);
     const Uvh5Reader file(path);
     ASSERT_TRUE(file.provenance());
     const auto& got = *file.provenance();

@@ -103,15 +103,17 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
   {
     auto backend = make_backend(options, path);
     ASSERT_EQ(backend->name(), "posix");
+    OutputClaim claim(path, nonce_of(layout));
     backend->open(path, layout);
     for (const auto& key : keys)
       backend->write_chunk(key, chunk_values(layout, key, 0).get(), layout.chunk_values());
     backend->write_chunk(again, chunk_values(layout, again, 64).get(), layout.chunk_values());
     if (with_provenance) backend->set_written_parts(parts);
     backend->complete();
-    EXPECT_TRUE(fs::exists(partial_path(path)));
+    EXPECT_TRUE(fs::exists(claim.partial()));
     EXPECT_FALSE(fs::exists(path));  // nothing under the final name before publishing
-    publish(path);
+    publish(claim);
+    EXPECT_FALSE(fs::exists(claim.partial()));
     EXPECT_EQ(backend->stats().chunks_written, 4);
     EXPECT_EQ(backend->stats().chunks_rewritten, 1);
   }
@@ -194,8 +196,10 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
   const auto h5 = (dir / "axes.h5").string();
   {
     auto backend = make_backend(StorageOptions{"hdf5", {}}, h5);
+    OutputClaim claim(h5, nonce_of(layout));
     backend->open(h5, layout);
-    backend->close();
+    backend->complete();
+    publish(claim);
   }
   const Uvh5Reader uvh5(h5);
   for (const index_t row :
@@ -258,7 +262,7 @@ TEST(Posix, RefusedDirectIoIsAClearError) {
     ADD_FAILURE() << "O_DIRECT accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("O_DIRECT"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(partial_path(path)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(partial_path(path, 0)), std::string::npos) << e.what();
   }
   EXPECT_TRUE(fs::is_empty(dir));
   fs::remove_all(dir);
@@ -318,7 +322,7 @@ TEST(Posix, AbortLeavesNoFile) {
     auto backend = make_backend(StorageOptions{"posix", {}}, path);
     backend->open(path, layout);
     backend->write_chunk({0, 0}, data.get(), 32);
-    EXPECT_TRUE(fs::exists(partial_path(path)));
+    EXPECT_TRUE(fs::exists(partial_path(path, 0)));
     EXPECT_FALSE(fs::exists(path));
     backend->abort();
     EXPECT_TRUE(fs::is_empty(dir));
@@ -344,12 +348,14 @@ TEST(Posix, IncompleteFileIsRefused) {
   const auto data = chunk_values(layout, {0, 0}, 0);
   {
     auto backend = make_backend(StorageOptions{"posix", {}}, path);
+    OutputClaim claim(path, nonce_of(layout));
     backend->open(path, layout);
     backend->write_chunk({0, 0}, data.get(), 32);
     backend->write_chunk({9, 1}, data.get(), 32);
     backend->flush();
-    fs::copy_file(partial_path(path), dir / "crashed.bin");  // as a crash would leave it
-    backend->close();
+    fs::copy_file(claim.partial(), dir / "crashed.bin");  // as a crash would leave it
+    backend->complete();
+    publish(claim);
   }
   EXPECT_NO_THROW(open_reader(path));
   const auto size = static_cast<std::uintmax_t>(fs::file_size(path));

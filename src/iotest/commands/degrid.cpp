@@ -28,6 +28,10 @@ report::Report degrid(const DegridRunOptions& o) {
                                               "shares one file between the streamers of `iotest "
                                               "run` under mpirun",
                                               storage::backend_for(o.storage, o.output)));
+  // The output claimed before the work, held until it is published.
+  const std::uint32_t nonce = storage::draw_nonce();
+  std::optional<storage::OutputClaim> claim;
+  if (storage::writes_files(o.storage, o.output)) claim.emplace(o.output, nonce);
   auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;
@@ -64,7 +68,7 @@ report::Report degrid(const DegridRunOptions& o) {
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
   auto backend = storage::make_backend(o.storage, o.output);
   auto layout = storage::layout_of(obs);
-  layout.provenance = job::provenance(job, o.rec_set, o.seed, false, storage::draw_nonce());
+  layout.provenance = job::provenance(job, o.rec_set, o.seed, false, nonce);
   backend->open(o.output, layout);
   std::mutex backend_lock;      // the serial HDF5 library takes one writer at a time
   ExceptionCollector failures;  // errors inside the parallel work, rethrown after it
@@ -189,7 +193,8 @@ report::Report degrid(const DegridRunOptions& o) {
       failures.rethrow();
     }
   }
-  backend->close();
+  backend->complete();
+  if (claim) storage::publish(*claim);
   double degrid_s = seconds_since(t0);
 
   // Gather.

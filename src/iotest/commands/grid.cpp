@@ -49,7 +49,9 @@ report::Report grid(const GridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.bls_per_task < 1) throw UsageError("--bls-per-task", "expected at least 1");
-  if (!o.image.empty()) storage::check_image_path(o.image);
+  // Claimed before the work, held until the image is written.
+  std::optional<storage::OutputClaim> image_claim;
+  if (!o.image.empty()) image_claim.emplace(storage::claim_image_path(o.image));
 
   // The input: files (their provenance gives the job) or the sky.
   std::vector<std::unique_ptr<storage::Reader>> files;
@@ -304,8 +306,8 @@ report::Report grid(const GridRunOptions& o) {
   rates.w_planes_per_s = static_cast<double>(planes) / grid_s;
   r.rates = rates;
   r.sky = job::sky_of(job.sources, g.pixel_lm);
-  if (!o.image.empty())
-    storage::write_dirty_image(o.image, image, facet_tiles, p.yB, p.used_size,
+  if (image_claim)
+    storage::write_dirty_image(*image_claim, image, facet_tiles, p.yB, p.used_size,
                                {jo.rec_set, g.pixel_lm, visibilities});
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);

@@ -19,6 +19,14 @@ class UsageError : public std::runtime_error {
   std::string option_;
 };
 
+// A failure every rank of a job agreed on (a clash found while publishing
+// the outputs): rank 0 says it once and every rank leaves with
+// kExitFailure, with no MPI_Abort.
+class AgreedFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Exit statuses of the iotest executable.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // a run that could not complete

@@ -122,6 +122,10 @@ struct Context {
   // in transit across the writer ranks (empty names in a dry run; none on
   // other roles).
   std::vector<std::string> outputs() const;
+  // The outputs this rank publishes (a shared one by its first writing
+  // rank), claimed before the work (storage/output_claim.hpp). Before the
+  // writers: they go after them, when their partial files are let go.
+  std::vector<storage::OutputClaim> claims;
   // A streamer's writers and the layout they write (with visibilities),
   // opened before the start barrier (open_writers).
   std::unique_ptr<Writers> writers;
@@ -258,9 +262,6 @@ struct RankResult {
   // observed and residual visibilities.
   double degrid_s = 0, observed2 = 0, residual2 = 0;
   double grid_s = 0;  // the busiest gridding thread's time in gridding, collapsing, extracting
-  // Outputs complete under their temporary names: published once every
-  // rank has finished, so a failed run leaves none that looks complete.
-  std::vector<std::string> outputs;
   // Waits on writing: a streamer's degridding threads on its full chunk
   // queue (in situ or in transit), a writer rank's receiving on its
   // writers'. In transit: chunks and payload bytes sent (streamers) or

@@ -599,10 +599,10 @@ void check_free_space(const Context& ctx) {
                                      : static_cast<double>(writing_ranks * o.writer_count);
   const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
   std::map<std::string, double> per_folder;
-  for (const auto& path : outputs) per_folder[folder_of(path)] += share;
+  for (const auto& path : outputs) per_folder[storage::folder_of(path)] += share;
   for (const auto& [folder, bytes] : per_folder) {
     struct statvfs fs {};
-    if (::statvfs(folder.c_str(), &fs) != 0) continue;  // check_creatable has looked at it
+    if (::statvfs(folder.c_str(), &fs) != 0) continue;  // claim_outputs has looked at it
     const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
     if (free_bytes >= bytes) continue;
     const auto size = [](double b) {
@@ -615,6 +615,25 @@ void check_free_space(const Context& ctx) {
     if (o.require_space) throw UsageError("--require-space", what);
     std::fprintf(stderr, "iotest: warning: OUTPUT: %s (--require-space makes it an error)\n",
                  what.c_str());
+  }
+}
+
+// This rank's outputs checked, and those it publishes claimed: each of
+// its own, a shared one by its first writing rank (the others check it).
+// Claimed only where a back-end writes files with visibilities: a dry run
+// or the network alone publishes nothing.
+void claim_outputs(Context& ctx) {
+  const auto& o = ctx.options;
+  const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging() &&
+                      storage::writes_files(o.storage, o.output);
+  int first = 0;
+  if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
+  for (const auto& path : ctx.outputs()) {
+    if (path.empty()) continue;
+    if (writes && first == 0)
+      ctx.claims.emplace_back(path, ctx.nonce);
+    else
+      storage::check_creatable(path, "OUTPUT");
   }
 }
 
@@ -637,13 +656,13 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
         o.network_only ? 0 : job::task_visibilities(ctx.job, st.counts, o.bls_per_task);
   }
   require_node_memory(st.memory, roles, comm);
-  // Outputs: each streamer checks its own (its node may lack a folder the
-  // others have), agreed, so a bad path stops every rank before any work.
-  // Then its writers open them (UVH5 headers: seconds at SKA sizes) while
-  // the FFTs are planned and the facets touched.
+  // Outputs: each writing rank checks and claims its own (its node may
+  // lack a folder the others have; another run may be writing them),
+  // agreed, so a bad path stops every rank before any work. Then its
+  // writers open them (UVH5 headers: seconds at SKA sizes) while the FFTs
+  // are planned and the facets touched.
   agree_on_usage(comm, [&] {
-    for (const auto& path : ctx.outputs())
-      if (!path.empty()) check_creatable(path);
+    claim_outputs(ctx);
     check_free_space(ctx);
   });
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
@@ -809,6 +828,7 @@ struct Outcome {
   std::vector<Wire> all;                         // rank 0: every rank's
   std::vector<std::vector<TimeSample>> samples;  // rank 0: every rank's time line
   std::vector<cplx> pixel_sums;  // the sampled pixels' direct sums, then image values
+  index_t outputs_replaced = 0;  // rank 0: files there before the run, replaced
 };
 
 // The imaging direction's check: the sampled pixels' direct sums (from
@@ -834,6 +854,34 @@ std::vector<cplx> pixel_sums(const Context& ctx, const RankResult& mine, MPI_Com
               static_cast<int>(sums.size()), MPI_C_DOUBLE_COMPLEX, MPI_SUM, 0, comm, &request);
   wait_for(request);
   return sums;
+}
+
+// Past the barrier every rank has ended its role without failing (one
+// that failed aborts the job): only now do the outputs take their names,
+// all of them or none. Another run's output under one of the names ends
+// the run, every output kept under its run's name (output_claim.hpp).
+// Returns, on rank 0, how many replaced a file there before the run.
+index_t publish_outputs(Context& ctx, MPI_Comm comm) {
+  std::string clash;
+  for (auto& claim : ctx.claims)
+    if (clash = claim.take(); !clash.empty()) {
+      clash += fmt::format("; this run's outputs are kept, '.run-{:08x}' before their extension "
+                           "('{}')",
+                           ctx.nonce, storage::kept_path(claim.path(), ctx.nonce));
+      break;
+    }
+  const std::string agreed = agree_on_error(comm, clash);
+  if (!agreed.empty()) {
+    for (auto& claim : ctx.claims) claim.keep();
+    throw AgreedFailure("OUTPUT: " + agreed);
+  }
+  index_t replaced = 0, in_all = 0;
+  for (auto& claim : ctx.claims) {
+    replaced += claim.replaces() ? 1 : 0;
+    claim.commit();
+  }
+  MPI_Reduce(&replaced, &in_all, 1, MPI_INT64_T, MPI_SUM, 0, comm);
+  return in_all;
 }
 
 // The roles' work between two barriers, then the outputs published and
@@ -867,9 +915,7 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
   MPI_Barrier(comm);
   Outcome out;
   out.stream_s = MPI_Wtime() - ctx.start_s;
-  // Past the barrier every rank has ended its role without failing (one
-  // that failed aborts the job): only now do the outputs get their names.
-  for (const auto& path : mine.outputs) storage::publish(path);
+  out.outputs_replaced = publish_outputs(ctx, comm);
   out.pixel_sums = pixel_sums(ctx, mine, comm);
   const Wire wire = to_wire(mine, roles.rank, role);
   out.all.resize(roles.rank == 0 ? static_cast<size_t>(roles.size) : 1);
@@ -1069,6 +1115,7 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   const auto& p = ctx.job.p;
   report::Reading reading = r.reading.value_or(report::Reading{});
   const Totals t = add_up(out.all, o, r, reading);
+  if (r.settings) r.settings->outputs_replaced = out.outputs_replaced;
   r.pipeline->bound = bound_of(ctx, t, out.stream_s);
   r.counts.subgrids_checked = t.checked;
   std::set<std::pair<index_t, index_t>> columns;

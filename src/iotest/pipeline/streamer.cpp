@@ -117,9 +117,6 @@ void finish_writers(Context& ctx, RankResult& out) {
     out.visibilities_written += w.visibilities;
   }
   st.visibility_queue_max = writers.high_water();
-  int first = 0;  // a shared output is named once, by its first writing rank
-  if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
-  if (!ctx.options.output.empty() && first == 0) out.outputs = ctx.outputs();
 }
 
 RankResult run_streamer(Context& ctx) {

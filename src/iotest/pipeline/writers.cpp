@@ -539,35 +539,6 @@ double Writers::wait_s() const {
   return s;
 }
 
-void check_creatable(const std::string& path) {
-  const auto refuse = [&](const std::string& why) {
-    return UsageError("OUTPUT", "cannot create '" + path + "': " + why);
-  };
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw refuse("it is a folder; expected a file name");
-  const std::string parent = folder_of(path);
-  if (::stat(parent.c_str(), &st) != 0)
-    throw refuse("its folder '" + parent + "': " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) throw refuse("'" + parent + "' is not a folder");
-  // A file of this process's own name, created and removed: nothing of
-  // another run's is opened, and a read-only mount or an immutable folder,
-  // which access() lets root through, is found here and not at the end.
-  static int probes = 0;
-  const std::string probe =
-      parent + "/.iotest-probe-" + std::to_string(::getpid()) + "-" + std::to_string(probes++);
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-std::string folder_of(const std::string& path) {
-  const auto parent = std::filesystem::path(path).parent_path();
-  return parent.empty() ? "." : parent.string();
-}
-
 std::string with_host(std::string pattern, const std::string& host) {
   for (auto at = pattern.find("%h"); at != std::string::npos;
        at = pattern.find("%h", at + host.size()))

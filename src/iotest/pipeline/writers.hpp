@@ -177,14 +177,6 @@ class Writers {
   bool finished_ = false;
 };
 
-// Throws UsageError("OUTPUT") when `path` cannot be created: it is a
-// folder, its folder is missing or not one, or takes no new file. Checked
-// before any work, so a bad path is a usage error, not a failure deep in a
-// writer, and without opening any file but its own probe (another run's
-// PATH.partial is left alone).
-void check_creatable(const std::string& path);
-// The folder an output goes to ("." for a bare name).
-std::string folder_of(const std::string& path);
 
 // `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
 // before the extension when there are several writers in all.

@@ -47,6 +47,9 @@ struct RunSettings {  // what the user chose besides the recombination set
   std::string durability;          // what the write time covers: "fsync at close", "O_DIRECT, ..."
   std::uint32_t nonce = 0;         // the run's, recorded in its files (0: none)
   std::string output;              // output path, empty for a dry run
+  // Files under the outputs' final names when the run began, which it
+  // replaced (docs/storage.md, "Outputs that belong to their run").
+  index_t outputs_replaced = 0;
 };
 
 struct Counts {

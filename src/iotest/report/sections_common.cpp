@@ -87,6 +87,7 @@ json config_json(const Report& r) {
       j["durability"] = s.durability;
       j["nonce"] = s.nonce;
       j["output"] = s.output;
+      j["outputs_replaced"] = s.outputs_replaced;
     }
   }
   if (r.observation) {
@@ -264,7 +265,7 @@ std::string counts_text(const Report& r) {
   if (!r.settings || r.settings->output.empty()) return {};
   return fmt::format(
       "  wrote {} in {} chunks (+{} rewritten) to {} ({}: writes {:.3f} s, sync and close "
-      "{:.3f} s, {:.3g} B/s, {}{})\n",
+      "{:.3f} s, {:.3g} B/s, {}{}{})\n",
       bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
       r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
       r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
@@ -272,6 +273,9 @@ std::string counts_text(const Report& r) {
       r.settings->durability,
       r.timing && r.timing->open_s > 0
           ? fmt::format("; opened with headers in {:.3f} s before the start", r.timing->open_s)
+          : "",
+      r.settings->outputs_replaced > 0
+          ? fmt::format("; replaced {} file(s) there before the run", r.settings->outputs_replaced)
           : "");
 }
 

@@ -1,8 +1,8 @@
 // Storage back-ends for visibilities, behind one small interface (as IOR's
-// back-ends; the list is in registry.hpp). A back-end writes under
-// partial_path(path) and the output gets its final name only once complete
-// (in a run, once every rank has finished), so a run that fails leaves no
-// file that looks complete.
+// back-ends; the list is in registry.hpp). A back-end writes under the
+// run's partial_path(path, nonce), which the run's OutputClaim made and
+// publishes once every rank has finished (output_claim.hpp), so a run
+// that fails leaves no file that looks complete.
 #pragma once
 
 #include <mpi.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "iotest/common/array.hpp"
+#include "iotest/storage/output_claim.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::storage {
@@ -94,6 +95,10 @@ struct VisibilityLayout {
   index_t presence_words() const { return (chunk_values() + 63) / 64; }
 };
 VisibilityLayout layout_of(const telescope::Observation& obs);
+// The run the layout's output belongs to (0 without provenance).
+inline std::uint32_t nonce_of(const VisibilityLayout& layout) {
+  return layout.provenance ? layout.provenance->nonce : 0;
+}
 
 // One storage chunk: rows [row_chunk * time_chunk, +time_chunk) of the
 // baseline-time axis and channels [freq_chunk * freq_chunk_size, +freq_chunk_size).
@@ -136,7 +141,7 @@ struct WriteStats {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Creates the output (under a temporary name until close()) with its
+  // Creates the output (under its partial name until its claim publishes it) with its
   // metadata, flushed to the device.
   void open(const std::string& path, const VisibilityLayout& layout);
   // One chunk: time_chunk x freq_chunk visibilities, row-major (rows and
@@ -152,16 +157,14 @@ class Backend {
   // A stonewalled output: the parts of the observation it holds, stored
   // with it when it is completed.
   void set_written_parts(std::vector<WrittenPart> parts) { written_parts_ = std::move(parts); }
-  // Completes the output, flushed, still under its temporary name; publish()
-  // gives it its final name.
+  // Completes the output, flushed, still under its temporary name; its
+  // OutputClaim gives it its final name.
   void complete();
-  // complete() and the final name at once (a writer that waits for no one).
-  void close();
   // Drops a partial output (after a failure); safe to call twice.
   virtual void abort() noexcept = 0;
   // A back-end with one output for several writers (phdf5, one per rank)
   // gets their communicator before open(). Each of them then calls open,
-  // flush, complete and publish, which are collective; it ignores a
+  // flush and complete, which are collective; it ignores a
   // communicator when each writer has an output of its own.
   virtual void share(MPI_Comm) {}
   // Whether its writers meet in collective calls as they write (collective
@@ -188,7 +191,8 @@ class Backend {
                               const PresenceWord* present) = 0;
   virtual void do_flush() = 0;
   virtual void do_close() = 0;  // complete, under the temporary name
-  virtual void do_publish() = 0;
+  // Where the output is written until published: the run's partial_path.
+  std::string partial_of(const std::string& path) const;
   virtual void do_idle() {}
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
   // Back-ends call this with each chunk's final bytes (after accumulating),
@@ -208,11 +212,5 @@ class Backend {
 
 // The HDF5 library's version ("1.10.8"), for the reports.
 std::string hdf5_version();
-
-// Where an output is written until it is complete: PATH.partial.
-std::string partial_path(const std::string& path);
-// Renames a completed output (Backend::complete) to its final name; throws
-// std::runtime_error if it cannot.
-void publish(const std::string& path);
 
 }  // namespace iotest::storage

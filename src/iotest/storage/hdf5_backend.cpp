@@ -23,6 +23,7 @@ namespace {
 using hdf5::check;
 using hdf5::check_id;
 using hdf5::Id;
+using hdf5::output_access;
 using uvh5::library_lock;
 using uvh5::space;
 
@@ -45,13 +46,12 @@ class Hdf5Backend final : public Backend {
   void do_open(const std::string& path) override {
     const std::lock_guard<std::mutex> hold(library_lock());
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
-    path_ = path;
-    temp_ = partial_path(path);
+    temp_ = partial_of(path);
     // Chunks of whole pages start on a multiple of their size: each write
     // then covers whole pages (ext4 zeroes the rest of a page it starts)
     // and, at powers of two, whole page-cache folios. Metadata comes in
     // 1 MiB blocks, so little of it falls between chunks.
-    Id access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    Id access = output_access();
     const auto chunk_bytes = static_cast<hsize_t>(layout().chunk_bytes());
     if (chunk_bytes % 4096 == 0)
       check(H5Pset_alignment(access, chunk_bytes, chunk_bytes), "chunk alignment");
@@ -59,8 +59,7 @@ class Hdf5Backend final : public Backend {
     file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose);
     if (file_ < 0) {
       temp_.clear();
-      throw UsageError("OUTPUT",
-                       "cannot create '" + partial_path(path) + "' (is the folder writable?)");
+      throw UsageError("OUTPUT", "cannot create '" + partial_of(path) + "' (is the folder writable?)");
     }
     uvh5::write_header(file_, layout());
     visdata_ = uvh5::create_data(file_, layout());
@@ -111,8 +110,6 @@ class Hdf5Backend final : public Backend {
     temp_.clear();  // complete: kept, under its temporary name, until published
   }
 
-  void do_publish() override { publish(path_); }
-
  private:
   // What verify needs beyond UVH5, in /iotest (pyuvdata ignores the group):
   // a stonewalled file's written parts, one row (w_stack, subgrid,
@@ -143,7 +140,7 @@ class Hdf5Backend final : public Backend {
     rows("chunk_crc32", flat, 2);
   }
 
-  std::string path_, temp_;
+  std::string temp_;
   Id file_, visdata_, complex_;
   std::vector<cplx> chunk_;  // read-back buffer for rewrites
 };

@@ -46,4 +46,14 @@ class Id {
   herr_t (*close_)(hid_t) = nullptr;
 };
 
+// A file access list for an output in progress: HDF5's own file lock
+// off. The run's claim (output_claim.hpp) holds the file, and HDF5's lock,
+// a flock() that NFS carries as a lock over the whole file, would clash
+// with it.
+inline Id output_access() {
+  Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
+  check(H5Pset_file_locking(access, false, true), "H5Pset_file_locking");
+  return access;
+}
+
 }  // namespace iotest::storage::hdf5

@@ -19,7 +19,7 @@ void write_to(const std::string& temp, const std::vector<Array2D>& facets,
   using hdf5::check;
   using hdf5::check_id;
   using hdf5::Id;
-  const Id file(check_id(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+  const Id file(check_id(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, hdf5::output_access()),
                          "H5Fcreate (dirty image)"),
                 H5Fclose);
   const hsize_t dims[3] = {static_cast<hsize_t>(used_size), static_cast<hsize_t>(used_size), 2};
@@ -73,26 +73,16 @@ void write_to(const std::string& temp, const std::vector<Array2D>& facets,
 
 }  // namespace
 
-void check_image_path(const std::string& path) {
-  if (path.empty()) throw UsageError("--image", "expected a file name, got an empty one");
-  const std::string temp = partial_path(path);
-  std::FILE* f = std::fopen(temp.c_str(), "w");
-  if (!f) throw UsageError("--image", "cannot create '" + temp + "': " + std::strerror(errno));
-  std::fclose(f);
-  std::remove(temp.c_str());
+OutputClaim claim_image_path(const std::string& path) {
+  return OutputClaim(path, draw_nonce(), "--image");
 }
 
-void write_dirty_image(const std::string& path, const std::vector<Array2D>& facets,
+void write_dirty_image(OutputClaim& claim, const std::vector<Array2D>& facets,
                        const std::vector<swiftly::Tile>& tiles, index_t yB, index_t used_size,
                        const ImageDescription& what) {
-  const std::string temp = partial_path(path);
-  try {
-    write_to(temp, facets, tiles, yB, used_size, what);
-  } catch (...) {
-    std::remove(temp.c_str());  // nothing half-written left
-    throw;
-  }
-  publish(path);
+  // A failure leaves the partial file to the claim, which removes it.
+  write_to(claim.partial(), facets, tiles, yB, used_size, what);
+  publish(claim);
 }
 
 }  // namespace iotest::storage

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "iotest/common/array.hpp"
+#include "iotest/storage/output_claim.hpp"
 #include "iotest/swiftly/tiling.hpp"
 
 namespace iotest::storage {
@@ -18,14 +19,16 @@ struct ImageDescription {
   index_t visibilities = 0;
 };
 
-// Before any work: UsageError("--image") unless a file can be created there.
-void check_image_path(const std::string& path);
+// Before any work: the image's claim, of a run of its own (UsageError
+// ("--image") unless a file can be created there, or if another run is
+// writing it).
+OutputClaim claim_image_path(const std::string& path);
 
 // Writes `facets` (yB x yB each, facet f at tiles (f / nf, f % nf)) as the
 // dataset /dirty_image, float64 [used, used, 2] (real, imaginary), axis 0
 // the image's first axis from -used/2, with `what` as attributes. Written
-// under a temporary name and renamed once complete.
-void write_dirty_image(const std::string& path, const std::vector<Array2D>& facets,
+// under the claim's partial name and published once complete.
+void write_dirty_image(OutputClaim& claim, const std::vector<Array2D>& facets,
                        const std::vector<swiftly::Tile>& facet_tiles, index_t yB, index_t used_size,
                        const ImageDescription& what);
 

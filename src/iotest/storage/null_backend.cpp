@@ -28,7 +28,6 @@ class NullBackend final : public Backend {
   void do_write_chunk(const ChunkKey&, const cplx*, bool, const PresenceWord*) override {}
   void do_flush() override {}
   void do_close() override {}
-  void do_publish() override {}
 };
 
 }  // namespace
@@ -83,20 +82,8 @@ void Backend::complete() {
   stats_.sync_s += seconds_since(start);
 }
 
-void Backend::close() {
-  complete();
-  do_publish();
-}
-
-std::string partial_path(const std::string& path) {
-  return path + ".partial";
-}
-
-void publish(const std::string& path) {
-  const std::string from = partial_path(path);
-  if (std::rename(from.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("renaming '" + from + "' to '" + path +
-                             "' failed: " + std::strerror(errno));
+std::string Backend::partial_of(const std::string& path) const {
+  return partial_path(path, nonce_of(layout_));
 }
 
 BackendSpec null_spec() {

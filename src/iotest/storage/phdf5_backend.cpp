@@ -48,6 +48,7 @@ namespace {
 using hdf5::check;
 using hdf5::check_id;
 using hdf5::Id;
+using hdf5::output_access;
 using uvh5::library_lock;
 
 struct Phdf5Settings {
@@ -86,8 +87,7 @@ class Phdf5Backend final : public Backend {
     if (comm_ == MPI_COMM_NULL) throw std::logic_error("phdf5 needs the writers' communicator");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    path_ = path;
-    temp_ = partial_path(path);
+    temp_ = partial_of(path);
     const std::lock_guard<std::mutex> hold(library_lock());
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not prints
     create_alone();
@@ -165,12 +165,6 @@ class Phdf5Backend final : public Backend {
     temp_.clear();  // complete: kept, under its temporary name, until published
   }
 
-  // One name for all: rank 0 gives it.
-  void do_publish() override {
-    barrier(comm_);
-    if (rank_ == 0) publish(path_);
-  }
-
  private:
   struct Queued {
     ChunkKey key;
@@ -190,7 +184,7 @@ class Phdf5Backend final : public Backend {
   // Every writer opens the file with the MPI-IO driver and the knobs.
   void open_parallel() {
     MPI_Info info = mpio_info(s_.hints);
-    Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
+    Id access = output_access();
     check(H5Pset_fapl_mpio(access, comm_, info), "H5Pset_fapl_mpio");
     MPI_Info_free(&info);
     if (s_.collective_metadata) {
@@ -208,7 +202,7 @@ class Phdf5Backend final : public Backend {
     std::string failed;
     if (rank_ == 0) {
       try {
-        Id access(check_id(H5Pcreate(H5P_FILE_ACCESS), "fapl"), H5Pclose);
+        Id access = output_access();
         set_alignment(access);
         check(H5Pset_meta_block_size(access, 1 << 20), "metadata block size");
         Id file(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose);
@@ -355,7 +349,7 @@ class Phdf5Backend final : public Backend {
   Phdf5Settings s_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::string path_, temp_;
+  std::string temp_;
   Id file_, visdata_, complex_, space_, memory_, dxpl_;
   std::vector<Queued> batch_;
   std::vector<cplx> batch_values_;  // collective transfers: the chunks awaiting a round

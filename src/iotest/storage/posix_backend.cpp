@@ -221,10 +221,9 @@ class PosixBackend final : public Backend {
     abort();
     index_.clear();
     slot_of_.clear();
-    path_ = path;
     chunk_bytes_ = layout().chunk_bytes();
     slot_bytes_ = round_up(chunk_bytes_, kBlock);
-    const std::string temp = partial_path(path);
+    const std::string temp = partial_of(path);
     fd_ = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail("creating", temp);
     temp_ = temp;  // ours from here: abort removes it
@@ -308,8 +307,6 @@ class PosixBackend final : public Backend {
     buffer_.reset();
   }
 
-  void do_publish() override { publish(path_); }
-
  private:
   std::int64_t slot_offset(std::int64_t slot) const { return kBlock + slot * slot_bytes_; }
 
@@ -354,7 +351,7 @@ class PosixBackend final : public Backend {
   }
 
   const bool direct_, fsync_each_chunk_;
-  std::string path_, temp_;  // temp_: the partial file while it is ours to remove
+  std::string temp_;  // the partial file while it is ours to remove
   int fd_ = -1;              // buffered: header, trailer, and chunks without O_DIRECT
   int direct_fd_ = -1;       // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;

@@ -77,6 +77,10 @@ void check_storage(const StorageOptions& options, const std::string& path) {
   chosen(options, path).make(options);  // a writer made and dropped: its checks of the values
 }
 
+bool writes_files(const StorageOptions& options, const std::string& path) {
+  return !path.empty() && backend_for(options, path) != "null";
+}
+
 bool shares_output(const StorageOptions& options, const std::string& path) {
   const BackendSpec* spec = find(backend_for(options, path));
   return spec && spec->shared;

@@ -50,6 +50,8 @@ const std::vector<BackendSpec>& backends();
 // Their names, "null, hdf5, posix, phdf5".
 std::string backend_names();
 
+// Whether the back-end writes files at `path` (all but null, the dry run).
+bool writes_files(const StorageOptions& options, const std::string& path);
 // The back-end for an output: --storage if given, else from the path:
 // `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `posix` otherwise.
 // (phdf5, a choice of how to write rather than a kind of file, is named.)

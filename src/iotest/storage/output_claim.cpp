@@ -1,0 +1,283 @@
+#include "iotest/storage/output_claim.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+
+#include "iotest/common/errors.hpp"
+
+namespace iotest::storage {
+namespace {
+
+// The byte a claim locks: far past any file's end, so the lock never
+// meets the byte-range locks MPI-IO takes on the data (ROMIO's data
+// sieving), and locks of no other program.
+constexpr off_t kClaimByte = off_t{1} << 62;
+
+struct flock claim_lock(short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = kClaimByte;
+  l.l_len = 1;
+  return l;
+}
+
+std::string hex8(std::uint32_t n) {
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", n);
+  return text;
+}
+
+std::string failed(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+FileIdentity identity_of(const struct stat& st) {  // (FileIdentity)
+  return {st.st_dev, st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+}
+bool is_file(const std::string& name, const FileIdentity& id) {
+  struct stat st {};
+  return ::lstat(name.c_str(), &st) == 0 && identity_of(st) == id;
+}
+bool is_inode(const std::string& name, dev_t dev, ino_t ino) {
+  struct stat st {};
+  return ::lstat(name.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+// Whether a live process holds the claim on an in-progress file (false
+// where the file system keeps no locks: then only publishing finds a clash).
+bool is_held(const std::string& name) {
+  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct flock l = claim_lock(F_WRLCK);
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
+// Another run's in-progress file for the same final name, held by it now.
+std::optional<std::string> live_partial_of(const std::string& path, std::uint32_t nonce) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fs::path(path).filename().string() + ".run-";
+  const std::string mine = fs::path(partial_path(path, nonce)).filename().string();
+  const size_t length = prefix.size() + 8 + std::strlen(".partial");
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder_of(path), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != length || name.compare(0, prefix.size(), prefix) != 0 ||
+        !name.ends_with(".partial") || name == mine)
+      continue;
+    if (is_held(entry.path().string())) return entry.path().string();
+  }
+  return std::nullopt;
+}
+
+// A rename that never replaces a file: false if `to` exists.
+bool rename_unless_taken(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
+    return true;
+  if (errno == EEXIST) return false;
+  if (errno != EINVAL && errno != ENOSYS)
+    throw std::runtime_error(failed("naming '" + from + "' '" + to + "'"));
+  // No RENAME_NOREPLACE on this file system: look, then rename (two steps).
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) == 0) return false;
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw std::runtime_error(failed("naming '" + from + "' '" + to + "'"));
+  return true;
+}
+
+}  // namespace
+
+std::string partial_path(const std::string& path, std::uint32_t nonce) {
+  return path + ".run-" + hex8(nonce) + ".partial";
+}
+
+std::string kept_path(const std::string& path, std::uint32_t nonce) {
+  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  const bool has_extension = dot != std::string::npos && dot > 0 &&
+                             (slash == std::string::npos || dot > slash + 1);
+  const auto cut = has_extension ? dot : path.size();
+  return path.substr(0, cut) + ".run-" + hex8(nonce) + path.substr(cut);
+}
+
+std::string folder_of(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+void check_creatable(const std::string& path, const std::string& option) {
+  const auto refuse = [&](const std::string& why) {
+    return UsageError(option, "cannot create '" + path + "': " + why);
+  };
+  if (path.empty()) throw UsageError(option, "expected a file name, got an empty one");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw refuse("it is a folder; expected a file name");
+  const std::string parent = folder_of(path);
+  if (::stat(parent.c_str(), &st) != 0)
+    throw refuse("its folder '" + parent + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) throw refuse("'" + parent + "' is not a folder");
+  static int probes = 0;
+  const std::string probe =
+      parent + "/.iotest-probe-" + std::to_string(::getpid()) + "-" + std::to_string(probes++);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option)
+    : path_(std::move(path)), partial_(partial_path(path_, nonce)), nonce_(nonce) {
+  check_creatable(path_, option);
+  fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw UsageError(option, errno == EEXIST
+                                 ? "'" + partial_ + "' exists: another run of the same number "
+                                       "writes '" + path_ + "'; run again"
+                                 : failed("cannot create '" + partial_ + "'"));
+  struct stat st {};
+  ::fstat(fd_, &st);
+  own_dev_ = st.st_dev;
+  own_ino_ = st.st_ino;
+  struct flock l = claim_lock(F_WRLCK);
+  if (::fcntl(fd_, F_OFD_SETLK, &l) != 0) {
+    static bool warned = false;
+    if (!warned)
+      std::fprintf(stderr,
+                   "iotest: warning: %s: %s; another run writing the same outputs is found only "
+                   "when publishing\n",
+                   option.c_str(), failed("'" + folder_of(path_) + "' keeps no file locks").c_str());
+    warned = true;
+  }
+  // Looked for once this claim is made and locked: of two runs that start
+  // together, at least the later to look sees the other.
+  if (const auto other = live_partial_of(path_, nonce_)) {
+    release();
+    ::unlink(partial_.c_str());
+    throw UsageError(option, "'" + path_ + "' is being written by another run (its file in "
+                             "progress: '" + *other +
+                             "'); give this run another output name, or let that one finish");
+  }
+  if (::lstat(path_.c_str(), &st) == 0) {
+    replaces_ = true;
+    replaced_ = identity_of(st);
+  }
+}
+
+OutputClaim::OutputClaim(OutputClaim&& other) noexcept
+    : path_(std::move(other.path_)),
+      partial_(std::move(other.partial_)),
+      nonce_(other.nonce_),
+      fd_(other.fd_),
+      own_dev_(other.own_dev_),
+      own_ino_(other.own_ino_),
+      replaces_(other.replaces_),
+      replaced_(other.replaced_),
+      state_(other.state_) {
+  other.fd_ = -1;
+  other.state_ = State::published;  // nothing left for its destructor
+}
+
+OutputClaim::~OutputClaim() {
+  try {
+    if (state_ == State::claimed && is_ours(partial_)) ::unlink(partial_.c_str());
+    // Taken but neither committed nor kept (a failure in between): all or none.
+    if (state_ == State::linked || state_ == State::swapped || state_ == State::renamed) keep();
+  } catch (...) {
+  }
+  release();
+}
+
+void OutputClaim::release() noexcept {
+  if (fd_ >= 0) ::close(fd_);  // and with it the lock
+  fd_ = -1;
+}
+
+bool OutputClaim::is_ours(const std::string& name) const {
+  // Held open by this run: its inode is not freed, dev and inode suffice.
+  return is_inode(name, own_dev_, own_ino_);
+}
+
+std::string OutputClaim::another_runs() const {
+  return "'" + path_ + "' is another run's output, which took the name while this run wrote";
+}
+
+std::string OutputClaim::take() {
+  if (state_ != State::claimed) throw std::logic_error("an output taken twice");
+  if (replaces_) {
+    // Swapped at once with what is there; kept swapped only if it is the
+    // file that was there when the run began.
+    if (::renameat2(AT_FDCWD, partial_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) == 0) {
+      if (is_file(partial_, replaced_)) {
+        state_ = State::swapped;
+        return {};
+      }
+      ::renameat2(AT_FDCWD, partial_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE);
+      return another_runs();
+    }
+    if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
+      throw std::runtime_error(failed("replacing '" + path_ + "'"));
+    // No exchange on this file system (NFS): look, then replace (two
+    // steps; the replaced file is gone even if the run then keeps its own).
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) == 0) {
+      if (identity_of(st) != replaced_) return another_runs();
+      if (::rename(partial_.c_str(), path_.c_str()) != 0)
+        throw std::runtime_error(failed("replacing '" + path_ + "'"));
+      state_ = State::renamed;
+      return {};
+    }
+    replaces_ = false;  // removed meanwhile: a new name
+  }
+  // A second name for the output: the partial name stays until commit().
+  if (::link(partial_.c_str(), path_.c_str()) == 0) {
+    state_ = State::linked;
+    return {};
+  }
+  if (errno == EEXIST) return another_runs();
+  // No hard links here (some FUSE and object-store file systems).
+  if (!rename_unless_taken(partial_, path_)) return another_runs();
+  state_ = State::renamed;
+  return {};
+}
+
+void OutputClaim::commit() {
+  // linked: the output's partial name; swapped: the replaced file, now
+  // under the partial name.
+  if (state_ == State::linked || state_ == State::swapped) ::unlink(partial_.c_str());
+  if (state_ != State::claimed) state_ = State::published;
+  release();
+}
+
+std::string OutputClaim::keep() {
+  if (state_ == State::linked && is_ours(path_)) ::unlink(path_.c_str());
+  if (state_ == State::swapped)
+    ::renameat2(AT_FDCWD, partial_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE);
+  if (state_ == State::renamed && is_ours(path_)) ::rename(path_.c_str(), partial_.c_str());
+  state_ = State::kept;
+  const std::string kept = kept_path(path_, nonce_);
+  if (is_ours(partial_) && ::rename(partial_.c_str(), kept.c_str()) != 0)
+    throw std::runtime_error(failed("keeping '" + partial_ + "' as '" + kept + "'"));
+  release();
+  return kept;
+}
+
+void publish(OutputClaim& claim) {
+  const std::string clash = claim.take();
+  if (clash.empty()) return claim.commit();
+  const std::string kept = claim.keep();
+  throw std::runtime_error(clash + "; this output is kept as '" + kept + "'");
+}
+
+}  // namespace iotest::storage

@@ -1,0 +1,102 @@
+// A run's outputs are its own (docs/storage.md, "Outputs that belong to
+// their run"). Jobs share scratch folders: the tasks of a job array, a job
+// re-submitted while the first still runs, two people with the same
+// defaults. So:
+// - while a run writes PATH, its output is PATH.run-<nonce>.partial,
+//   created exclusively (O_EXCL): no other run opens, truncates, replaces
+//   or renames it, whatever its options or host;
+// - the run holds a lock on that file (an open-file-description lock, the
+//   kind NFS, Lustre and GPFS carry between hosts) until the output is
+//   published or dropped, so another run tells a live writer of PATH from
+//   the leftovers of one that died, and refuses before any work;
+// - the output takes its final name only through take()/commit(), which
+//   never replace a file other than the one that was under PATH when the
+//   run began (a run re-run in one folder replaces its earlier outputs, as
+//   IOR and fio do); another run's output that appeared meanwhile is left
+//   alone, and this run's is kept as kept_path() instead.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace iotest::storage {
+
+// Where an output is written until it is complete: PATH.run-<nonce as 8 hex
+// digits>.partial.
+std::string partial_path(const std::string& path, std::uint32_t nonce);
+// Where a complete output stays when another run's output took its final
+// name: the run before the extension, out0.run-<nonce>.h5 (works on a
+// pattern too: out%d.run-<nonce>.h5 is what `verify` takes).
+std::string kept_path(const std::string& path, std::uint32_t nonce);
+// The folder an output goes to ("." for a bare name).
+std::string folder_of(const std::string& path);
+
+// Whether a file can be created at `path`, before any work: not a folder,
+// its folder there and taking new files (found by creating and removing a
+// probe of this process's own name: a read-only mount or an immutable
+// folder, which access() lets root through). UsageError(option) otherwise.
+void check_creatable(const std::string& path, const std::string& option);
+
+// A file's identity: device, inode and modification time (an inode number
+// freed and used again by a file made later has a later time).
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  time_t mtime_s = 0;
+  long mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+// A run's claim on one output. Throws UsageError(option) if the path cannot
+// take a file (check_creatable), or another live run writes to the same
+// final name (naming its in-progress file).
+class OutputClaim {
+ public:
+  OutputClaim(std::string path, std::uint32_t nonce, std::string option = "OUTPUT");
+  OutputClaim(OutputClaim&& other) noexcept;
+  OutputClaim& operator=(OutputClaim&&) = delete;
+  OutputClaim(const OutputClaim&) = delete;
+  // Unless published or kept: its in-progress file removed (if still ours).
+  ~OutputClaim();
+
+  const std::string& path() const { return path_; }
+  const std::string& partial() const { return partial_; }
+  // A file was under the final name when the claim was made: publishing
+  // replaces it.
+  bool replaces() const { return replaces_; }
+
+  // Publishing is in two steps, so that a run of many outputs (ranks)
+  // publishes all of them or none. take() gives the output its final name
+  // while the partial name, or the file it replaces, is still at hand;
+  // empty, or the one line saying which other run's file holds the name.
+  std::string take();
+  // Every output of the run taken: the partial name (or the replaced file)
+  // let go, the claim ends.
+  void commit();
+  // Some output could not be taken: the final name as it was before take(),
+  // then this output under kept_path(); returns that name.
+  std::string keep();
+
+ private:
+  enum class State { claimed, linked, swapped, renamed, published, kept };
+  std::string another_runs() const;
+  bool is_ours(const std::string& name) const;
+  void release() noexcept;
+
+  std::string path_, partial_;
+  std::uint32_t nonce_ = 0;
+  int fd_ = -1;  // the in-progress file's, holding the lock
+  dev_t own_dev_ = 0;
+  ino_t own_ino_ = 0;
+  bool replaces_ = false;
+  FileIdentity replaced_;  // what is replaced
+  State state_ = State::claimed;
+};
+
+// One output's publishing when it is the only one (a command of one
+// process): take, then commit, or keep and throw std::runtime_error.
+void publish(OutputClaim& claim);
+
+}  // namespace iotest::storage

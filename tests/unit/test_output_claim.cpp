@@ -1,0 +1,179 @@
+// A run's outputs are its own (storage/output_claim.hpp): in-progress
+// files named per run and created exclusively, another live run's claim
+// refused before any work, publishing that replaces only the file that was
+// there when the run began, all or none, and a clash kept under the run's
+// name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/output_claim.hpp"
+
+namespace iotest::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const auto dir = fs::path(::testing::TempDir()) /
+                   ("iotest_claim_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void put(const fs::path& file, const std::string& text) {
+  std::ofstream(file) << text;
+}
+std::string got(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+size_t entries(const fs::path& dir) {
+  return static_cast<size_t>(std::distance(fs::directory_iterator(dir), {}));
+}
+
+TEST(OutputClaim, NamesCarryTheRun) {
+  EXPECT_EQ(partial_path("d/out0.h5", 0x1a2b3c4d), "d/out0.h5.run-1a2b3c4d.partial");
+  EXPECT_EQ(kept_path("d/out0.h5", 0x1a2b3c4d), "d/out0.run-1a2b3c4d.h5");
+  EXPECT_EQ(kept_path("d/out%d.h5", 7), "d/out%d.run-00000007.h5");
+  EXPECT_EQ(kept_path("d.x/out", 7), "d.x/out.run-00000007");  // no extension
+  EXPECT_EQ(kept_path(".hidden", 7), ".hidden.run-00000007");
+  EXPECT_EQ(folder_of("out.h5"), ".");
+  EXPECT_EQ(folder_of("a/b/out.h5"), "a/b");
+}
+
+TEST(OutputClaim, PublishesAndLeavesNothingElse) {
+  const auto dir = scratch("publish");
+  const auto path = (dir / "out.h5").string();
+  {
+    OutputClaim claim(path, 1);
+    EXPECT_TRUE(fs::exists(claim.partial()));  // created at once, empty
+    EXPECT_FALSE(claim.replaces());
+    put(claim.partial(), "run 1");
+    publish(claim);
+  }
+  EXPECT_EQ(got(path), "run 1");
+  EXPECT_EQ(entries(dir), 1U);
+  fs::remove_all(dir);
+}
+
+TEST(OutputClaim, DroppedUnpublishedLeavesNothing) {
+  const auto dir = scratch("dropped");
+  { OutputClaim claim((dir / "out.h5").string(), 1); }
+  EXPECT_EQ(entries(dir), 0U);
+  fs::remove_all(dir);
+}
+
+// Another live run writing the same final name is refused, naming its
+// file; once it has ended (its lock gone), its leftovers block nothing.
+TEST(OutputClaim, AnotherLiveRunIsRefused) {
+  const auto dir = scratch("live");
+  const auto path = (dir / "out.h5").string();
+  {
+    OutputClaim first(path, 1);
+    try {
+      OutputClaim second(path, 2, "--output");
+      ADD_FAILURE() << "a second run claimed a path being written";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.option(), "--output");
+      EXPECT_NE(std::string(e.what()).find(first.partial()), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(first.partial()));
+    EXPECT_FALSE(fs::exists(partial_path(path, 2)));  // the refused run left nothing
+  }
+  put(partial_path(path, 3), "a run that died");  // not held by anyone
+  OutputClaim third(path, 4);
+  EXPECT_EQ(got(partial_path(path, 3)), "a run that died");
+  fs::remove_all(dir);
+}
+
+TEST(OutputClaim, SameRunNumberIsRefused) {
+  const auto dir = scratch("same");
+  const auto path = (dir / "out.h5").string();
+  put(partial_path(path, 5), "another's");
+  EXPECT_THROW(OutputClaim(path, 5), UsageError);
+  EXPECT_EQ(got(partial_path(path, 5)), "another's");
+  fs::remove_all(dir);
+}
+
+TEST(OutputClaim, ReplacesTheFileThereWhenItBegan) {
+  const auto dir = scratch("replace");
+  const auto path = (dir / "out.h5").string();
+  put(path, "an earlier run");
+  OutputClaim claim(path, 1);
+  EXPECT_TRUE(claim.replaces());
+  put(claim.partial(), "run 1");
+  publish(claim);
+  EXPECT_EQ(got(path), "run 1");
+  EXPECT_EQ(entries(dir), 1U);
+  fs::remove_all(dir);
+}
+
+// Another run's output that took the name meanwhile stays; this run's is
+// kept under its own name. With no file at the start, and with one.
+TEST(OutputClaim, AnotherRunsOutputIsNeverReplaced) {
+  for (const bool file_at_start : {false, true}) {
+    const auto dir = scratch(file_at_start ? "clash_replace" : "clash_new");
+    const auto path = (dir / "out.h5").string();
+    if (file_at_start) put(path, "an earlier run");
+    OutputClaim claim(path, 1);
+    put(claim.partial(), "run 1");
+    put(dir / "theirs", "run 2");
+    fs::rename(dir / "theirs", path);  // published by another run meanwhile
+    const std::string clash = claim.take();
+    EXPECT_NE(clash.find(path), std::string::npos) << clash;
+    EXPECT_EQ(got(path), "run 2");
+    EXPECT_EQ(claim.keep(), kept_path(path, 1));
+    EXPECT_EQ(got(kept_path(path, 1)), "run 1");
+    EXPECT_EQ(got(path), "run 2");
+    EXPECT_EQ(entries(dir), 2U);
+    fs::remove_all(dir);
+  }
+}
+
+// Several outputs publish all or none: one taken, the next clashing, both
+// kept, and the final names as they were.
+TEST(OutputClaim, AllOrNone) {
+  const auto dir = scratch("all_or_none");
+  const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string(),
+             c = (dir / "c.h5").string();
+  put(c, "an earlier run");
+  OutputClaim first(a, 1), second(b, 1), third(c, 1);
+  put(first.partial(), "a of run 1");
+  put(third.partial(), "c of run 1");
+  EXPECT_EQ(first.take(), "");
+  EXPECT_EQ(third.take(), "");
+  EXPECT_EQ(got(a), "a of run 1");
+  EXPECT_EQ(got(c), "c of run 1");
+  put(b, "b of run 2");  // another run's, published meanwhile
+  EXPECT_NE(second.take(), "");
+  for (auto* claim : {&first, &second, &third}) claim->keep();
+  EXPECT_FALSE(fs::exists(a));
+  EXPECT_EQ(got(b), "b of run 2");
+  EXPECT_EQ(got(c), "an earlier run");
+  EXPECT_EQ(got(kept_path(a, 1)), "a of run 1");
+  EXPECT_EQ(got(kept_path(c, 1)), "c of run 1");
+  EXPECT_EQ(got(kept_path(b, 1)), "");  // claimed, never written
+  EXPECT_EQ(entries(dir), 5U);  // three kept; b and c as they were
+  fs::remove_all(dir);
+}
+
+TEST(OutputClaim, UnusablePathsAreUsageErrors) {
+  const auto dir = scratch("unusable");
+  fs::create_directory(dir / "folder");
+  put(dir / "plain", "a file");
+  for (const auto& path : {dir / "folder", dir / "missing" / "out.h5", dir / "plain" / "out.h5"}) {
+    EXPECT_THROW(OutputClaim(path.string(), 1), UsageError) << path;
+  }
+  EXPECT_EQ(entries(dir), 2U);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace iotest::storage
