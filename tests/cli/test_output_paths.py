@@ -78,10 +78,10 @@ def test_an_output_in_a_read_only_folder(mpirun, tmp_path, backend):
 
 
 def test_the_check_leaves_another_runs_partial_file_alone(mpirun, tmp_path):
-    # Another run's file in progress under the name this run would use
-    # for its own: the check before the work neither truncates nor removes
-    # it (it used to probe by creating and removing PATH.partial).
-    theirs = tmp_path / "out0.h5.partial"
+    # A file in progress of a run that ended (nobody holds it) under the
+    # name this run's outputs go to: the check before the work neither
+    # truncates nor removes it.
+    theirs = tmp_path / "out0.h5.run-12345.partial"
     theirs.write_bytes(b"another run's visibilities")
     (tmp_path / "out1.h5").mkdir()  # so this run stops after its checks
     proc = mpirun(3, *OBS, str(tmp_path / "out%d.h5"), timeout=MPI_TIMEOUT_S)

@@ -1,9 +1,9 @@
 """iotest on a cluster (issue 25): a real Slurm on three virtual hosts
 (tools/cluster), each a network namespace with its own hostname, address,
-/tmp and node-local directory. What only a cluster exercises: roles placed
-by node, job scripts under sbatch, %h outputs, a shared file written from
-several hosts, TCP between hosts, writer ranks on another host, srun
-scaling studies."""
+/dev/shm and node-local directory. What only a cluster exercises: roles
+placed by node, job scripts under sbatch, %h outputs, a shared file written
+from several hosts, TCP between hosts, writer ranks on another host, srun
+scaling studies, and two jobs on two hosts writing one shared folder."""
 import glob
 import json
 import os
@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -257,3 +258,45 @@ def test_scale_launches_its_runs_with_srun(cluster, workdir):
     for n in (1, 2, 3):
         hosts = load(os.path.join(out, f"report-{n}.json"))["environment"]["hosts"]
         assert len(hosts) == n
+
+
+def test_two_jobs_on_two_hosts_into_one_shared_folder_keep_their_own_outputs(cluster, workdir):
+    # Issue 26 across hosts: twice, two jobs at once, one on node1 and one
+    # on node2, the same output pattern in one shared folder, different
+    # seeds. At most one gets through each time (the other is refused
+    # before the work, exit 2, or finds the names taken at the end, exit 1,
+    # and keeps its own apart); the final names hold a successful job's
+    # outputs, whole.
+    obs = [*T05[:2], "--time=-1800:1800/256/16", "--freq=260e6:300e6/64/16", *T05[4:]]
+    out = os.path.join(workdir, "out%d.h5")
+
+    def job(host, seed):
+        return cluster.exec("srun", "--nodes=1", f"--nodelist={host}", "--ntasks=3",
+                            "--overcommit", iotest_binary(), "run", *obs, f"--seed={seed}", out,
+                            cwd=workdir)
+
+    def verifies(files, seed):
+        return cluster.exec(iotest_binary(), "verify", f"--seed={seed}", *files).returncode == 0
+
+    outcomes = []
+    for attempt in range(2):
+        seeds = (10 * attempt + 1, 10 * attempt + 2)
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(job, ["node1", "node2"], seeds))
+        winners = []
+        for seed, proc in zip(seeds, results):
+            outcomes.append(proc.returncode)
+            errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
+            if proc.returncode == 0:
+                winners.append(seed)
+            elif proc.returncode == 2:
+                assert len(errors) == 1 and "being written by another run" in errors[0], proc.stderr
+            else:
+                assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+                assert "another run's output" in errors[0], errors[0]
+        files = sorted(glob.glob(os.path.join(workdir, "out[0-9].h5")))
+        assert not glob.glob(os.path.join(workdir, "*.partial")), os.listdir(workdir)
+        if winners:
+            # Two winners: one job ran wholly after the other (a re-run).
+            assert len(files) == 2 and sum(verifies(files, s) for s in winners) == 1, files
+    assert 0 in outcomes, outcomes

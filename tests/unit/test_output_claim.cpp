@@ -39,11 +39,11 @@ size_t entries(const fs::path& dir) {
 }
 
 TEST(OutputClaim, NamesCarryTheRun) {
-  EXPECT_EQ(partial_path("d/out0.h5", 0x1a2b3c4d), "d/out0.h5.run-1a2b3c4d.partial");
-  EXPECT_EQ(kept_path("d/out0.h5", 0x1a2b3c4d), "d/out0.run-1a2b3c4d.h5");
-  EXPECT_EQ(kept_path("d/out%d.h5", 7), "d/out%d.run-00000007.h5");
-  EXPECT_EQ(kept_path("d.x/out", 7), "d.x/out.run-00000007");  // no extension
-  EXPECT_EQ(kept_path(".hidden", 7), ".hidden.run-00000007");
+  EXPECT_EQ(partial_path("d/out0.h5", 0x1a2b3c4d), "d/out0.h5.run-439041101.partial");
+  EXPECT_EQ(kept_path("d/out0.h5", 0x1a2b3c4d), "d/out0.run-439041101.h5");
+  EXPECT_EQ(kept_path("d/out%d.h5", 7), "d/out%d.run-7.h5");
+  EXPECT_EQ(kept_path("d.x/out", 7), "d.x/out.run-7");  // no extension
+  EXPECT_EQ(kept_path(".hidden", 7), ".hidden.run-7");
   EXPECT_EQ(folder_of("out.h5"), ".");
   EXPECT_EQ(folder_of("a/b/out.h5"), "a/b");
 }

@@ -865,8 +865,7 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
   std::string clash;
   for (auto& claim : ctx.claims)
     if (clash = claim.take(); !clash.empty()) {
-      clash += fmt::format("; this run's outputs are kept, '.run-{:08x}' before their extension "
-                           "('{}')",
+      clash += fmt::format("; this run's outputs are kept, '.run-{}' before their extension ('{}')",
                            ctx.nonce, storage::kept_path(claim.path(), ctx.nonce));
       break;
     }

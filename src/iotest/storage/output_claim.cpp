@@ -30,12 +30,6 @@ struct flock claim_lock(short type) {
   return l;
 }
 
-std::string hex8(std::uint32_t n) {
-  char text[9];
-  std::snprintf(text, sizeof(text), "%08x", n);
-  return text;
-}
-
 std::string failed(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
@@ -67,14 +61,16 @@ bool is_held(const std::string& name) {
 std::optional<std::string> live_partial_of(const std::string& path, std::uint32_t nonce) {
   namespace fs = std::filesystem;
   const std::string prefix = fs::path(path).filename().string() + ".run-";
+  const std::string suffix = ".partial";
   const std::string mine = fs::path(partial_path(path, nonce)).filename().string();
-  const size_t length = prefix.size() + 8 + std::strlen(".partial");
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(folder_of(path), error)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() != length || name.compare(0, prefix.size(), prefix) != 0 ||
-        !name.ends_with(".partial") || name == mine)
+    if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+        !name.ends_with(suffix) || name == mine)
       continue;
+    const std::string run = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (run.find_first_not_of("0123456789") != std::string::npos) continue;
     if (is_held(entry.path().string())) return entry.path().string();
   }
   return std::nullopt;
@@ -98,7 +94,7 @@ bool rename_unless_taken(const std::string& from, const std::string& to) {
 }  // namespace
 
 std::string partial_path(const std::string& path, std::uint32_t nonce) {
-  return path + ".run-" + hex8(nonce) + ".partial";
+  return path + ".run-" + std::to_string(nonce) + ".partial";
 }
 
 std::string kept_path(const std::string& path, std::uint32_t nonce) {
@@ -107,7 +103,7 @@ std::string kept_path(const std::string& path, std::uint32_t nonce) {
   const bool has_extension = dot != std::string::npos && dot > 0 &&
                              (slash == std::string::npos || dot > slash + 1);
   const auto cut = has_extension ? dot : path.size();
-  return path.substr(0, cut) + ".run-" + hex8(nonce) + path.substr(cut);
+  return path.substr(0, cut) + ".run-" + std::to_string(nonce) + path.substr(cut);
 }
 
 std::string folder_of(const std::string& path) {

@@ -23,8 +23,8 @@
 
 namespace iotest::storage {
 
-// Where an output is written until it is complete: PATH.run-<nonce as 8 hex
-// digits>.partial.
+// Where an output is written until it is complete: PATH.run-<nonce>.partial
+// (the nonce in decimal, as reports and `verify --nonce` give it).
 std::string partial_path(const std::string& path, std::uint32_t nonce);
 // Where a complete output stays when another run's output took its final
 // name: the run before the extension, out0.run-<nonce>.h5 (works on a
