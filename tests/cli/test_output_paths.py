@@ -124,3 +124,61 @@ def test_without_require_space_a_small_file_system_is_a_warning(mpirun, small_fi
     assert "--require-space" in warnings[0]
     assert proc.returncode != 0
     assert not [f for f in listing(small_file_system) if not f.endswith(".partial")]
+
+
+def unusable(tmp_path, case):
+    """A path of each unusable kind, under tmp_path: (path, the words the
+    error line must hold)."""
+    if case == "folder":
+        (tmp_path / "taken").mkdir()
+        return tmp_path / "taken", ["folder"]
+    if case == "missing-folder":
+        return tmp_path / "missing" / "r.json", ["No such file or directory"]
+    if case == "folder-is-a-file":
+        (tmp_path / "plain").write_text("not a folder\n")
+        return tmp_path / "plain" / "r.json", ["Not a directory"]
+    (tmp_path / "locked").mkdir()  # read-only: made so in the test, undone after
+    return tmp_path / "locked" / "r.json", []
+
+
+CASES = ["folder", "missing-folder", "folder-is-a-file", "read-only-folder"]
+
+
+# --csv takes a prefix: one that names a folder writes beside it.
+@pytest.mark.parametrize("option,case", [("--report", c) for c in CASES] +
+                         [("--csv", c) for c in CASES if c != "folder"])
+def test_report_and_csv_paths_are_checked_before_any_work(mpirun, tmp_path, option, case):
+    path, words = unusable(tmp_path, case)
+    before = listing(tmp_path)
+    locked = case == "read-only-folder"
+    if locked and os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path.parent)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not supported on this file system")
+    elif locked:
+        path.parent.chmod(0o555)
+    try:
+        proc = mpirun(3, *OBS, f"{option}={path}", str(tmp_path / "out%d.h5"),
+                      timeout=MPI_TIMEOUT_S)
+    finally:
+        if locked and os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path.parent)], check=True)
+        elif locked:
+            path.parent.chmod(0o755)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("iotest: error")]
+    assert len(errors) == 1 and option in errors[0], proc.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    assert "iotest run:" not in proc.stdout
+    assert listing(tmp_path) == before
+
+
+def test_plan_slurm_checks_the_jobs_output_folder(iotest, tmp_path):
+    # Found when the script is made, not when the job starts after its
+    # wait in the queue; a %h path (each node's own) is not looked at.
+    plan = ["plan", "--rec-set=T05_", "--vis-set=vlaa", "--nodes=2", "--slurm"]
+    proc = iotest(*plan, str(tmp_path / "missing" / "out%d.h5"), check=2)
+    assert "OUTPUT" in proc.stderr and "missing" in proc.stderr and proc.stdout == ""
+    iotest(*plan, str(tmp_path / "out%d.h5"), check=0)
+    iotest(*plan, "/local/%h/out%d.h5", check=0)
+    assert listing(tmp_path) == []

@@ -14,6 +14,7 @@
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
+#include "iotest/storage/output_claim.hpp"
 
 namespace iotest::commands {
 
@@ -182,6 +183,11 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
 report::Report plan(const PlanOptions& o) {
   job::check_shape_options(o);
   if (o.slurm) job::check_job_script_options(*o.slurm);
+  // The job's outputs, from here: a folder missing or read-only is found
+  // now, not when the job starts after its wait in the queue. A %h path is
+  // each compute node's own, out of sight here.
+  if (o.slurm && !o.output.empty() && o.output.find("%h") == std::string::npos)
+    storage::check_creatable(o.output, "OUTPUT");
   const auto [memory, memory_source] = node_memory(o);
   // With visibilities the subgrids keep the margin degridding needs
   // (default kernels and w layout), so the counts are those of the real job.

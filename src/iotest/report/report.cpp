@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/report/sections.hpp"
 
 namespace iotest::report {
@@ -364,8 +365,10 @@ bool is_regular_or_absent(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
 }
+// This process's own: the host and process, so two runs writing the same
+// report (on one host or two) never write into one temporary file.
 std::string temp_name(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
+  return path + ".tmp." + host_name() + "." + std::to_string(::getpid());
 }
 }  // namespace
 
