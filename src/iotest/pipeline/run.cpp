@@ -541,8 +541,24 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
       ctx.inputs = storage::open_output_set(o.inputs, o.storage);
       st.chunks_stored = storage::require_whole_observation(ctx.inputs, o.inputs, *ctx.job.obs);
       st.inputs_open_s = seconds_since(t0);
+      // One run's set throughout (open_output_set), and the same run's as
+      // every rank's first look: not files another run replaced meanwhile.
+      if (ctx.inputs[0]->provenance()->nonce != ctx.input_nonce)
+        throw UsageError("FILES", fmt::format("'{}' changed while the ranks opened it (another "
+                                              "run's output replaced it?)",
+                                              o.inputs[0]));
     }
   });
+  if (!o.inputs.empty()) {  // and every rank looked at the same run's
+    std::uint32_t highest[2] = {ctx.input_nonce, ~ctx.input_nonce};  // the highest and ~lowest
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, highest, 2, MPI_UINT32_T, MPI_MAX, comm, &request);
+    wait_for(request);
+    if (highest[0] != ~highest[1])
+      throw UsageError("FILES", fmt::format("'{}' changed while the ranks opened it (another "
+                                            "run's output replaced it?)",
+                                            o.inputs[0]));
+  }
   if (!o.inputs.empty()) {  // rank 0, a producer, reports what the streamers found
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, &st.chunks_stored, 1, MPI_INT64_T, MPI_MAX, comm, &request);
@@ -863,12 +879,18 @@ std::vector<cplx> pixel_sums(const Context& ctx, const RankResult& mine, MPI_Com
 // Returns, on rank 0, how many replaced a file there before the run.
 index_t publish_outputs(Context& ctx, MPI_Comm comm) {
   std::string clash;
-  for (auto& claim : ctx.claims)
-    if (clash = claim.take(); !clash.empty()) {
+  for (auto& claim : ctx.claims) {
+    try {
+      clash = claim.take();
+    } catch (const std::exception& e) {  // agreed too: no rank keeps a name alone
+      clash = e.what();
+    }
+    if (!clash.empty()) {
       clash += fmt::format("; this run's outputs are kept, '.run-{}' before their extension ('{}')",
                            ctx.nonce, storage::kept_path(claim.path(), ctx.nonce));
       break;
     }
+  }
   const std::string agreed = agree_on_error(comm, clash);
   if (!agreed.empty()) {
     for (auto& claim : ctx.claims) claim.keep();

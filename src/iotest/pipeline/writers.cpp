@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <stdexcept>
 
 #include "iotest/common/errors.hpp"

@@ -177,7 +177,6 @@ class Writers {
   bool finished_ = false;
 };
 
-
 // `pattern` with its %d replaced by `index`; without %d, ".<index>" goes
 // before the extension when there are several writers in all.
 // %h: `host` in place of every %h.
