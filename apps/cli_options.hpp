@@ -77,9 +77,16 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
                   "threads per producer (default: as --threads)")
       ->check(CLI::Range(1, 4096))
       ->group(kRoles);
-  app->add_flag("--synthetic-vis", o.synthetic_vis,
+  app->add_flag("--synthetic-vis{walk}", o.synthetic_order,
                 "storage only: no producers or degridding; streamers write a pattern in the "
-                "real run's chunks (needs --vis-set)")
+                "real run's chunks (needs --vis-set): in the order the walk completes them "
+                "(=walk, the default), or in file order (=sequential: the storage ceiling, as "
+                "IOR writes)")
+      ->check(CLI::IsMember({"walk", "sequential"}))
+      ->each([&o](const std::string& order) {
+        o.synthetic_vis = true;
+        o.synthetic_sequential = order == "sequential";
+      })
       ->group(kMode);
   app->add_option("--send-queue", o.send_queue, "contributions in flight per producer thread")
       ->capture_default_str()

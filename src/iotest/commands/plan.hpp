@@ -35,6 +35,8 @@ struct PlanOptions {
   index_t transit_queue = 16;
   bool fork_writer = false;
   bool synthetic_vis = false;
+  bool synthetic_sequential = false;  // --synthetic-vis=sequential (as `run`)
+  std::string synthetic_order;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
   // A run's report whose measured rates size the writer group (in transit).
   std::string rates_from;

@@ -295,9 +295,12 @@ RankResult run_producer(Context& ctx);
 void open_writers(Context& ctx);
 // Closes this rank's writers (a streamer's, or a writer rank's) and takes
 // their figures into `out`: what they wrote, the time spent waiting on
-// their full queues (queue_wait_s), and the outputs this rank publishes.
+// their full queues (queue_wait_s).
 void finish_writers(Context& ctx, RankResult& out);
 RankResult run_streamer(Context& ctx);
+// --synthetic-vis=sequential (file_order.cpp): the streamer's share of the
+// chunks, whole, in file order, with no walk.
+RankResult run_file_order_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
 // In transit (transit.cpp): receives the streamers' chunks and writes them.
 RankResult run_writer_rank(Context& ctx);

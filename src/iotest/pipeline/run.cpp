@@ -337,6 +337,8 @@ void check_direction(const RunOptions& o) {
   // Storage only: the streamers read their parts' chunks in walk order
   // and check the pattern; nothing is gridded (the read side's twin of
   // --synthetic-vis in predict).
+  if (o.synthetic_sequential)
+    throw UsageError("--synthetic-vis", "=sequential writes: expected --direction=predict");
   if (o.synthetic_vis && (o.inputs.empty() || o.direction == swiftly::Direction::both))
     throw UsageError("--synthetic-vis",
                      "expected --direction=image and a synthetic run's files to read");
@@ -380,6 +382,11 @@ void check_run_options(const RunOptions& o, int size) {
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   if (o.duration && !(*o.duration > 0))
     throw UsageError("--duration", fmt::format("expected seconds > 0, got {}", *o.duration));
+  // Stonewalled files list the walk's parts they hold; file order has none.
+  if (o.duration && o.synthetic_sequential)
+    throw UsageError("--duration", "does not apply to --synthetic-vis=sequential (no walk)");
+  if (o.assigner && o.synthetic_sequential)
+    throw UsageError("--assigner", "does not apply to --synthetic-vis=sequential (no walk)");
   check_rank_counts(o, size);
 }
 
@@ -781,6 +788,7 @@ report::Pipeline pipeline_section(const Context& ctx) {
   pl.writer_ranks = roles.writers;
   pl.fork_writer = o.fork_writer;
   pl.synthetic_vis = o.synthetic_vis;
+  pl.synthetic_order = !o.synthetic_vis ? "" : o.synthetic_sequential ? "sequential" : "walk";
   pl.network_only = o.network_only;
   pl.send_queue = o.send_queue;
   pl.subgrid_queue = o.subgrid_queue;
@@ -930,7 +938,9 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
     mine = run_writer_rank(ctx);
   } else {
     role = 1;
-    mine = ctx.imaging() ? run_image_streamer(ctx) : run_streamer(ctx);
+    mine = ctx.imaging()               ? run_image_streamer(ctx)
+           : o.synthetic_sequential ? run_file_order_streamer(ctx)
+                                    : run_streamer(ctx);
   }
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
   MPI_Barrier(comm);

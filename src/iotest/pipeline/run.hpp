@@ -63,6 +63,10 @@ struct RunOptions {
   // degridding; the streamers walk their parts as ever and write a pattern
   // (degrid::synthetic_visibility) in the same chunks.
   bool synthetic_vis = false;
+  // --synthetic-vis=sequential: no walk; each streamer writes its share of
+  // the chunks whole, in file order (the storage ceiling, as IOR writes).
+  bool synthetic_sequential = false;
+  std::string synthetic_order;  // as given: walk or sequential
   bool progress = true;    // rank 0 shows progress on stderr
   bool print_plan = true;  // rank 0 prints the plan before the start (once for repetitions)
   // The report's time line: every rank's waits and rates per interval of

@@ -177,6 +177,9 @@ struct Pipeline {
   // --synthetic-vis: storage only. The streamers walk their parts as ever
   // but write a pattern instead of degridding; no producers, no sky.
   bool synthetic_vis = false;
+  // Which order it writes the chunks in: "walk" (the real run's completion
+  // order) or "sequential" (file order, the storage ceiling); empty without.
+  std::string synthetic_order;
   // --network-only: the contributions sent as they are, nothing computed.
   bool network_only = false;
   index_t send_queue = 0, subgrid_queue = 0, task_queue = 0, bls_per_task = 0, visibility_queue = 0;

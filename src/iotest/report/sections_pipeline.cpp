@@ -31,6 +31,7 @@ json to_json(const Pipeline& pl) {
           {"writer_ranks", pl.writer_ranks},
           {"fork_writer", pl.fork_writer},
           {"synthetic_vis", pl.synthetic_vis},
+          {"synthetic_order", pl.synthetic_order},
           {"network_only", pl.network_only},
           {"queues",
            {{"send", pl.send_queue},
