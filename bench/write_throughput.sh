@@ -2,7 +2,8 @@
 # Durable write throughput of iotest's storage path against fio on the same
 # disk, side by side: what the writers reach against what the disk does.
 #
-# For each transfer size (64 KiB and 1 MiB) and writer count (1 and 2):
+# For each chunk size (the transfer: 64 KiB, 256 KiB, 1 MiB, 4 MiB; SIZES
+# picks some, in KiB) and writer count (1 and 2):
 # - fio: sequential writes, fsync at the end, the same total volume:
 #   O_DIRECT in one file per job (the disk's ceiling, what the ratio is
 #   judged against), and through the page cache in one file per job and in
@@ -10,15 +11,20 @@
 #   takes ext4's inode lock for every buffered write);
 # - iotest `--synthetic-vis` (no producers, no degridding: the streamer
 #   walks its parts and cuts its tasks as the real run does and writes a
-#   pattern in the same chunks) with forked writer processes, through
-#   `posix --posix.direct`, `posix` (page cache, fsync at close) and `hdf5`
-#   (page cache, fsync at close); and `phdf5` (one shared file through
-#   parallel HDF5, independent and collective transfers, synced at close),
-#   whose writers are one thread per streamer rank, so it runs one rank per
-#   writer. T05_ + vlaa over three times vlaa's
-#   default hours: 4.4 GB, more than the page cache (~2.4 GB) holds. The
-#   chunk is the transfer: 64 dumps x 64 channels (64 KiB) or 64 x 1024
-#   (1 MiB). Every iotest output is verified (the synthetic pattern).
+#   pattern in the same chunks, in the order the walk completes them)
+#   through `posix --posix.direct` with forked writer processes and with
+#   writer threads, `posix` and `hdf5` (page cache, fsync at close) with
+#   forked writers, and `phdf5` (one shared file through parallel HDF5,
+#   independent and collective transfers, synced at close), whose writers
+#   are one thread per streamer rank, so it runs one rank per writer;
+# - iotest `--synthetic-vis=sequential` through `posix --posix.direct`:
+#   every chunk whole in file order, no walk (the storage ceiling as IOR
+#   writes it): what the walk's completion order costs is the gap between
+#   it and the walk's row.
+# T05_ + vlaa over three times vlaa's default hours: 4.4 GB, more than the
+# page cache (~2.4 GB) holds. The chunk is 64 dumps x 64, 256 or 1024
+# channels, or 128 dumps x 2048 channels (4 MiB). Every iotest output is
+# verified (the synthetic pattern).
 #
 # This VM's disk and page cache vary by 2-3x from one minute to the next
 # (bench/README.md), so every configuration runs REPEATS times (default 3),
@@ -29,10 +35,12 @@
 # timing.stream_s, from the start barrier to the last writer's fsync and
 # close, as fio's is bytes over its run including the final fsync.
 #
-# The last line: ratio=<best iotest / best fio O_DIRECT at 64 KiB>, medians.
+# The last line: ratio=<iotest posix O_DIRECT / fio O_DIRECT at 1 MiB>,
+# medians, the worst over 1 and 2 writers and forked or threaded writers
+# (issue 27 asks >= 0.8); the lines before it give each.
 #
-# Usage: [REPEATS=N] bench/write_throughput.sh [DIR]   (DIR on the disk to
-# measure; default bench/out/write)
+# Usage: [REPEATS=N] [SIZES="64 1024"] bench/write_throughput.sh [DIR]
+# (DIR on the disk to measure; default bench/out/write)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-bench/out/write}
@@ -71,9 +79,12 @@ print(f"fio {sys.argv[2]} {sys.argv[3]} {sys.argv[4]} {job['io_bytes'] / (job['r
 PY
 }
 
+sizes=${SIZES:-64 256 1024 4096}
 for ((repeat = 1; repeat <= repeats; repeat++)); do
-  for kib in 64 1024; do
-    freq_chunk=$((kib * 1024 / (64 * 16)))
+  for kib in $sizes; do
+    # 64 dumps x (KiB / 1 KiB) channels; 4 MiB: 128 dumps x the whole band.
+    time_chunk=64 freq_chunk=$((kib * 1024 / (64 * 16)))
+    if ((freq_chunk > 2048)); then time_chunk=$((kib * 1024 / (2048 * 16))) freq_chunk=2048; fi
     for writers in 1 2; do
       fio_write "O_DIRECT" $kib $writers --directory="$dir/fio" --direct=1
       fio_write "page cache" $kib $writers --directory="$dir/fio"
@@ -81,25 +92,35 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
         fio_write "page cache, one file" $kib $writers --filename="$dir/fio/one" \
           --offset_increment=$((volume / writers))
       fi
-      for storage in "posix --posix.direct" "posix" "hdf5" "phdf5 --phdf5.transfer=independent" \
-        "phdf5 --phdf5.transfer=collective"; do
+      for storage in "posix --posix.direct" "posix --posix.direct threads" \
+        "posix --posix.direct sequential" "posix" "hdf5" \
+        "phdf5 --phdf5.transfer=independent" "phdf5 --phdf5.transfer=collective"; do
         settle
         name=${storage%% *}
         ext=$([ "$name" = posix ] && echo bin || echo h5)
+        synthetic=--synthetic-vis fork=--fork-writer
+        case $storage in
+          *threads) fork="" storage=${storage% threads} ;;
+          *sequential) synthetic=--synthetic-vis=sequential storage=${storage% sequential} ;;
+        esac
+        label="iotest ${storage/ --posix.direct/ O_DIRECT}"
+        label=${label/ --phdf5.transfer=/ }
+        [ -z "$fork" ] && label="$label, threads"
+        [ "$synthetic" != --synthetic-vis ] && label="$label, sequential"
         if [ "$name" = phdf5 ]; then  # one rank per writer, one file
           ranks=$writers writing="" out="$dir/vis.h5"
         else
-          ranks=1 writing="--writer-count=$writers --fork-writer" out="$dir/vis%d.$ext"
+          ranks=1 writing="--writer-count=$writers $fork" out="$dir/vis%d.$ext"
         fi
         # shellcheck disable=SC2086 # $storage is a back-end and its options
-        $mpirun -np $ranks build/bin/iotest --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
-          --time=-5400:5400/384/64 --freq=260e6:300e6/2048/$freq_chunk --dec=10 \
+        $mpirun -np $ranks build/bin/iotest $synthetic --rec-set=T05_ --vis-set=vlaa \
+          --time=-5400:5400/384/$time_chunk --freq=260e6:300e6/2048/$freq_chunk --dec=10 \
           $writing --visibility-queue=4096 --bls-per-task=16 \
           --no-progress --storage=$storage "$out" --report="$dir/run.json" \
           > "$dir/run.txt"
         build/bin/iotest verify "$dir"/vis*."$ext" > "$dir/verify.txt" ||
           { cat "$dir/verify.txt"; exit 1; }
-        python3 - "$dir/run.json" "$volume" "$storage" $kib $writers >> "$results" <<'PY'
+        python3 - "$dir/run.json" "$volume" "$label" $kib $writers >> "$results" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 c, t = r["counts"], r["timing"]
@@ -108,9 +129,8 @@ c, t = r["counts"], r["timing"]
 chunk = c["bytes_written"] // (c["chunks_written"] + c["chunks_rewritten"])
 volume = int(sys.argv[2])
 assert c["chunks_written"] * chunk >= volume and c["visibilities_written"] == c["visibilities"]
-label = "iotest " + sys.argv[3].replace(" --posix.direct", " O_DIRECT").replace(
-    " --phdf5.transfer=", " ")
-print(f"{label} {sys.argv[4]} {sys.argv[5]} {volume / t['stream_s']}")
+peak = max(k["peak_rss_bytes"] for k in r["pipeline"]["per_rank"])
+print(f"{sys.argv[3]} {sys.argv[4]} {sys.argv[5]} {volume / t['stream_s']} {peak}")
 PY
       done
     done
@@ -120,30 +140,44 @@ settle
 
 python3 - "$results" "$volume" "$repeats" <<'PY'
 import statistics, sys
-runs = {}
+runs, peaks = {}, {}
 for line in open(sys.argv[1]).read().splitlines():
-    what, kib, writers, rate = line.rsplit(" ", 3)
+    fields = line.split(" ")
+    if fields[0] == "fio":
+        what, kib, writers, rate = " ".join(fields[:-3]), *fields[-3:]
+        peak = None
+    else:
+        what, kib, writers, rate, peak = " ".join(fields[:-4]), *fields[-4:]
     runs.setdefault((what, kib, writers), []).append(float(rate))
+    if peak is not None:
+        peaks.setdefault((what, kib, writers), []).append(int(peak))
 rows = [(what, kib, writers, statistics.median(r), min(r), max(r))
         for (what, kib, writers), r in runs.items()]
 rows.sort(key=lambda r: (int(r[1]), int(r[2])))  # stable: run order within a size
-print(f"Durable sequential writes of {int(sys.argv[2]) / 1e9:.2f} GB, "
-      f"median of {sys.argv[3]} (range), GB/s")
-print("| what | transfer | writers | GB/s | range |")
-print("|---|---|---|---|---|")
+median = {(w, k, n): rate for w, k, n, rate, _, _ in rows}
+print(f"Durable writes of {int(sys.argv[2]) / 1e9:.2f} GB, median of {sys.argv[3]} (range), "
+      "GB/s; peak RSS of the busiest rank")
+print("| what | transfer | writers | GB/s | range | of fio O_DIRECT | peak RSS |")
+print("|---|---|---|---|---|---|---|")
+size = lambda kib: f"{int(kib) // 1024} MiB" if int(kib) >= 1024 else f"{kib} KiB"
 for what, kib, writers, rate, low, high in rows:
-    size = "64 KiB" if kib == "64" else "1 MiB"
-    print(f"| {what} | {size} | {writers} | {rate / 1e9:.3f} | "
-          f"{low / 1e9:.2f}-{high / 1e9:.2f} |")
-at64 = [r for r in rows if r[1] == "64"]
-best_fio = max(r[3] for r in at64 if r[0] == "fio O_DIRECT")
-ours = [r for r in at64 if r[0].startswith("iotest")]
-best = max(ours, key=lambda r: r[3])
-for backend in ("posix", "hdf5", "phdf5"):
-    b = max((r for r in ours if r[0].split()[1] == backend), key=lambda r: r[3])
-    print(f"{backend}: best at 64 KiB {b[0]} x {b[2]} writer(s): "
-          f"{b[3] / best_fio:.2f} of fio O_DIRECT's best")
-print(f"ratio={best[3] / best_fio:.2f} (best iotest at 64 KiB: {best[0]} x {best[2]} "
-      f"writer(s) {best[3] / 1e9:.3f} GB/s / best fio O_DIRECT at 64 KiB "
-      f"{best_fio / 1e9:.3f} GB/s, medians)")
+    fio = median.get(("fio O_DIRECT", kib, writers))
+    peak = peaks.get((what, kib, writers))
+    print(f"| {what} | {size(kib)} | {writers} | {rate / 1e9:.3f} | "
+          f"{low / 1e9:.2f}-{high / 1e9:.2f} | {rate / fio:.2f} | "
+          + (f"{statistics.median(peak) / 2**20:.0f} MiB |" if peak else "|"))
+judged = []
+for writers in ("1", "2"):
+    fio = median.get(("fio O_DIRECT", "1024", writers))
+    for what in ("iotest posix O_DIRECT", "iotest posix O_DIRECT, threads"):
+        ours = median.get((what, "1024", writers))
+        if fio and ours:
+            judged.append(ours / fio)
+            print(f"at 1 MiB, {writers} writer(s): {what} {ours / fio:.2f} of fio O_DIRECT")
+    h5 = median.get(("iotest hdf5", "1024", writers))
+    if fio and h5:
+        print(f"at 1 MiB, {writers} writer(s): iotest hdf5 {h5 / fio:.2f} of fio O_DIRECT")
+if judged:
+    print(f"ratio={min(judged):.2f} (iotest posix O_DIRECT / fio O_DIRECT at 1 MiB, medians, "
+          "the worst of 1 and 2 writers, forked and threaded)")
 PY

@@ -460,3 +460,26 @@ TEST(Storage, SamplingTextRoundTrips) {
 }
 }  // namespace
 }  // namespace iotest::storage
+
+namespace iotest::storage {
+namespace {
+
+// The chunks' CRC-32 is zlib's (what the files have always stored, and what
+// Python's zlib.crc32 gives): the standard check value, and the affine
+// combination of a chunk's parts that verify relies on.
+TEST(Storage, ChunkCrcIsZlibsAndCombinesOverParts) {
+  const char check[] = "123456789";
+  EXPECT_EQ(chunk_crc32(check, 9), 0xCBF43926U);
+  std::vector<unsigned char> a(4096), b(4096), whole(4096);
+  for (size_t i = 0; i < a.size(); ++i) {  // disjoint parts, as a shared chunk's
+    (i % 3 == 0 ? a : b)[i] = static_cast<unsigned char>(i * 37 + 11);
+    whole[i] = a[i] ^ b[i];
+  }
+  EXPECT_EQ(combine_part_crc32({chunk_crc32(a.data(), 4096), chunk_crc32(b.data(), 4096)}, 4096),
+            chunk_crc32(whole.data(), 4096));
+  EXPECT_EQ(combine_part_crc32({chunk_crc32(whole.data(), 4096)}, 4096),
+            chunk_crc32(whole.data(), 4096));
+}
+
+}  // namespace
+}  // namespace iotest::storage
