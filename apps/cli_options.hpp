@@ -82,9 +82,10 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
                 "real run's chunks (needs --vis-set): in the order the walk completes them "
                 "(=walk, the default), or in file order (=sequential: the storage ceiling, as "
                 "IOR writes)")
-      ->check(CLI::IsMember({"walk", "sequential"}))
+      // A configuration file says true (or false) as of a plain flag.
+      ->check(CLI::IsMember({"walk", "sequential", "true", "false"}))
       ->each([&o](const std::string& order) {
-        o.synthetic_vis = true;
+        o.synthetic_vis = order != "false";
         o.synthetic_sequential = order == "sequential";
       })
       ->group(kMode);
@@ -100,8 +101,7 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
   add_bls_per_task_option(app, o.bls_per_task);
   app->add_option("--visibility-queue", o.visibility_queue,
                   "chunks waiting for a streamer's writers (and as many parts of chunks held "
-                  "until whole)")
-      ->capture_default_str()
+                  "until whole); default: 64 MiB of chunks, 16 to 1024 (1024 at 64 KiB)")
       ->group(kQueues);
   app->add_option("--transit-queue", o.transit_queue,
                   "with --writer-ranks: chunks in flight from each streamer and receives posted "

@@ -23,8 +23,9 @@
 #   it and the walk's row.
 # T05_ + vlaa over three times vlaa's default hours: 4.4 GB, more than the
 # page cache (~2.4 GB) holds. The chunk is 64 dumps x 64, 256 or 1024
-# channels, or 128 dumps x 2048 channels (4 MiB). Every iotest output is
-# verified (the synthetic pattern).
+# channels, or 128 dumps x 2048 channels (4 MiB); the visibility queue
+# 256 MiB of chunks at every size. Every iotest output is verified (the
+# synthetic pattern).
 #
 # This VM's disk and page cache vary by 2-3x from one minute to the next
 # (bench/README.md), so every configuration runs REPEATS times (default 3),
@@ -84,6 +85,9 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
   for kib in $sizes; do
     # 64 dumps x (KiB / 1 KiB) channels; 4 MiB: 128 dumps x the whole band.
     time_chunk=64 freq_chunk=$((kib * 1024 / (64 * 16)))
+    # The same memory at every size: 256 MiB of chunks queued (and as many
+    # held in parts), 4096 slots at 64 KiB, 256 at 1 MiB.
+    queue=$((256 * 1024 / kib))
     if ((freq_chunk > 2048)); then time_chunk=$((kib * 1024 / (2048 * 16))) freq_chunk=2048; fi
     for writers in 1 2; do
       fio_write "O_DIRECT" $kib $writers --directory="$dir/fio" --direct=1
@@ -115,7 +119,7 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
         # shellcheck disable=SC2086 # $storage is a back-end and its options
         $mpirun -np $ranks build/bin/iotest $synthetic --rec-set=T05_ --vis-set=vlaa \
           --time=-5400:5400/384/$time_chunk --freq=260e6:300e6/2048/$freq_chunk --dec=10 \
-          $writing --visibility-queue=4096 --bls-per-task=16 \
+          $writing --visibility-queue=$queue --bls-per-task=16 \
           --no-progress --storage=$storage "$out" --report="$dir/run.json" \
           > "$dir/run.txt"
         build/bin/iotest verify "$dir"/vis*."$ext" > "$dir/verify.txt" ||

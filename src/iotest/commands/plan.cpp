@@ -213,7 +213,8 @@ report::Report plan(const PlanOptions& o) {
   a.node_memory_source = memory_source;
   const auto shape =
       job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers), o.assigner,
-                     threads_available(static_cast<int>(cores / a.ranks_per_node)));
+                     threads_available(static_cast<int>(cores / a.ranks_per_node)),
+                     job.obs ? storage::layout_of(*job.obs).chunk_bytes() : 0);
   a.threads = shape.threads;
   a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "iotest/binning/binning.hpp"
 #include "iotest/common/errors.hpp"
@@ -20,6 +21,20 @@
 #include "iotest/swiftly/direction.hpp"
 
 namespace iotest::job {
+
+// A streamer's visibility queue, in chunks: --visibility-queue if given,
+// else as many chunks as kVisibilityQueueBytes holds, 16 to 1024 (1024 at
+// 64 KiB, 64 at 1 MiB), and one per writer at least. A budget in bytes,
+// not chunks: at 1 MiB chunks 1024 slots (and as many held parts) were
+// 2 GiB a streamer, and cold: a queue that large wrote slower than one
+// that fits the caches (bench/README.md, large chunks).
+inline constexpr index_t kVisibilityQueueBytes = index_t{64} << 20;
+inline index_t visibility_queue_slots(std::optional<index_t> given, index_t chunk_bytes,
+                                      int writer_count) {
+  if (given) return *given;
+  const index_t slots = chunk_bytes > 0 ? kVisibilityQueueBytes / chunk_bytes : 1024;
+  return std::max<index_t>(writer_count, std::clamp<index_t>(slots, 16, 1024));
+}
 
 // What a run's roles are made of (DESIGN.md section 2 defaults).
 struct RunShape {
@@ -55,7 +70,7 @@ void check_shape_options(const Options& o) {
   positive(o.subgrid_queue, "--subgrid-queue");
   positive(o.task_queue, "--task-queue");
   positive(o.bls_per_task, "--bls-per-task");
-  positive(o.visibility_queue, "--visibility-queue");
+  if (o.visibility_queue) positive(*o.visibility_queue, "--visibility-queue");
   positive(o.writer_count, "--writer-count");
   positive(o.transit_queue, "--transit-queue");
   if (o.writer_ranks < 0)
@@ -64,7 +79,7 @@ void check_shape_options(const Options& o) {
   if (o.producer_threads < 0) throw UsageError("--producer-threads", "expected a count >= 1");
   check_threads("--threads", o.threads);
   check_threads("--producer-threads", o.producer_threads);
-  if (o.visibility_queue < o.writer_count)
+  if (o.visibility_queue && *o.visibility_queue < o.writer_count)
     throw UsageError("--visibility-queue", "expected at least one chunk slot per writer");
   bool reads = false;  // the imaging direction's input files give the observation
   if constexpr (requires { o.inputs; }) reads = !o.inputs.empty();
@@ -77,13 +92,14 @@ void check_shape_options(const Options& o) {
                      "expected 0 with --synthetic-vis (storage only: there are no producers)");
 }
 
-// A run's shape from its (checked) options, its roles and the cores each
-// rank gets on its host (the default threads). Storage only defaults to
+// A run's shape from its (checked) options, its roles, the cores each
+// rank gets on its host (the default threads) and the bytes of a storage
+// chunk (0 without visibilities; the visibility queue's default). Storage only defaults to
 // one thread a streamer: the pattern costs next to nothing and the cores
 // are left to the writers, whose copies into the page cache are the work.
 template <class Options>
 RunShape run_shape(const Options& o, int producers, int streamers, bool assigner,
-                   int cores_per_rank) {
+                   int cores_per_rank, index_t chunk_bytes) {
   RunShape s;
   s.producers = producers;
   s.streamers = streamers;
@@ -101,7 +117,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.subgrid_queue = o.subgrid_queue;
   s.task_queue = o.task_queue;
   s.bls_per_task = o.bls_per_task;
-  s.visibility_queue = o.visibility_queue;
+  s.visibility_queue = visibility_queue_slots(o.visibility_queue, chunk_bytes, o.writer_count);
   s.writer_count = o.writer_count;
   s.writer_ranks = o.writer_ranks;
   s.transit_queue = o.transit_queue;

@@ -579,8 +579,10 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
 void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   const auto& o = ctx.options;
   const auto& roles = ctx.roles;
+  const index_t chunk_bytes = ctx.job.obs ? storage::layout_of(*ctx.job.obs).chunk_bytes() : 0;
   st.shape = job::run_shape(o, roles.producers, roles.streamers, roles.assigner_rank >= 0,
-                            default_threads(comm));
+                            default_threads(comm), chunk_bytes);
+  ctx.options.visibility_queue = st.shape.visibility_queue;  // resolved: every role reads it
   ctx.threads = st.shape.threads;
   ctx.producer_threads = st.shape.producer_threads;
   MPI_Comm_dup(comm, &ctx.data);
@@ -794,7 +796,7 @@ report::Pipeline pipeline_section(const Context& ctx) {
   pl.subgrid_queue = o.subgrid_queue;
   pl.task_queue = o.task_queue;
   pl.bls_per_task = o.bls_per_task;
-  pl.visibility_queue = o.visibility_queue;
+  pl.visibility_queue = *o.visibility_queue;
   pl.subgrid_visits = static_cast<index_t>(ctx.plan.visits.size());
   pl.subgrid_parts = static_cast<index_t>(ctx.plan.parts.size());
   return pl;

@@ -46,7 +46,9 @@ struct RunOptions {
   index_t subgrid_queue = 32;       // subgrids a streamer receives at once
   index_t task_queue = 128;         // degrid tasks outstanding per streamer
   index_t bls_per_task = 256;       // baselines' time chunks per degrid task
-  index_t visibility_queue = 1024;  // chunks waiting for a streamer's writers
+  // Chunks waiting for a streamer's writers (and as many parts held); none:
+  // job::visibility_queue_slots's default, resolved by run() into it.
+  std::optional<index_t> visibility_queue;
   int writer_count = 1;             // writers per streamer (in transit: per writer rank)
   bool fork_writer = false;         // writers as processes
   // In transit (the Nyx sidecar): this many ranks, after the streamers,

@@ -84,7 +84,7 @@ void open_writers(Context& ctx) {
   WriterOptions wo;
   wo.storage = o.storage;
   wo.fork = o.fork_writer;
-  wo.queue_slots = std::max<index_t>(1, o.visibility_queue / o.writer_count);
+  wo.queue_slots = std::max<index_t>(1, *o.visibility_queue / o.writer_count);
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
   wo.paths = ctx.outputs();
   wo.shared = ctx.shared_output;
@@ -94,7 +94,7 @@ void open_writers(Context& ctx) {
     std::vector<int> writer_ranks;
     for (int k = 0; k < ctx.roles.writers; ++k) writer_ranks.push_back(ctx.roles.writer_rank(k));
     wo.fork = false;
-    wo.queue_slots = o.visibility_queue;
+    wo.queue_slots = *o.visibility_queue;
     wo.partial_slots = 0;
     wo.paths = {std::string()};
     wo.consumer = forward_to_writer_group(ctx.transit, writer_ranks, o.transit_queue, ctx.layout,
