@@ -121,3 +121,21 @@ def test_bad_duration_is_a_usage_error(mpirun, value):
                   timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 2
     assert "--duration" in proc.stderr
+
+
+def test_memory_is_flat_in_the_chunk_size(mpirun, tmp_path):
+    """Issue 27: the visibility queue's default is a budget in bytes, so a
+    streamer's peak RSS at 1 MiB chunks stays within 25 % of its figure at
+    64 KiB on the same observation, and the memory model holds at both."""
+    peaks = {}
+    for channels in (64, 1024):  # 64 dumps x 64 or 1024 channels: 64 KiB or 1 MiB
+        report = tmp_path / f"r{channels}.json"
+        mpirun(2, "--synthetic-vis", "--rec-set=T05_", "--vis-set=vlaa",
+               "--time=-1800:1800/128/64", f"--freq=260e6:300e6/2048/{channels}", "--dec=10",
+               "--no-progress", str(tmp_path / "out%d.bin"), f"--report={report}", check=0,
+               timeout=MPI_TIMEOUT_S)
+        r = load(report)
+        assert r["pipeline"]["queues"]["visibility"] == (1024 if channels == 64 else 64)
+        check_estimate(r)
+        peaks[channels] = max(m for role, m, _ in per_role(r) if role == "streamer")
+    assert peaks[1024] <= 1.25 * peaks[64], peaks
