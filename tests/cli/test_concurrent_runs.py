@@ -4,7 +4,9 @@ another run's output appearing under a final name, a run re-run over its
 earlier outputs, and sets mixing two runs' files."""
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -19,9 +21,15 @@ BACKENDS = {"hdf5": (["--storage=hdf5"], "h5"), "posix": (["--storage=posix"], "
 
 
 def start(out, seed, *args):
-    return subprocess.Popen([*MPIRUN, "-np", "3", iotest_binary(), *OBS, f"--seed={seed}",
-                             *args, out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=mpi_env())
+    # Each mpirun a session folder of its own (short: it holds sockets):
+    # two started at once race for /tmp/ompi.HOST.UID ("File exists").
+    session = tempfile.mkdtemp(prefix="ompi-")
+    env = {**mpi_env(), "OMPI_MCA_orte_tmpdir_base": session}
+    job = subprocess.Popen([*MPIRUN, "-np", "3", iotest_binary(), *OBS, f"--seed={seed}", *args,
+                            out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
+    job.session = session
+    return job
 
 
 def finish(job):
@@ -31,6 +39,8 @@ def finish(job):
         job.kill()
         job.communicate()
         raise
+    finally:
+        shutil.rmtree(job.session, ignore_errors=True)
     return job.returncode, out, err
 
 

@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path scratch(const std::string& name) {
-  const auto dir = fs::path(::testing::TempDir()) /
-                   ("iotest_claim_" + name + "_" + std::to_string(::getpid()));
+  const auto dir =
+      fs::path(::testing::TempDir()) / ("iotest_claim_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -141,8 +141,7 @@ TEST(OutputClaim, AnotherRunsOutputIsNeverReplaced) {
 // kept, and the final names as they were.
 TEST(OutputClaim, AllOrNone) {
   const auto dir = scratch("all_or_none");
-  const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string(),
-             c = (dir / "c.h5").string();
+  const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string(), c = (dir / "c.h5").string();
   put(c, "an earlier run");
   OutputClaim first(a, 1), second(b, 1), third(c, 1);
   put(first.partial(), "a of run 1");
@@ -160,7 +159,7 @@ TEST(OutputClaim, AllOrNone) {
   EXPECT_EQ(got(kept_path(a, 1)), "a of run 1");
   EXPECT_EQ(got(kept_path(c, 1)), "c of run 1");
   EXPECT_EQ(got(kept_path(b, 1)), "");  // claimed, never written
-  EXPECT_EQ(entries(dir), 5U);  // three kept; b and c as they were
+  EXPECT_EQ(entries(dir), 5U);          // three kept; b and c as they were
   fs::remove_all(dir);
 }
 

@@ -93,7 +93,8 @@ class Iotest(CMakePackage):
     # not search. Hence the reference LAPACK.
     depends_on("netlib-lapack+lapacke")
 
-    depends_on("zlib-api")
+    # The chunks' CRC-32 (zlib's values, at memory speed): libisal.pc.
+    depends_on("isa-l")
     depends_on("cli11@2:")
     depends_on("fmt@8:")
     depends_on("nlohmann-json@3.9:")

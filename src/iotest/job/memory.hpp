@@ -94,9 +94,10 @@ void check_shape_options(const Options& o) {
 
 // A run's shape from its (checked) options, its roles, the cores each
 // rank gets on its host (the default threads) and the bytes of a storage
-// chunk (0 without visibilities; the visibility queue's default). Storage only defaults to
-// one thread a streamer: the pattern costs next to nothing and the cores
-// are left to the writers, whose copies into the page cache are the work.
+// chunk (0 without visibilities; the visibility queue's default). Storage
+// only defaults to one thread a streamer: the pattern costs next to
+// nothing and the cores are left to the writers, whose copies into the
+// page cache are the work.
 template <class Options>
 RunShape run_shape(const Options& o, int producers, int streamers, bool assigner,
                    int cores_per_rank, index_t chunk_bytes) {

@@ -940,7 +940,7 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
     mine = run_writer_rank(ctx);
   } else {
     role = 1;
-    mine = ctx.imaging()               ? run_image_streamer(ctx)
+    mine = ctx.imaging()            ? run_image_streamer(ctx)
            : o.synthetic_sequential ? run_file_order_streamer(ctx)
                                     : run_streamer(ctx);
   }

@@ -42,15 +42,15 @@ struct RunOptions {
   int threads = 0;           // per streamer (0: this host's cores over its ranks)
   int producer_threads = 0;  // per producer (0: as threads)
   // Queues (DESIGN.md section 2).
-  index_t send_queue = 8;           // contributions in flight per producer thread
-  index_t subgrid_queue = 32;       // subgrids a streamer receives at once
-  index_t task_queue = 128;         // degrid tasks outstanding per streamer
-  index_t bls_per_task = 256;       // baselines' time chunks per degrid task
+  index_t send_queue = 8;      // contributions in flight per producer thread
+  index_t subgrid_queue = 32;  // subgrids a streamer receives at once
+  index_t task_queue = 128;    // degrid tasks outstanding per streamer
+  index_t bls_per_task = 256;  // baselines' time chunks per degrid task
   // Chunks waiting for a streamer's writers (and as many parts held); none:
   // job::visibility_queue_slots's default, resolved by run() into it.
   std::optional<index_t> visibility_queue;
-  int writer_count = 1;             // writers per streamer (in transit: per writer rank)
-  bool fork_writer = false;         // writers as processes
+  int writer_count = 1;      // writers per streamer (in transit: per writer rank)
+  bool fork_writer = false;  // writers as processes
   // In transit (the Nyx sidecar): this many ranks, after the streamers,
   // form a writer group; streamers send them whole chunks over MPI
   // (--transit-queue messages in flight each way) and go on degridding.
@@ -69,8 +69,8 @@ struct RunOptions {
   // the chunks whole, in file order (the storage ceiling, as IOR writes).
   bool synthetic_sequential = false;
   std::string synthetic_order;  // as given: walk or sequential
-  bool progress = true;    // rank 0 shows progress on stderr
-  bool print_plan = true;  // rank 0 prints the plan before the start (once for repetitions)
+  bool progress = true;         // rank 0 shows progress on stderr
+  bool print_plan = true;       // rank 0 prints the plan before the start (once for repetitions)
   // The report's time line: every rank's waits and rates per interval of
   // this many seconds (0: none).
   double timeline_s = 1.0;

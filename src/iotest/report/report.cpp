@@ -325,11 +325,11 @@ std::string render_run_plan(const Report& r) {
   if (pl.synthetic_vis)
     s += reads ? "  synthetic visibilities (storage only): no producers, no gridding, every value "
                  "read checked against the pattern\n"
-           : pl.synthetic_order == "sequential"
-               ? "  synthetic visibilities (storage only), sequential: no walk, every chunk "
-                 "whole in file order (the storage ceiling)\n"
-               : "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
-                 "written as the real run would\n";
+         : pl.synthetic_order == "sequential"
+             ? "  synthetic visibilities (storage only), sequential: no walk, every chunk "
+               "whole in file order (the storage ceiling)\n"
+             : "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
+               "written as the real run would\n";
   s += fmt::format("  memory estimate: producer {}, streamer {}{}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)),

@@ -59,7 +59,8 @@ class Hdf5Backend final : public Backend {
     file_ = Id(H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose);
     if (file_ < 0) {
       temp_.clear();
-      throw UsageError("OUTPUT", "cannot create '" + partial_of(path) + "' (is the folder writable?)");
+      throw UsageError("OUTPUT",
+                       "cannot create '" + partial_of(path) + "' (is the folder writable?)");
     }
     uvh5::write_header(file_, layout());
     visdata_ = uvh5::create_data(file_, layout());

@@ -122,8 +122,8 @@ void Backend::record_checksum(const ChunkKey& key, const void* bytes, bool part)
   if (on_edge) {
     const auto* values = static_cast<const cplx*>(bytes);
     std::vector<cplx> inside(values, values + layout_.chunk_values());
-    zero_past_edges(layout_.rows(), layout_.channels, layout_.time_chunk, layout_.freq_chunk,
-                    key, inside.data());
+    zero_past_edges(layout_.rows(), layout_.channels, layout_.time_chunk, layout_.freq_chunk, key,
+                    inside.data());
     crc = chunk_crc32(inside.data(), layout_.chunk_bytes());
   } else {
     crc = chunk_crc32(bytes, layout_.chunk_bytes());

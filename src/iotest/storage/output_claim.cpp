@@ -78,8 +78,7 @@ std::optional<std::string> live_partial_of(const std::string& path, std::uint32_
 
 // A rename that never replaces a file: false if `to` exists.
 bool rename_unless_taken(const std::string& from, const std::string& to) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
-    return true;
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
   if (errno == EEXIST) return false;
   if (errno != EINVAL && errno != ENOSYS)
     throw std::runtime_error(failed("naming '" + from + "' '" + to + "'"));
@@ -100,8 +99,8 @@ std::string partial_path(const std::string& path, std::uint32_t nonce) {
 std::string kept_path(const std::string& path, std::uint32_t nonce) {
   const auto dot = path.rfind('.');
   const auto slash = path.rfind('/');
-  const bool has_extension = dot != std::string::npos && dot > 0 &&
-                             (slash == std::string::npos || dot > slash + 1);
+  const bool has_extension =
+      dot != std::string::npos && dot > 0 && (slash == std::string::npos || dot > slash + 1);
   const auto cut = has_extension ? dot : path.size();
   return path.substr(0, cut) + ".run-" + std::to_string(nonce) + path.substr(cut);
 }
@@ -138,10 +137,11 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
   check_creatable(path_, option);
   fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw UsageError(option, errno == EEXIST
-                                 ? "'" + partial_ + "' exists: another run of the same number "
-                                       "writes '" + path_ + "'; run again"
-                                 : failed("cannot create '" + partial_ + "'"));
+    throw UsageError(option, errno == EEXIST ? "'" + partial_ +
+                                                   "' exists: another run of the same number "
+                                                   "writes '" +
+                                                   path_ + "'; run again"
+                                             : failed("cannot create '" + partial_ + "'"));
   struct stat st {};
   ::fstat(fd_, &st);
   own_dev_ = st.st_dev;
@@ -153,7 +153,8 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
       std::fprintf(stderr,
                    "iotest: warning: %s: %s; another run writing the same outputs is found only "
                    "when publishing\n",
-                   option.c_str(), failed("'" + folder_of(path_) + "' keeps no file locks").c_str());
+                   option.c_str(),
+                   failed("'" + folder_of(path_) + "' keeps no file locks").c_str());
     warned = true;
   }
   // Looked for once this claim is made and locked: of two runs that start
@@ -161,9 +162,11 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
   if (const auto other = live_partial_of(path_, nonce_)) {
     release();
     ::unlink(partial_.c_str());
-    throw UsageError(option, "'" + path_ + "' is being written by another run (its file in "
-                             "progress: '" + *other +
-                             "'); give this run another output name, or let that one finish");
+    throw UsageError(option, "'" + path_ +
+                                 "' is being written by another run (its file in "
+                                 "progress: '" +
+                                 *other +
+                                 "'); give this run another output name, or let that one finish");
   }
   if (::lstat(path_.c_str(), &st) == 0) {
     replaces_ = true;

@@ -351,9 +351,9 @@ class PosixBackend final : public Backend {
   }
 
   const bool direct_, fsync_each_chunk_;
-  std::string temp_;  // the partial file while it is ours to remove
-  int fd_ = -1;              // buffered: header, trailer, and chunks without O_DIRECT
-  int direct_fd_ = -1;       // O_DIRECT chunk writes and read-backs
+  std::string temp_;    // the partial file while it is ours to remove
+  int fd_ = -1;         // buffered: header, trailer, and chunks without O_DIRECT
+  int direct_fd_ = -1;  // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
   PageBuffer buffer_;  // one slot: padding and read-backs for rewrites
   // Slot -> chunk id (the index written at close) and chunk id -> slot (for
