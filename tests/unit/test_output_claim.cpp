@@ -48,19 +48,24 @@ TEST(OutputClaim, NamesCarryTheRun) {
   EXPECT_EQ(folder_of("a/b/out.h5"), "a/b");
 }
 
+// Published: the output under its final name and nothing else, whether
+// the name was free or held an earlier run's file, which it replaces.
 TEST(OutputClaim, PublishesAndLeavesNothingElse) {
-  const auto dir = scratch("publish");
-  const auto path = (dir / "out.h5").string();
-  {
-    OutputClaim claim(path, 1);
-    EXPECT_TRUE(fs::exists(claim.partial()));  // created at once, empty
-    EXPECT_FALSE(claim.replaces());
-    put(claim.partial(), "run 1");
-    publish(claim);
+  for (const bool file_at_start : {false, true}) {
+    const auto dir = scratch(file_at_start ? "replace" : "publish");
+    const auto path = (dir / "out.h5").string();
+    if (file_at_start) put(path, "an earlier run");
+    {
+      OutputClaim claim(path, 1);
+      EXPECT_TRUE(fs::exists(claim.partial()));  // created at once, empty
+      EXPECT_EQ(claim.replaces(), file_at_start);
+      put(claim.partial(), "run 1");
+      publish(claim);
+    }
+    EXPECT_EQ(got(path), "run 1");
+    EXPECT_EQ(entries(dir), 1U);
+    fs::remove_all(dir);
   }
-  EXPECT_EQ(got(path), "run 1");
-  EXPECT_EQ(entries(dir), 1U);
-  fs::remove_all(dir);
 }
 
 TEST(OutputClaim, DroppedUnpublishedLeavesNothing) {
@@ -99,19 +104,6 @@ TEST(OutputClaim, SameRunNumberIsRefused) {
   put(partial_path(path, 5), "another's");
   EXPECT_THROW(OutputClaim(path, 5), UsageError);
   EXPECT_EQ(got(partial_path(path, 5)), "another's");
-  fs::remove_all(dir);
-}
-
-TEST(OutputClaim, ReplacesTheFileThereWhenItBegan) {
-  const auto dir = scratch("replace");
-  const auto path = (dir / "out.h5").string();
-  put(path, "an earlier run");
-  OutputClaim claim(path, 1);
-  EXPECT_TRUE(claim.replaces());
-  put(claim.partial(), "run 1");
-  publish(claim);
-  EXPECT_EQ(got(path), "run 1");
-  EXPECT_EQ(entries(dir), 1U);
   fs::remove_all(dir);
 }
 

@@ -548,16 +548,16 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
       ctx.inputs = storage::open_output_set(o.inputs, o.storage);
       st.chunks_stored = storage::require_whole_observation(ctx.inputs, o.inputs, *ctx.job.obs);
       st.inputs_open_s = seconds_since(t0);
-      // One run's set throughout (open_output_set), and the same run's as
-      // every rank's first look: not files another run replaced meanwhile.
-      if (ctx.inputs[0]->provenance()->nonce != ctx.input_nonce)
-        throw UsageError("FILES", fmt::format("'{}' changed while the ranks opened it (another "
-                                              "run's output replaced it?)",
-                                              o.inputs[0]));
     }
   });
-  if (!o.inputs.empty()) {  // and every rank looked at the same run's
-    std::uint32_t highest[2] = {ctx.input_nonce, ~ctx.input_nonce};  // the highest and ~lowest
+  if (!o.inputs.empty()) {
+    // One run's files throughout: every rank's first look and every
+    // streamer's set (open_output_set: one run within it) agree, or
+    // another run's output replaced them while the ranks opened them.
+    const std::uint32_t set =
+        ctx.inputs.empty() ? ctx.input_nonce : ctx.inputs[0]->provenance()->nonce;
+    std::uint32_t highest[2] = {std::max(set, ctx.input_nonce),
+                                ~std::min(set, ctx.input_nonce)};  // the highest and ~lowest
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, highest, 2, MPI_UINT32_T, MPI_MAX, comm, &request);
     wait_for(request);
@@ -565,9 +565,7 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
       throw UsageError("FILES", fmt::format("'{}' changed while the ranks opened it (another "
                                             "run's output replaced it?)",
                                             o.inputs[0]));
-  }
-  if (!o.inputs.empty()) {  // rank 0, a producer, reports what the streamers found
-    MPI_Request request;
+    // Rank 0, a producer, reports what the streamers found.
     MPI_Iallreduce(MPI_IN_PLACE, &st.chunks_stored, 1, MPI_INT64_T, MPI_MAX, comm, &request);
     wait_for(request);
     MPI_Iallreduce(MPI_IN_PLACE, &st.inputs_open_s, 1, MPI_DOUBLE, MPI_MAX, comm, &request);

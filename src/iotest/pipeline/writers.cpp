@@ -552,12 +552,7 @@ std::string output_path(const std::string& host_pattern, index_t index, index_t 
   if (at != std::string::npos)
     return pattern.substr(0, at) + std::to_string(index) + pattern.substr(at + 2);
   if (writers_in_all <= 1) return pattern;
-  const auto dot = pattern.rfind('.');
-  const auto slash = pattern.rfind('/');
-  const auto cut = dot != std::string::npos && (slash == std::string::npos || dot > slash)
-                       ? dot
-                       : pattern.size();
-  return pattern.substr(0, cut) + "." + std::to_string(index) + pattern.substr(cut);
+  return storage::before_extension(pattern, "." + std::to_string(index));
 }
 
 }  // namespace iotest::pipeline

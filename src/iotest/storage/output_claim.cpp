@@ -96,13 +96,17 @@ std::string partial_path(const std::string& path, std::uint32_t nonce) {
   return path + ".run-" + std::to_string(nonce) + ".partial";
 }
 
-std::string kept_path(const std::string& path, std::uint32_t nonce) {
+std::string before_extension(const std::string& path, const std::string& text) {
   const auto dot = path.rfind('.');
   const auto slash = path.rfind('/');
   const bool has_extension =
       dot != std::string::npos && dot > 0 && (slash == std::string::npos || dot > slash + 1);
   const auto cut = has_extension ? dot : path.size();
-  return path.substr(0, cut) + ".run-" + std::to_string(nonce) + path.substr(cut);
+  return path.substr(0, cut) + text + path.substr(cut);
+}
+
+std::string kept_path(const std::string& path, std::uint32_t nonce) {
+  return before_extension(path, ".run-" + std::to_string(nonce));
 }
 
 std::string folder_of(const std::string& path) {
@@ -110,38 +114,48 @@ std::string folder_of(const std::string& path) {
   return parent.empty() ? "." : parent.string();
 }
 
-void check_creatable(const std::string& path, const std::string& option) {
-  const auto refuse = [&](const std::string& why) {
-    return UsageError(option, "cannot create '" + path + "': " + why);
-  };
+namespace {
+UsageError cannot_create(const std::string& path, const std::string& option,
+                         const std::string& why) {
+  return UsageError(option, "cannot create '" + path + "': " + why);
+}
+UsageError takes_no_new_file(const std::string& path, const std::string& option) {
+  return cannot_create(path, option,
+                       failed("the folder '" + folder_of(path) + "' takes no new file"));
+}
+
+// check_creatable without the probe: a claim's own exclusive create is one.
+void check_path(const std::string& path, const std::string& option) {
   if (path.empty()) throw UsageError(option, "expected a file name, got an empty one");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw refuse("it is a folder; expected a file name");
+    throw cannot_create(path, option, "it is a folder; expected a file name");
   const std::string parent = folder_of(path);
   if (::stat(parent.c_str(), &st) != 0)
-    throw refuse("its folder '" + parent + "': " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) throw refuse("'" + parent + "' is not a folder");
+    throw cannot_create(path, option, failed("its folder '" + parent + "'"));
+  if (!S_ISDIR(st.st_mode)) throw cannot_create(path, option, "'" + parent + "' is not a folder");
+}
+}  // namespace
+
+void check_creatable(const std::string& path, const std::string& option) {
+  check_path(path, option);
   static int probes = 0;
-  const std::string probe =
-      parent + "/.iotest-probe-" + std::to_string(::getpid()) + "-" + std::to_string(probes++);
+  const std::string probe = folder_of(path) + "/.iotest-probe-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(probes++);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    throw refuse("the folder '" + parent + "' takes no new file: " + std::strerror(errno));
+  if (fd < 0) throw takes_no_new_file(path, option);
   ::close(fd);
   ::unlink(probe.c_str());
 }
 
 OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option)
     : path_(std::move(path)), partial_(partial_path(path_, nonce)), nonce_(nonce) {
-  check_creatable(path_, option);
+  check_path(path_, option);
   fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw UsageError(option, errno == EEXIST ? "'" + partial_ +
-                                                   "' exists: another run of the same number "
-                                                   "writes '" +
-                                                   path_ + "'; run again"
-                                             : failed("cannot create '" + partial_ + "'"));
+  if (fd_ < 0 && errno == EEXIST)
+    throw UsageError(option, "'" + partial_ + "' exists: another run of the same number writes '" +
+                                 path_ + "'; run again");
+  if (fd_ < 0) throw takes_no_new_file(path_, option);
   struct stat st {};
   ::fstat(fd_, &st);
   own_dev_ = st.st_dev;

@@ -30,6 +30,9 @@ std::string partial_path(const std::string& path, std::uint32_t nonce);
 // name: the run before the extension, out0.run-<nonce>.h5 (works on a
 // pattern too: out%d.run-<nonce>.h5 is what `verify` takes).
 std::string kept_path(const std::string& path, std::uint32_t nonce);
+// `text` before the path's extension (after its name if it has none):
+// out.h5 -> out<text>.h5. A leading dot is not an extension.
+std::string before_extension(const std::string& path, const std::string& text);
 // The folder an output goes to ("." for a bare name).
 std::string folder_of(const std::string& path);
 
