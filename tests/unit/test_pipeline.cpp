@@ -105,7 +105,7 @@ TEST(Writers, OutputPathsNameTheHost) {
 // A one-slot queue between a pushing and a popping thread: every chunk
 // arrives, in order, and the pusher waited for the slot.
 TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
-  ChunkQueue queue(1, 4, 1);
+  ChunkQueue queue(1, 4, 1, false);
   std::thread consumer([&] {
     std::vector<cplx> data(4);
     storage::ChunkKey key;
@@ -130,7 +130,7 @@ TEST(Writers, QueueOfOneSlotPassesEveryChunk) {
 // pusher's chunks arrive whole and in its order, though pushers copy in
 // without the lock and resume only once a full queue is half empty.
 TEST(Writers, QueueKeepsEachPushersOrder) {
-  ChunkQueue queue(4, 256, 4);
+  ChunkQueue queue(4, 256, 4, false);
   std::thread writer([&] {
     ChunkQueue::Entry e;
     index_t count = 0;
@@ -216,7 +216,7 @@ TEST(Writers, PartialChunksWriteEachChunkOnceWhole) {
 }
 
 TEST(Writers, FailureReachesThePusher) {
-  ChunkQueue queue(2, 4, 1);
+  ChunkQueue queue(2, 4, 1, false);
   queue.fail("disk full");
   const std::vector<cplx> data(4);
   try {
@@ -230,7 +230,7 @@ TEST(Writers, FailureReachesThePusher) {
 // A writer process killed from outside fails nothing itself: a pusher
 // waiting on its full queue must notice, not wait forever.
 TEST(Writers, DeadWriterProcessReachesThePusher) {
-  ChunkQueue queue(1, 4, 1);
+  ChunkQueue queue(1, 4, 1, true);
   const pid_t child = fork();
   if (child == 0) _exit(0);  // a writer that never takes a chunk
   queue.watch(child);

@@ -39,6 +39,8 @@ struct ChunkQueue::Shared {
     index_t visibilities = 0;
     bool filled = false;   // copied in: the writer may take it
     bool partial = false;  // its presence bits say which values it carries
+    bool has_crc32 = false;
+    std::uint32_t crc32 = 0;  // a whole chunk's (ChunkQueue::Entry::crc32)
   };
   Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
   void fail(const std::string& message) {
@@ -71,19 +73,39 @@ class Hold {  // a queue's lock, taken
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
-// A slot: a chunk's values, then its presence bits.
-size_t slot_bytes(index_t chunk_values, index_t presence_words) {
-  return static_cast<size_t>(chunk_values) * sizeof(cplx) +
-         static_cast<size_t>(presence_words) * sizeof(storage::PresenceWord);
+// The mapping: the header (rounded to a page), every slot's values, then
+// every slot's presence bits. A slot's values start on a page whenever a
+// chunk's bytes are a multiple of the page (always at 64 KiB and up), so
+// an O_DIRECT writer writes straight from the queue, without a copy into
+// an aligned buffer (at 1 MiB that copy cost a quarter of the disk's rate).
+constexpr size_t kPage = 4096;
+template <typename Shared>  // ChunkQueue::Shared, private to it
+size_t header_bytes(index_t slots) {
+  return round_up(sizeof(Shared) + static_cast<size_t>(slots) * sizeof(typename Shared::Entry),
+                  kPage);
+}
+size_t values_bytes(index_t chunk_values) {
+  return static_cast<size_t>(chunk_values) * sizeof(cplx);
 }
 }  // namespace
 
-ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values, index_t presence_words) {
-  const size_t header =
-      round_up(sizeof(Shared) + static_cast<size_t>(slots) * sizeof(Shared::Entry), 64);
-  bytes_ = header + static_cast<size_t>(slots) * slot_bytes(chunk_values, presence_words);
-  void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values, index_t presence_words,
+                       bool across_processes) {
+  const size_t header = header_bytes<Shared>(slots);
+  bytes_ = header + static_cast<size_t>(slots) *
+                        (values_bytes(chunk_values) +
+                         static_cast<size_t>(presence_words) * sizeof(storage::PresenceWord));
+  // A writer thread's queue is private memory in transparent huge pages
+  // where the system allows them (madvise mode): an O_DIRECT write of a
+  // chunk then pins a few 2 MiB pages rather than hundreds of 4 KiB ones,
+  // which took a quarter of the disk's rate at 1 MiB chunks on the
+  // development VM (bench/README.md, "Large chunks"). A writer process's
+  // queue must be shared memory, whose huge pages are the administrator's
+  // choice (shmem_enabled).
+  void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                  (across_processes ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
   if (at == MAP_FAILED) throw std::runtime_error("cannot map the visibility queue");
+  if (!across_processes) madvise(at, bytes_, MADV_HUGEPAGE);  // a hint: no error if refused
   // Touched now: the queue is part of the memory model from the start.
   std::memset(static_cast<char*>(at) + header, 0, bytes_ - header);
   shared_ = new (at) Shared;
@@ -113,15 +135,14 @@ ChunkQueue::~ChunkQueue() {
 }
 
 cplx* ChunkQueue::slot(index_t i) const {
-  const size_t header =
-      round_up(sizeof(Shared) + static_cast<size_t>(shared_->slots) * sizeof(Shared::Entry), 64);
-  return reinterpret_cast<cplx*>(reinterpret_cast<char*>(shared_) + header +
-                                 static_cast<size_t>(i) *
-                                     slot_bytes(shared_->chunk_values, shared_->presence_words));
+  return reinterpret_cast<cplx*>(reinterpret_cast<char*>(shared_) +
+                                 header_bytes<Shared>(shared_->slots) +
+                                 static_cast<size_t>(i) * values_bytes(shared_->chunk_values));
 }
 
 storage::PresenceWord* ChunkQueue::presence(index_t i) const {
-  return reinterpret_cast<storage::PresenceWord*>(slot(i) + shared_->chunk_values);
+  return reinterpret_cast<storage::PresenceWord*>(slot(shared_->slots)) +
+         static_cast<size_t>(i) * static_cast<size_t>(shared_->presence_words);
 }
 
 namespace {
@@ -166,7 +187,7 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
   }
   if (shared_->failed) throw std::runtime_error(shared_->failure);
   const index_t i = (shared_->head + shared_->count) % shared_->slots;
-  shared_->entries()[i] = {key, visibilities, false, present != nullptr};
+  shared_->entries()[i] = {key, visibilities, false, present != nullptr, false, 0};
   shared_->high_water = std::max(shared_->high_water, ++shared_->count);
   // The copy goes without the lock: the writer takes and releases chunks
   // meanwhile (held, it stalled the writer for a copy per chunk).
@@ -175,8 +196,15 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
   if (present)
     std::memcpy(presence(i), present,
                 static_cast<size_t>(shared_->presence_words) * sizeof(storage::PresenceWord));
+  const bool whole = !present && key.row_chunk != kWrittenPartsEntry;
+  const std::uint32_t crc =
+      whole ? storage::chunk_crc32(slot(i),
+                                   shared_->chunk_values * static_cast<index_t>(sizeof(cplx)))
+            : 0;
   shared_->take();
   shared_->entries()[i].filled = true;
+  shared_->entries()[i].has_crc32 = whole;
+  shared_->entries()[i].crc32 = crc;
   if (i == shared_->head) pthread_cond_signal(&shared_->not_empty);
 }
 
@@ -204,7 +232,8 @@ ChunkQueue::Peek ChunkQueue::peek(Entry& entry, int wait_ms) {
   // Pushers fill only slots past head + count: this one stays put.
   const index_t i = shared_->head;
   const auto& e = shared_->entries()[i];
-  entry = {e.key, slot(i), e.partial ? presence(i) : nullptr, e.visibilities};
+  entry = {e.key, slot(i), e.partial ? presence(i) : nullptr, e.visibilities,
+           e.has_crc32 ? &e.crc32 : nullptr};
   return Peek::chunk;
 }
 
@@ -345,10 +374,19 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
     return;
   }
   auto& part = at->second;
-  for (index_t i = 0; i < layout_.chunk_values(); ++i)
-    part.values[static_cast<size_t>(i)] += data[i];
   if (!present) throw std::logic_error("a part of a chunk without its presence bits");
-  for (size_t w = 0; w < words; ++w) part.present[w] |= present[w];
+  // Only the words of 64 values the part carries: elsewhere it is zero,
+  // and a part is often a small piece of a large chunk (one subgrid's
+  // stretch of a 1 MiB chunk), so the writer's adds stay proportional to
+  // the visibilities, not to the parts times the chunk.
+  const index_t values = layout_.chunk_values();
+  for (size_t w = 0; w < words; ++w) {
+    if (present[w] == 0) continue;
+    part.present[w] |= present[w];
+    const auto end = std::min<index_t>(values, static_cast<index_t>(w + 1) * 64);
+    for (index_t i = static_cast<index_t>(w) * 64; i < end; ++i)
+      part.values[static_cast<size_t>(i)] += data[i];
+  }
   part.visibilities += visibilities;
   if (part.visibilities >= whole(key)) write_out(chunk, write);
 }
@@ -376,15 +414,17 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
     backend->open(path, layout);
     queue.mark_opened();
     PartialChunks partial(layout, partial_slots);
+    ChunkQueue::Entry e;
+    // The pusher's checksum goes with the very bytes it was computed on
+    // (the parts' sums that PartialChunks writes are the back-end's to sum).
     const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
                            const storage::PresenceWord* present) {
-      backend->write_chunk(key, data, n, present);
+      backend->write_chunk(key, data, n, present, data == e.data ? e.crc32 : nullptr);
     };
     // A shared output's writers meet in collective calls: one with nothing
     // to write looks in on them every few milliseconds (idle()).
     const int wait_ms = backend->meets_others() ? kIdleMs : -1;
     std::vector<char> parts;  // WrittenPart records, as they came
-    ChunkQueue::Entry e;
     for (;;) {
       const auto got = queue.peek(e, wait_ms);
       if (got == ChunkQueue::Peek::closed) break;
@@ -426,7 +466,7 @@ Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& 
   if (options_.queue_slots < 1) throw std::logic_error("a writer queue needs a slot");
   for (size_t i = 0; i < options_.paths.size(); ++i) {
     queues_.push_back(std::make_unique<ChunkQueue>(options_.queue_slots, layout.chunk_values(),
-                                                   layout.presence_words()));
+                                                   layout.presence_words(), options_.fork));
     start(i);
   }
 }

@@ -150,8 +150,11 @@ class Backend {
   // written again (each visibility comes from exactly one subgrid, so the
   // sum is the merge). `visibilities` says how many it carries, `present`
   // which (nullptr: every value inside the observation).
+  // `crc32`: the CRC-32 of `data`'s chunk bytes where the caller has it
+  // (a whole chunk's, computed by its pusher while it was in cache), so the
+  // writer does not read the chunk a second time between its writes.
   void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
-                   const PresenceWord* present = nullptr);
+                   const PresenceWord* present = nullptr, const std::uint32_t* crc32 = nullptr);
   // Pushes what is buffered to the device (fsync for files).
   void flush();
   // A stonewalled output: the parts of the observation it holds, stored
@@ -208,6 +211,7 @@ class Backend {
   WriteStats stats_;
   std::vector<WrittenPart> written_parts_;
   std::vector<ChunkChecksum> checksums_;
+  const std::uint32_t* given_crc32_ = nullptr;  // write_chunk's, for its first write
 };
 
 // The HDF5 library's version ("1.10.8"), for the reports.

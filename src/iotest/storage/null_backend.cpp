@@ -46,13 +46,16 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
 }
 
 void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
-                          const PresenceWord* present) {
+                          const PresenceWord* present, const std::uint32_t* crc32) {
   if (key.row_chunk < 0 || key.row_chunk >= layout_.row_chunks() || key.freq_chunk < 0 ||
       key.freq_chunk >= layout_.freq_chunks())
     throw std::logic_error("chunk outside the visibility layout");
   const auto start = Clock::now();
   auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
+  // Of the bytes given: a rewrite's are the sum, checksummed by the back-end.
+  given_crc32_ = seen ? nullptr : crc32;
   do_write_chunk(key, data, seen, present);
+  given_crc32_ = nullptr;
   if (seen)
     ++stats_.chunks_rewritten;
   else
@@ -119,7 +122,9 @@ void Backend::record_checksum(const ChunkKey& key, const void* bytes, bool part)
   const bool on_edge = (key.row_chunk + 1) * layout_.time_chunk > layout_.rows() ||
                        (key.freq_chunk + 1) * layout_.freq_chunk > layout_.channels;
   std::uint32_t crc = 0;
-  if (on_edge) {
+  if (given_crc32_ && !on_edge) {
+    crc = *given_crc32_;  // of the very bytes written (the first write's are write_chunk's)
+  } else if (on_edge) {
     const auto* values = static_cast<const cplx*>(bytes);
     std::vector<cplx> inside(values, values + layout_.chunk_values());
     zero_past_edges(layout_.rows(), layout_.channels, layout_.time_chunk, layout_.freq_chunk, key,
