@@ -3,6 +3,7 @@
 // checked; nothing left by an abort; incomplete files refused.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
+#include "iotest/storage/write_behind.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -378,6 +380,47 @@ TEST(Posix, IncompleteFileIsRefused) {
     }
   }
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace iotest::storage
+
+namespace iotest::storage {
+namespace {
+
+// Write-behind: a window is written back and out of the page cache once
+// the next one has been handed to the device (what keeps a buffered
+// writer's dirty pages bounded), while the window just written is cached.
+TEST(WriteBehind, DropsWindowsHandedOnFromThePageCache) {
+  const auto dir = scratch("write_behind");
+  const auto path = (dir / "file").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  constexpr std::int64_t kWindow = 256 << 10;
+  const std::vector<char> block(kWindow, 'x');
+  WriteBehind behind(fd, 0, kWindow);
+  for (std::int64_t at = 0; at < 4 * kWindow; at += kWindow) {
+    ASSERT_EQ(::pwrite(fd, block.data(), block.size(), at), kWindow);
+    behind.wrote(at + kWindow);
+  }
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* map = ::mmap(nullptr, 4 * kWindow, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::vector<unsigned char> resident(static_cast<size_t>(4 * kWindow / page));
+  ASSERT_EQ(::mincore(map, 4 * kWindow, resident.data()), 0);
+  ::munmap(map, 4 * kWindow);
+  ::close(fd);
+  const auto pages = static_cast<size_t>(kWindow / page);
+  const auto cached = [&](size_t window) {
+    return std::count_if(resident.begin() + window * pages, resident.begin() + (window + 1) * pages,
+                         [](unsigned char r) { return r & 1; });
+  };
+  if (cached(0) == static_cast<std::ptrdiff_t>(pages))
+    GTEST_SKIP() << "the file system ignores POSIX_FADV_DONTNEED (tmpfs?)";
+  EXPECT_EQ(cached(0), 0);
+  EXPECT_EQ(cached(1), 0);
+  EXPECT_EQ(cached(2), 0);
+  EXPECT_EQ(cached(3), static_cast<std::ptrdiff_t>(pages));  // the last window, not yet handed on
 }
 
 }  // namespace

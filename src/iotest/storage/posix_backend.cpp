@@ -50,6 +50,7 @@
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/reader.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/storage/write_behind.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::storage {
@@ -202,7 +203,7 @@ class PosixBackend final : public Backend {
   PosixBackend(bool direct, bool fsync_each_chunk)
       : direct_(direct), fsync_each_chunk_(fsync_each_chunk) {}
   std::string durability() const override {
-    return std::string(direct_ ? "O_DIRECT, " : "") +
+    return std::string(direct_ ? "O_DIRECT, " : "write-behind, ") +
            (fsync_each_chunk_ ? "fdatasync per chunk" : "fsync at close");
   }
   ~PosixBackend() override { abort(); }
@@ -236,6 +237,7 @@ class PosixBackend final : public Backend {
       put_i64(header.data() + 32, slot_bytes_);
       pwrite_all(fd_, header.data(), kBlock, 0, temp_);
       buffer_ = page_buffer(slot_bytes_);
+      if (!direct_) write_behind_ = WriteBehind(fd_, kBlock);
     } catch (...) {
       abort();
       throw;
@@ -269,6 +271,7 @@ class PosixBackend final : public Backend {
         out = buffer;
       }
       pwrite_all(fd, out, slot_bytes_, slot_offset(slot), temp_);
+      write_behind_.wrote(slot_offset(slot + 1));
       index_.push_back(id);
       slot_of_.emplace(id, slot);
       record_checksum(key, out);
@@ -342,6 +345,7 @@ class PosixBackend final : public Backend {
 
   // Closing can report a failed write-back (NFS): thrown when `check`.
   void close_files(bool check) {
+    write_behind_ = WriteBehind();
     for (int* fd : {&direct_fd_, &fd_}) {
       if (*fd < 0) continue;
       const int status = ::close(*fd);
@@ -356,6 +360,7 @@ class PosixBackend final : public Backend {
   int direct_fd_ = -1;  // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
   PageBuffer buffer_;  // one slot: padding and read-backs for rewrites
+  WriteBehind write_behind_;  // through the page cache (without O_DIRECT)
   // Slot -> chunk id (the index written at close) and chunk id -> slot (for
   // rewrites): both proportional to the chunks this writer writes, 8 + 16 B
   // per chunk (plus the hash table's own overhead), not to the observation.

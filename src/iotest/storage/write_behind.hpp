@@ -1,0 +1,39 @@
+// Write-behind for a file written through the page cache: its write-back
+// streams to the device while the writer goes on, rather than piling up
+// dirty pages until the kernel's dirty limits stall the writer and the
+// fsync at close writes the rest in a burst.
+//
+// Every `window` bytes the file grows, the window just written is handed
+// to the device (sync_file_range SYNC_FILE_RANGE_WRITE, which does not
+// wait), and the window before it is waited for and dropped from the page
+// cache (POSIX_FADV_DONTNEED): at most two windows of the file are in
+// flight or dirty, the disk always has the next one, and the page cache
+// does not fill with a file nobody reads back. Not durability: the fsync
+// at close still makes the file durable, and the time to it is counted.
+// The back-ends that append (hdf5's chunks at the end of the file, posix's
+// slots) are what it serves; a file whose writes go back far (rewrites)
+// still gets them written back by the fsync.
+#pragma once
+
+#include <cstdint>
+
+namespace iotest::storage {
+
+class WriteBehind {
+ public:
+  static constexpr std::int64_t kDefaultWindow = 16 << 20;
+  // `fd` stays the caller's; what lies before `from` is the caller's to
+  // sync (a header). A window of 0 turns it off.
+  explicit WriteBehind(int fd = -1, std::int64_t from = 0, std::int64_t window = kDefaultWindow)
+      : fd_(fd), window_(window), started_(from), settled_(from) {}
+  // After a write: `end`, the file's end so far (bytes).
+  void wrote(std::int64_t end);
+
+ private:
+  int fd_;
+  std::int64_t window_;
+  std::int64_t started_;  // handed to the device up to here
+  std::int64_t settled_;  // written back and dropped up to here
+};
+
+}  // namespace iotest::storage
