@@ -215,6 +215,40 @@ TEST(Writers, PartialChunksWriteEachChunkOnceWhole) {
   EXPECT_EQ(partial.held(), 0);
 }
 
+// Parts add only the words of 64 values they carry, and a held buffer
+// reused from an earlier chunk is zero wherever its new part carries none.
+TEST(Writers, PartialChunksMergeByPresenceWords) {
+  const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/64/64", -40.0});
+  const auto layout = storage::layout_of(obs);  // chunks of 4 x 64 = 256 values, 4 words
+  ASSERT_EQ(layout.presence_words(), 4);
+  PartialChunks partial(layout, 1);
+  std::vector<cplx> last;
+  const auto write = [&](const storage::ChunkKey&, const cplx* data, index_t,
+                         const storage::PresenceWord*) { last.assign(data, data + 256); };
+  // Parts of chunk 0: words 0 and 2, then 1 and 3; zero elsewhere, as they come.
+  const auto part = [](std::initializer_list<int> words, double value) {
+    std::vector<cplx> v(256);
+    std::vector<storage::PresenceWord> bits(4, 0);
+    for (const int w : words) {
+      bits[static_cast<size_t>(w)] = ~storage::PresenceWord{0};
+      for (int i = 0; i < 64; ++i) v[static_cast<size_t>(w * 64 + i)] = cplx(value + i, -value);
+    }
+    return std::make_pair(v, bits);
+  };
+  const auto [a, a_bits] = part({0, 2}, 1000);
+  const auto [b, b_bits] = part({1, 3}, 2000);
+  partial.add({0, 0}, a.data(), 128, a_bits.data(), write);
+  EXPECT_TRUE(last.empty());
+  partial.add({0, 0}, b.data(), 128, b_bits.data(), write);
+  ASSERT_EQ(last.size(), 256u);
+  for (size_t i = 0; i < 256; ++i) EXPECT_EQ(last[i], a[i] + b[i]) << i;
+  // Chunk 1's part reuses chunk 0's buffer: only word 1 carried, zeros elsewhere.
+  const auto [c, c_bits] = part({1}, 3000);
+  partial.add({1, 0}, c.data(), 64, c_bits.data(), write);
+  partial.flush(write);
+  for (size_t i = 0; i < 256; ++i) EXPECT_EQ(last[i], c[i]) << i;
+}
+
 TEST(Writers, FailureReachesThePusher) {
   ChunkQueue queue(2, 4, 1, false);
   queue.fail("disk full");

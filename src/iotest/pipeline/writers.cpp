@@ -304,6 +304,28 @@ double ChunkQueue::push_wait_s() const {
   return shared_->push_wait_s;
 }
 
+namespace {
+// Calls `carried(begin, end)` for each stretch of values whose presence
+// words are not all zero and `absent(begin, end)` for the rest, in runs of
+// whole words (64 values; the last run ends at `layout.chunk_values()`).
+template <typename Carried, typename Absent>
+void for_present_words(const storage::VisibilityLayout& layout,
+                       const storage::PresenceWord* present, Carried carried, Absent absent) {
+  const index_t values = layout.chunk_values(), words = layout.presence_words();
+  for (index_t w = 0; w < words;) {
+    const bool some = present[w] != 0;
+    index_t v = w + 1;
+    while (v < words && (present[v] != 0) == some) ++v;
+    const index_t begin = w * 64, end = std::min(values, v * 64);
+    if (some)
+      carried(begin, end);
+    else
+      absent(begin, end);
+    w = v;
+  }
+}
+}  // namespace
+
 PartialChunks::PartialChunks(const storage::VisibilityLayout& layout, index_t slots)
     : layout_(layout), slots_(slots) {
   // Every slot's buffer now: held parts are part of the memory model from the start.
@@ -363,11 +385,19 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
       part = std::move(spare_.back());
       spare_.pop_back();
     }
-    part.values.assign(data, data + layout_.chunk_values());
-    if (present)
-      part.present.assign(present, present + words);
-    else  // all present, yet less than whole: cannot be
+    if (!present)  // all present, yet less than whole: cannot be
       throw std::logic_error("a part of a chunk without its presence bits");
+    part.present.assign(present, present + words);
+    // The words it carries copied, zeros elsewhere (cheaper than reading them).
+    part.values.resize(static_cast<size_t>(layout_.chunk_values()));
+    for_present_words(
+        layout_, present,
+        [&](index_t begin, index_t end) {
+          std::copy(data + begin, data + end, part.values.data() + begin);
+        },
+        [&](index_t begin, index_t end) {
+          std::fill(part.values.data() + begin, part.values.data() + end, cplx{});
+        });
     part.visibilities = visibilities;
     held_.emplace(chunk, std::move(part));
     order_.push_back(chunk);
@@ -379,14 +409,13 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
   // and a part is often a small piece of a large chunk (one subgrid's
   // stretch of a 1 MiB chunk), so the writer's adds stay proportional to
   // the visibilities, not to the parts times the chunk.
-  const index_t values = layout_.chunk_values();
-  for (size_t w = 0; w < words; ++w) {
-    if (present[w] == 0) continue;
-    part.present[w] |= present[w];
-    const auto end = std::min<index_t>(values, static_cast<index_t>(w + 1) * 64);
-    for (index_t i = static_cast<index_t>(w) * 64; i < end; ++i)
-      part.values[static_cast<size_t>(i)] += data[i];
-  }
+  for (size_t w = 0; w < words; ++w) part.present[w] |= present[w];
+  for_present_words(
+      layout_, present,
+      [&](index_t begin, index_t end) {
+        for (index_t i = begin; i < end; ++i) part.values[static_cast<size_t>(i)] += data[i];
+      },
+      [](index_t, index_t) {});
   part.visibilities += visibilities;
   if (part.visibilities >= whole(key)) write_out(chunk, write);
 }
