@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -247,6 +249,47 @@ TEST(Writers, PartialChunksMergeByPresenceWords) {
   partial.add({1, 0}, c.data(), 64, c_bits.data(), write);
   partial.flush(write);
   for (size_t i = 0; i < 256; ++i) EXPECT_EQ(last[i], c[i]) << i;
+}
+
+// A writer looks ahead of its releases (its I/O thread releases entries
+// once written): every entry is seen once, in order, with its own values,
+// while the pusher refills the slots released behind it.
+TEST(Writers, QueueLookAheadSeesEveryEntryInOrder) {
+  ChunkQueue queue(4, 64, 1, false);
+  std::thread pusher([&] {
+    for (index_t i = 0; i < 300; ++i) {
+      const std::vector<cplx> data(64, cplx(static_cast<double>(i), 0));
+      queue.push({i, 0}, data.data(), 64);
+    }
+    queue.close();
+  });
+  std::mutex lock;
+  std::condition_variable taken;
+  index_t seen = 0;
+  std::thread releaser([&] {  // releases what the reader has taken, in order
+    for (index_t k = 0; k < 300; ++k) {
+      std::unique_lock<std::mutex> hold(lock);
+      taken.wait(hold, [&] { return seen > k; });
+      hold.unlock();
+      queue.release();
+    }
+  });
+  index_t number = 0;
+  ChunkQueue::Entry e;
+  while (queue.peek_at(number, e) == ChunkQueue::Peek::chunk) {
+    EXPECT_EQ(e.key.row_chunk, number);
+    EXPECT_EQ(e.data[63], cplx(static_cast<double>(number), 0));
+    ASSERT_NE(e.crc32, nullptr);  // whole: the pusher's checksum came with it
+    EXPECT_EQ(*e.crc32, storage::chunk_crc32(e.data, 64 * static_cast<index_t>(sizeof(cplx))));
+    ++number;
+    const std::lock_guard<std::mutex> hold(lock);
+    ++seen;
+    taken.notify_one();
+  }
+  EXPECT_EQ(number, 300);
+  pusher.join();
+  releaser.join();
+  EXPECT_LE(queue.high_water(), 4);
 }
 
 TEST(Writers, FailureReachesThePusher) {

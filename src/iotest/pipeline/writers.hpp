@@ -59,6 +59,10 @@ class ChunkQueue {
   // Waits for a chunk: `closed` once closed and empty (or failed);
   // `timeout` after `wait_ms` without one (-1: wait as long as it takes).
   Peek peek(Entry& entry, int wait_ms = -1);
+  // The same for entry `number` (counted from the queue's first, 0): a
+  // consumer may look ahead of the entries it has not yet released.
+  Peek peek_at(index_t number, Entry& entry, int wait_ms = -1);
+  // Frees the oldest entry.
   void release();
   // Takes the oldest chunk's values (a copy); false once closed and empty.
   bool pop(storage::ChunkKey& key, cplx* data, index_t& visibilities);
@@ -121,7 +125,11 @@ class PartialChunks {
  public:
   using Write = std::function<void(const storage::ChunkKey&, const cplx*, index_t,
                                    const storage::PresenceWord*)>;
-  PartialChunks(const storage::VisibilityLayout& layout, index_t slots);
+  // `lend`: `write` may go on using a chunk's buffer after it returns (a
+  // writer's I/O thread writes it later): the buffer stays lent until
+  // returned(), and one buffer more than `slots` lets a part be taken in
+  // while another is being written.
+  PartialChunks(const storage::VisibilityLayout& layout, index_t slots, bool lend = false);
   // A chunk or part of one (`present`: which values; nullptr: all); whole
   // chunks go to `write` (at once, or once their last part has come).
   void add(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
@@ -129,6 +137,11 @@ class PartialChunks {
   // Writes the parts still held.
   void flush(const Write& write);
   index_t held() const { return static_cast<index_t>(held_.size()); }
+  // Lending: the oldest buffer handed to `write` is free again. add()
+  // needs a free buffer: while has_spare() is false, wait for a return.
+  void returned();
+  index_t lent() const { return static_cast<index_t>(lent_.size()); }
+  bool has_spare() const { return !spare_.empty(); }
 
  private:
   struct Part {
@@ -145,6 +158,8 @@ class PartialChunks {
   std::deque<index_t> order_;               // held chunks, oldest first (some since written)
   std::unordered_set<index_t> let_go_;      // written in part: later parts go straight on
   std::vector<Part> spare_;                 // buffers of written parts, for reuse
+  bool lend_ = false;
+  std::deque<Part> lent_;  // handed to `write`, oldest first, until returned()
 };
 
 // The writers of one streamer. Chunk (r, f) always goes to the same writer,

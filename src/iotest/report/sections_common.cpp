@@ -238,6 +238,15 @@ void summarise(const Rates* q, Summary& out) {
 
 // counts
 
+// Bytes written over the visibilities' own bytes: what partial-chunk
+// rewrites (and chunks reaching past the observation) cost the storage.
+std::optional<double> rewrite_factor(const Report& r) {
+  const auto vis = r.counts.visibilities_written.value_or(0);
+  if (!r.counts.bytes_written || vis <= 0) return std::nullopt;
+  return static_cast<double>(*r.counts.bytes_written) /
+         (static_cast<double>(vis) * static_cast<double>(sizeof(cplx)));
+}
+
 json counts_json(const Report& r) {
   json j;
   if (has_recombination(r))
@@ -257,6 +266,7 @@ json counts_json(const Report& r) {
                                    {"bytes_sent", r.counts.bytes_sent},
                                    {"bytes_received", r.counts.bytes_received}})
     if (value) j[key] = *value;
+  if (const auto f = rewrite_factor(r)) j["rewrite_factor"] = *f;
   return j;
 }
 
@@ -264,13 +274,14 @@ json counts_json(const Report& r) {
 std::string counts_text(const Report& r) {
   if (!r.settings || r.settings->output.empty()) return {};
   return fmt::format(
-      "  wrote {} in {} chunks (+{} rewritten) to {} ({}: writes {:.3f} s, sync and close "
+      "  wrote {} in {} chunks (+{} rewritten; {:.3f}x the visibilities' bytes) to {} ({}: "
+      "writes {:.3f} s, sync and close "
       "{:.3f} s, {:.3g} B/s, {}{}{})\n",
       bytes_text(static_cast<double>(r.counts.bytes_written.value_or(0))),
       r.counts.chunks_written.value_or(0), r.counts.chunks_rewritten.value_or(0),
-      r.settings->output, r.settings->backend, r.timing ? r.timing->write_s : 0.0,
-      r.timing ? r.timing->sync_s : 0.0, r.rates ? r.rates->write_bytes_per_s : 0.0,
-      r.settings->durability,
+      rewrite_factor(r).value_or(0.0), r.settings->output, r.settings->backend,
+      r.timing ? r.timing->write_s : 0.0, r.timing ? r.timing->sync_s : 0.0,
+      r.rates ? r.rates->write_bytes_per_s : 0.0, r.settings->durability,
       r.timing && r.timing->open_s > 0
           ? fmt::format("; opened with headers in {:.3f} s before the start", r.timing->open_s)
           : "",
