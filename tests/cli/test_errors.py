@@ -255,7 +255,8 @@ def alive(pid):
 
 def kill_mid_run(tmp_path, ranks, args, victim, ext="h5"):
     """Starts the job, kills `victim(ranks by world rank)` with SIGKILL once
-    every streamer has opened its output (out%d.EXT: the back-end), and
+    every streamer has claimed its output (out%d.EXT: the back-end) and the
+    victim exists, and
     returns the finished process and the pids of the writer processes it had."""
     cmd = [*MPIRUN, "-np", str(ranks), iotest_binary(), *args, str(tmp_path / f"out%d.{ext}")]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -265,9 +266,18 @@ def kill_mid_run(tmp_path, ranks, args, victim, ext="h5"):
         while len(list(tmp_path.glob("*.partial"))) < 2:
             assert job.poll() is None and time.time() < deadline, job.communicate()
             time.sleep(0.02)
-        by_rank = {world_rank(pid): pid for pid in children(job.pid)}
+        # The outputs are claimed (the .partial files made) before the ranks
+        # fork their writers: wait until the victim is there too.
+        while True:
+            by_rank = {world_rank(pid): pid for pid in children(job.pid)}
+            try:
+                target = victim(by_rank)
+                break
+            except (IndexError, KeyError):
+                assert job.poll() is None and time.time() < deadline, job.communicate()
+                time.sleep(0.02)
         writers = [w for pid in by_rank.values() for w in children(pid)]
-        os.kill(victim(by_rank), signal.SIGKILL)
+        os.kill(target, signal.SIGKILL)
         out, err = job.communicate(timeout=60)
     except BaseException:
         job.send_signal(signal.SIGTERM)  # mpirun takes its ranks down with it
