@@ -398,10 +398,10 @@ TEST(WriteBehind, DropsWindowsHandedOnFromThePageCache) {
   ASSERT_GE(fd, 0);
   constexpr std::int64_t kWindow = 256 << 10;
   const std::vector<char> block(kWindow, 'x');
-  WriteBehind behind(fd, 0, kWindow);
+  WriteBehind behind(fd, kWindow);
   for (std::int64_t at = 0; at < 4 * kWindow; at += kWindow) {
     ASSERT_EQ(::pwrite(fd, block.data(), block.size(), at), kWindow);
-    behind.wrote(at + kWindow);
+    behind.wrote(kWindow);
   }
   const long page = ::sysconf(_SC_PAGESIZE);
   void* map = ::mmap(nullptr, 4 * kWindow, PROT_READ, MAP_SHARED, fd, 0);

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -485,7 +486,8 @@ class WriterIo {
   // `lent`: `data` is a PartialChunks buffer, returned once written.
   void write(const storage::ChunkKey& key, const cplx* data, index_t n,
              const storage::PresenceWord* present, const std::uint32_t* crc32, bool lent) {
-    give({Job::write, key, data, n, present, crc32 ? *crc32 : 0, crc32 != nullptr, lent});
+    give({Job::write, key, data, n, present,
+          crc32 ? std::optional<std::uint32_t>(*crc32) : std::nullopt, lent});
   }
   void release() { give({Job::release}); }
   // A shared output's idle call, unless the thread is busy anyway.
@@ -517,8 +519,8 @@ class WriterIo {
     const cplx* data = nullptr;
     index_t n = 0;
     const storage::PresenceWord* present = nullptr;
-    std::uint32_t crc32 = 0;
-    bool has_crc32 = false, lent = false;
+    std::optional<std::uint32_t> crc32;  // the pusher's (a copy: the slot may go first)
+    bool lent = false;
   };
   void give(const Job& job) {
     {
@@ -544,7 +546,7 @@ class WriterIo {
       try {
         if (job.kind == Job::write)
           backend_.write_chunk(job.key, job.data, job.n, job.present,
-                               job.has_crc32 ? &job.crc32 : nullptr);
+                               job.crc32 ? &*job.crc32 : nullptr);
         else if (job.kind == Job::release)
           queue_.release();
         else

@@ -1,7 +1,6 @@
 // The HDF5 back-end: one UVH5 file (the format pyuvdata reads) per writer,
 // through the serial drivers, each chunk written whole (H5Dwrite_chunk).
 #include <hdf5.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -70,18 +69,14 @@ class Hdf5Backend final : public Backend {
     visdata_ = uvh5::create_data(file_, layout());
     complex_ = uvh5::complex_type();
     chunk_.assign(static_cast<size_t>(layout().chunk_values()), cplx{});
-    // The header is synced by open(); the chunks after it stream to the
-    // device as they are written (sec2 driver: the handle is the fd).
+    // The sec2 driver's handle is the file's descriptor: for the fsyncs,
+    // and for streaming the chunks to the device as they are written (the
+    // header, synced by open(), is left to it).
     void* handle = nullptr;
     if (H5Fget_vfd_handle(file_, H5P_DEFAULT, &handle) >= 0 && handle) {
       fd_ = *static_cast<int*>(handle);
-      write_behind_ = WriteBehind(fd_, file_end());
+      write_behind_ = WriteBehind(fd_);
     }
-  }
-
-  std::int64_t file_end() const {
-    struct stat st {};
-    return fd_ >= 0 && ::fstat(fd_, &st) == 0 ? static_cast<std::int64_t>(st.st_size) : 0;
   }
 
   // Whole chunks go straight to storage (H5Dwrite_chunk): no selection, no
@@ -107,7 +102,7 @@ class Hdf5Backend final : public Backend {
     }
     // Outside the library's lock: waiting for the device here must not
     // hold up the other writer threads' HDF5 calls.
-    write_behind_.wrote(file_end());
+    write_behind_.wrote(layout().chunk_bytes());
   }
 
   void do_flush() override {
@@ -116,9 +111,7 @@ class Hdf5Backend final : public Backend {
       throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
     // H5Fflush hands the data to the kernel; fsync makes it durable, so
     // the write time is the device's, not the page cache's.
-    void* handle = nullptr;
-    if (H5Fget_vfd_handle(file_, H5P_DEFAULT, &handle) >= 0 && handle &&
-        ::fsync(*static_cast<int*>(handle)) != 0)
+    if (fd_ >= 0 && ::fsync(fd_) != 0)
       throw std::runtime_error("fsync of '" + temp_ + "' failed (disk full?)");
   }
 

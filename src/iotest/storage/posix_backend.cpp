@@ -237,7 +237,7 @@ class PosixBackend final : public Backend {
       put_i64(header.data() + 32, slot_bytes_);
       pwrite_all(fd_, header.data(), kBlock, 0, temp_);
       buffer_ = page_buffer(slot_bytes_);
-      if (!direct_) write_behind_ = WriteBehind(fd_, kBlock);
+      if (!direct_) write_behind_ = WriteBehind(fd_);
     } catch (...) {
       abort();
       throw;
@@ -271,7 +271,7 @@ class PosixBackend final : public Backend {
         out = buffer;
       }
       pwrite_all(fd, out, slot_bytes_, slot_offset(slot), temp_);
-      write_behind_.wrote(slot_offset(slot + 1));
+      write_behind_.wrote(slot_bytes_);
       index_.push_back(id);
       slot_of_.emplace(id, slot);
       record_checksum(key, out);
@@ -359,7 +359,7 @@ class PosixBackend final : public Backend {
   int fd_ = -1;         // buffered: header, trailer, and chunks without O_DIRECT
   int direct_fd_ = -1;  // O_DIRECT chunk writes and read-backs
   std::int64_t chunk_bytes_ = 0, slot_bytes_ = 0;
-  PageBuffer buffer_;  // one slot: padding and read-backs for rewrites
+  PageBuffer buffer_;         // one slot: padding and read-backs for rewrites
   WriteBehind write_behind_;  // through the page cache (without O_DIRECT)
   // Slot -> chunk id (the index written at close) and chunk id -> slot (for
   // rewrites): both proportional to the chunks this writer writes, 8 + 16 B

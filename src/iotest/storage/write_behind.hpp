@@ -22,18 +22,19 @@ namespace iotest::storage {
 class WriteBehind {
  public:
   static constexpr std::int64_t kDefaultWindow = 16 << 20;
-  // `fd` stays the caller's; what lies before `from` is the caller's to
-  // sync (a header). A window of 0 turns it off.
-  explicit WriteBehind(int fd = -1, std::int64_t from = 0, std::int64_t window = kDefaultWindow)
-      : fd_(fd), window_(window), started_(from), settled_(from) {}
-  // After a write: `end`, the file's end so far (bytes).
-  void wrote(std::int64_t end);
+  // `fd` stays the caller's; what the file holds now (a header) is the
+  // caller's to sync. A window of 0 turns it off.
+  explicit WriteBehind(int fd = -1, std::int64_t window = kDefaultWindow);
+  // After a write of `bytes` at the file's end. The file's size is looked
+  // up once a window's worth has been written, not per write.
+  void wrote(std::int64_t bytes);
 
  private:
   int fd_;
   std::int64_t window_;
-  std::int64_t started_;  // handed to the device up to here
-  std::int64_t settled_;  // written back and dropped up to here
+  std::int64_t pending_ = 0;  // written since the file's size was last looked up
+  std::int64_t started_ = 0;  // handed to the device up to here
+  std::int64_t settled_ = 0;  // written back and dropped up to here
 };
 
 }  // namespace iotest::storage
