@@ -25,7 +25,8 @@ using index_t = std::int64_t;
 // 4 MiB and more are 2 MiB aligned and advised onto transparent huge pages:
 // first touch then costs far fewer page faults, and strided access fewer TLB
 // misses. Untouched pages are not resident, so sizing for the worst case is
-// cheap.
+// cheap. Smaller buffers of a page or more start on a page, so that
+// O_DIRECT writes them as they are (a writer's merged chunks).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -38,7 +39,8 @@ class AlignedBuffer {
       data_ = static_cast<cplx*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge));
       if (data_) madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
     } else {
-      data_ = static_cast<cplx*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+      const size_t align = bytes >= 4096 ? 4096 : 64;
+      data_ = static_cast<cplx*>(std::aligned_alloc(align, (bytes + align - 1) / align * align));
     }
     if (!data_) throw std::bad_alloc();
     if (zeroed) zero();

@@ -350,7 +350,7 @@ PartialChunks::PartialChunks(const storage::VisibilityLayout& layout, index_t sl
   // Every slot's buffer now: held parts are part of the memory model from the start.
   for (index_t i = 0; i < slots + (lend && slots > 0 ? 1 : 0); ++i) {
     Part part;
-    part.values.assign(static_cast<size_t>(layout.chunk_values()), cplx{});
+    part.values = AlignedBuffer(layout.chunk_values());
     part.present.assign(static_cast<size_t>(layout.presence_words()), 0);
     spare_.push_back(std::move(part));
   }
@@ -360,21 +360,13 @@ index_t PartialChunks::index(const storage::ChunkKey& key) const {
   return key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
 }
 
-index_t PartialChunks::whole(const storage::ChunkKey& key) const {
-  const index_t rows =
-      std::min(layout_.time_chunk, layout_.rows() - key.row_chunk * layout_.time_chunk);
-  const index_t channels =
-      std::min(layout_.freq_chunk, layout_.channels - key.freq_chunk * layout_.freq_chunk);
-  return rows * channels;
-}
-
 void PartialChunks::write_out(index_t chunk, const Write& write) {
   const auto at = held_.find(chunk);
   const storage::ChunkKey key{chunk / layout_.freq_chunks(), chunk % layout_.freq_chunks()};
-  const bool complete = at->second.visibilities >= whole(key);
+  const bool complete = at->second.visibilities >= storage::visibilities_inside(layout_, key);
   write(key, at->second.values.data(), at->second.visibilities,
         complete ? nullptr : at->second.present.data());
-  // Moved, not copied: the vectors' buffers (what `write` was given) stay put.
+  // Moved, not copied: the buffers (what `write` was given) stay put.
   (lend_ ? lent_.emplace_back(std::move(at->second)) : spare_.emplace_back(std::move(at->second)));
   held_.erase(at);
 }
@@ -391,7 +383,7 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
   const auto words = static_cast<size_t>(layout_.presence_words());
   auto at = held_.find(chunk);
   if (at == held_.end()) {
-    if (visibilities >= whole(key)) {
+    if (visibilities >= storage::visibilities_inside(layout_, key)) {
       write(key, data, visibilities, nullptr);  // whole: every value present
       return;
     }
@@ -413,7 +405,6 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
       throw std::logic_error("a part of a chunk without its presence bits");
     part.present.assign(present, present + words);
     // The words it carries copied, zeros elsewhere (cheaper than reading them).
-    part.values.resize(static_cast<size_t>(layout_.chunk_values()));
     for_present_words(
         layout_, present,
         [&](index_t begin, index_t end) {
@@ -437,11 +428,11 @@ void PartialChunks::add(const storage::ChunkKey& key, const cplx* data, index_t 
   for_present_words(
       layout_, present,
       [&](index_t begin, index_t end) {
-        for (index_t i = begin; i < end; ++i) part.values[static_cast<size_t>(i)] += data[i];
+        for (index_t i = begin; i < end; ++i) part.values.data()[i] += data[i];
       },
       [](index_t, index_t) {});
   part.visibilities += visibilities;
-  if (part.visibilities >= whole(key)) write_out(chunk, write);
+  if (part.visibilities >= storage::visibilities_inside(layout_, key)) write_out(chunk, write);
 }
 
 void PartialChunks::flush(const Write& write) {
@@ -519,7 +510,8 @@ class WriterIo {
     const cplx* data = nullptr;
     index_t n = 0;
     const storage::PresenceWord* present = nullptr;
-    std::optional<std::uint32_t> crc32;  // the pusher's (a copy: the slot may go first)
+    std::optional<std::uint32_t> crc32 =
+        std::nullopt;  // the pusher's (a copy: the slot may go first)
     bool lent = false;
   };
   void give(const Job& job) {
@@ -581,14 +573,19 @@ class WriterIo {
 // the I/O thread from their slots (no copy), parts are merged in the held
 // buffers, written-part records gathered. Returns those records.
 std::vector<storage::WrittenPart> take_entries(ChunkQueue& queue, WriterIo& io,
-                                               PartialChunks& partial, int wait_ms) {
+                                               PartialChunks& partial, index_t chunk_bytes,
+                                               int wait_ms) {
   ChunkQueue::Entry e;
-  // The pusher's checksum goes with the very bytes it was computed on
-  // (the parts' sums that PartialChunks writes are the back-end's to sum).
+  // The pusher's checksum goes with the very bytes it was computed on. A
+  // chunk merged whole from parts is summed here, while the I/O thread
+  // writes the one before (summed there, it delayed every next write); a
+  // part written as it is, the back-end sums with what it holds.
   const auto write = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
                          const storage::PresenceWord* present) {
     const bool from_slot = data == e.data;
-    io.write(key, data, n, present, from_slot ? e.crc32 : nullptr, !from_slot);
+    std::uint32_t merged = 0;
+    if (!from_slot && !present) merged = storage::chunk_crc32(data, chunk_bytes);
+    io.write(key, data, n, present, from_slot ? e.crc32 : present ? nullptr : &merged, !from_slot);
   };
   std::vector<char> parts;  // WrittenPart records, as they came
   for (index_t number = 0;;) {
@@ -633,7 +630,7 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
     {
       PartialChunks partial(layout, partial_slots, /*lend=*/true);
       WriterIo io(*backend, queue, path);  // joined before the back-end is touched again
-      records = take_entries(queue, io, partial, wait_ms);
+      records = take_entries(queue, io, partial, layout.chunk_bytes(), wait_ms);
       if (queue.failure().empty()) io.drain();
     }
     if (!queue.failure().empty()) {  // stopped from outside: no complete-looking output

@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "iotest/common/array.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/registry.hpp"
 
@@ -145,11 +146,10 @@ class PartialChunks {
 
  private:
   struct Part {
-    std::vector<cplx> values;
+    AlignedBuffer values;  // page-aligned: O_DIRECT writes it without a copy
     std::vector<storage::PresenceWord> present;
     index_t visibilities = 0;
   };
-  index_t whole(const storage::ChunkKey& key) const;  // visibilities of the whole chunk
   index_t index(const storage::ChunkKey& key) const;
   void write_out(index_t chunk, const Write& write);
   storage::VisibilityLayout layout_;

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,12 @@ inline std::uint32_t nonce_of(const VisibilityLayout& layout) {
 struct ChunkKey {
   index_t row_chunk = 0, freq_chunk = 0;
 };
+// The visibilities of chunk `key` inside the observation: the whole
+// chunk's, less what lies past the last row or channel.
+inline index_t visibilities_inside(const VisibilityLayout& layout, const ChunkKey& key) {
+  return std::min(layout.time_chunk, layout.rows() - key.row_chunk * layout.time_chunk) *
+         std::min(layout.freq_chunk, layout.channels - key.freq_chunk * layout.freq_chunk);
+}
 // Which values of a chunk a part of it carries: one bit per value,
 // row-major (time_chunk x freq_chunk), layout.presence_words() words. Each
 // visibility lies in one subgrid, so the parts of a chunk never share a

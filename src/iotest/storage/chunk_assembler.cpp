@@ -35,7 +35,11 @@ void ChunkAssembler::add(index_t row, index_t chan_begin, index_t count, const c
 void ChunkAssembler::flush(const Emit& emit) {
   for (const index_t fc : touched_) {
     auto& chunk = open_[static_cast<size_t>(fc)];
-    emit(ChunkKey{row_chunk_, fc}, chunk.values.data(), chunk.visibilities, chunk.present.data());
+    const ChunkKey key{row_chunk_, fc};
+    // Whole: no presence bits, so the queue checksums it as it copies it in
+    // and the writer writes it from there (a part waits for the rest).
+    const bool whole = chunk.visibilities >= visibilities_inside(layout_, key);
+    emit(key, chunk.values.data(), chunk.visibilities, whole ? nullptr : chunk.present.data());
     chunk.visibilities = 0;
   }
   touched_.clear();
