@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "cli_options.hpp"
@@ -69,6 +71,9 @@ iotest::report::Environment environment(const iotest::report::Report& report,
   MPI_Get_library_version(mpi, &length);  // allowed before MPI_Init
   e.mpi_version = std::string(mpi, static_cast<size_t>(length));
   e.mpi_version = e.mpi_version.substr(0, e.mpi_version.find_first_of(",\n"));
+  // MPICH says "MPICH Version:\t4.0.2": "MPICH 4.0.2", as Open MPI's "Open MPI v4.1.4".
+  if (const auto tab = e.mpi_version.find(" Version:\t"); tab != std::string::npos)
+    e.mpi_version.replace(tab, std::string(" Version:\t").size(), " ");
   e.fftw_version = iotest::swiftly::fftw_library_version();
   e.date = iotest::utc_now();
   e.command_line = command_line;
@@ -167,6 +172,10 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
     status = iotest::kExitFailure;
   } catch (const std::exception& e) {
     print_error(fmt::format("(rank {}) {}", rank, what_failed(e)));
+    // A launcher forwards a rank's output through its own processes
+    // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
+    // moment first, so that the one line reaches the user.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
   }
   // After run() no rank waits on another: rank 0 failing to write the
@@ -320,7 +329,9 @@ int main(int argc, char** argv) {
                  "print the Slurm job script for this layout on stdout (the plan's summary goes "
                  "to stderr): #SBATCH lines, threads, binding, the srun or mpirun line")
       ->group("Slurm");
-  plan->add_option("--launcher", slurm_opts.launcher, "srun or mpirun")
+  plan->add_option(
+          "--launcher", slurm_opts.launcher,
+          "srun, or mpirun (this build's MPI's own launcher: Open MPI's mpirun, MPICH's mpiexec)")
       ->capture_default_str()
       ->group("Slurm");
   plan->add_option("--time-limit", slurm_opts.time_limit, "the job's time limit")

@@ -2,15 +2,25 @@
 # Installs what iotest needs on a fresh Debian/Ubuntu machine: the Debian
 # packages (apt-get, as root or through sudo) and the Python venv for the
 # tests and tools. Idempotent: installs only what is missing.
-#   tools/install-deps.sh [--libraries-only]   (no venv: what a plain
-#                                               `cmake --preset release` needs)
+#   tools/install-deps.sh [--libraries-only] [--mpich] [--containers]
+#     --libraries-only  no venv: what a plain `cmake --preset release` needs
+#     --mpich           also MPICH and its parallel HDF5, for `cmake --preset
+#                       mpich` (beside Open MPI, which stays the default MPI)
+#     --containers      also podman and debootstrap, for containers/build.sh
 # Without --libraries-only it also installs what tools/cluster (the virtual
 # cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
 # peers bench/ compares with: fio (the storage scripts) and mpi4py for the
 # system python3 (bench/net_osu.sh's stand-in for OSU).
 set -euo pipefail
-libraries_only=false
-[[ ${1:-} == --libraries-only ]] && libraries_only=true
+libraries_only=false mpich=false containers=false
+for option in "$@"; do
+  case $option in
+    --libraries-only) libraries_only=true ;;
+    --mpich) mpich=true ;;
+    --containers) containers=true ;;
+    *) echo "tools/install-deps.sh: unknown option '$option' (expected --libraries-only, --mpich or --containers)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 packages=(
@@ -21,6 +31,14 @@ packages=(
   python3 python3-venv
 )
 $libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py)
+# Debian ranks Open MPI's alternatives (mpirun, mpicc, h5pcc) above MPICH's,
+# so installing MPICH beside it changes no default: the mpich preset names
+# MPICH's own wrappers.
+$mpich && packages+=(mpich libmpich-dev libhdf5-mpich-dev)
+# podman with runc (crun refuses hybrid cgroups, as on this project's VM)
+# and netavark for its networks; debootstrap makes the Debian base where no
+# registry is reachable (containers/build.sh, docs/containers.md).
+$containers && packages+=(podman runc netavark aardvark-dns debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,8 @@
 import json
 import os
+import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -33,9 +35,18 @@ def load(path):
     return report
 
 
-# MPI jobs: one host, as root in CI, more ranks than cores.
+# MPI jobs: one host, as root in CI, more ranks than cores. IOTEST_MPIRUN
+# names another launcher (the mpich preset's tests: mpiexec.mpich, whose
+# Hydra runs as root and oversubscribes without being asked).
 MPI_TIMEOUT_S = 180
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+MPIRUN = shlex.split(os.environ.get("IOTEST_MPIRUN",
+                                    "mpirun --allow-run-as-root --oversubscribe"))
+
+
+def mpi_flavour():
+    """'mpich' when the launcher is MPICH's Hydra, else 'openmpi'."""
+    proc = subprocess.run([MPIRUN[0], "--version"], capture_output=True, text=True, timeout=30)
+    return "mpich" if "HYDRA" in proc.stdout else "openmpi"
 
 
 def iotest_binary():
@@ -63,3 +74,44 @@ def mpirun():
         return proc
 
     return run
+
+
+# The ranks of a job, found among the launcher's descendants (Open MPI's
+# mpirun starts them itself, MPICH's Hydra through a proxy per host) by
+# their rank variable.
+def children(pid):
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return kids
+
+
+RANK_VARIABLES = (b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")
+
+
+def world_rank(pid):
+    """The process's MPI rank, or None for a process that is not a rank."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((int(v.split(b"=")[1]) for v in env if v.startswith(RANK_VARIABLES)), None)
+
+
+def rank_processes(launcher):
+    """{rank: pid}: the shallowest process of each rank below the launcher
+    (a forked writer inherits its streamer's rank variable)."""
+    found, level = {}, [launcher]
+    while level:
+        below = []
+        for pid in level:
+            rank = world_rank(pid) if pid != launcher else None
+            if rank is None:
+                below += children(pid)
+            else:
+                found.setdefault(rank, pid)
+        level = below
+    return found

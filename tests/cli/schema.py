@@ -32,3 +32,11 @@ def validate_report(report):
                         for p in error.absolute_path)
         raise AssertionError(f"report{where}: {error.message} "
                              f"(schema: {'/'.join(map(str, error.absolute_schema_path))})")
+
+
+def load_report(path):
+    """A report from its file, checked against the schema on the way."""
+    with open(path) as f:
+        report = json.load(f)
+    validate_report(report)
+    return report

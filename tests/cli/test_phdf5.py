@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import MPI_TIMEOUT_S, MPIRUN, iotest_binary, load, mpi_env
+from conftest import MPI_TIMEOUT_S, MPIRUN, iotest_binary, load, mpi_env, rank_processes
 
 OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
        "--freq=260e6:300e6/32/16", "--dec=-40", "--no-progress"]
@@ -157,12 +157,5 @@ def test_a_killed_streamer_leaves_no_shared_file(phdf5, tmp_path):
 
 
 def job_ranks(pid):
-    """mpirun's children (the ranks), by pid."""
-    kids = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                kids += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return sorted(kids)
+    """The job's ranks, by pid."""
+    return sorted(rank_processes(pid).values())

@@ -4,8 +4,8 @@ happened. Where it cannot run (not root, no namespaces, Slurm or munge
 missing) every test skips with tools/cluster's own one-line reason."""
 import contextlib
 import glob
-import json
 import os
+import re
 import subprocess
 import sys
 
@@ -70,6 +70,15 @@ class Cluster:
     def limit(self, host, *args):
         return tool("limit", host, *args, root=self.root, check=0)
 
+    def sbatch(self, workdir, script):
+        """Runs a job script to its end (sbatch --wait) from `workdir`, and
+        returns the report its run wrote (iotest-JOBID.json there)."""
+        with open(os.path.join(workdir, "job.sh"), "w") as f:
+            f.write(script)
+        proc = self.exec("sbatch", "--wait", "job.sh", cwd=workdir, check=0)
+        job = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
+        return load(os.path.join(workdir, f"iotest-{job}.json"))
+
     def srun(self, nodes, tasks, *args, check=None, cwd=None, timeout=JOB_TIMEOUT_S):
         """iotest across hosts, launched by Slurm (PMIx), as on a cluster."""
         return self.exec("srun", f"--nodes={nodes}", f"--ntasks={tasks}", "--overcommit",
@@ -112,11 +121,8 @@ def workdir(cluster, request):
 
 def load(path):
     sys.path.insert(0, os.path.join(REPO, "tests", "cli"))
-    from schema import validate_report
-    with open(path) as f:
-        report = json.load(f)
-    validate_report(report)
-    return report
+    from schema import load_report
+    return load_report(path)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -141,11 +141,7 @@ def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir, 
          f"--binary={iotest_binary()}", "--time-limit=5", f"{workdir}/vis%d.h5",
          f"--report={plan}"], capture_output=True, text=True, check=True, timeout=60).stdout
     assert re.search(rf"^\s*{launcher} ", script, re.M)
-    with open(os.path.join(workdir, "job.sh"), "w") as f:
-        f.write(script)
-    proc = cluster.exec("sbatch", "--wait", "job.sh", cwd=workdir, check=0)
-    job = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
-    report = load(os.path.join(workdir, f"iotest-{job}.json"))
+    report = cluster.sbatch(workdir, script)
     assert sorted(report["environment"]["hosts"]) == HOSTS
     # The plan's layout, node by node, is what ran: node j is the host of
     # rank j (ranks are dealt over the nodes), and its roles are the plan's.

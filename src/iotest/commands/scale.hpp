@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
 
 namespace iotest::commands {
@@ -18,8 +19,9 @@ struct ScaleOptions {
   std::vector<int> ranks;            // rank counts to run the job at
   std::string job;                   // the job's `iotest run` options, one string
   // What starts a run, before the rank count flag and N (under Slurm:
-  // --launcher=srun --np-flag=-n, inside an allocation).
-  std::string launcher = "mpirun --allow-run-as-root --oversubscribe";
+  // --launcher=srun --np-flag=-n, inside an allocation). Default: this
+  // build's MPI's own launcher on this machine.
+  std::string launcher = job::local_launcher();
   std::string np_flag = "-np";
   std::string out = "scale";       // folder: the runs' reports and outputs, the fits, the plots
   std::string n_by = "streamers";  // what N counts: streamers, ranks or nodes

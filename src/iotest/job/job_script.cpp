@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/job/mpi_library.hpp"
 
 namespace iotest::job {
 
@@ -87,6 +88,15 @@ std::string shell_quote(const std::string& word) {
   return quoted + "'";
 }
 
+std::string mpiexec_path() {
+  return IOTEST_MPIEXEC;
+}
+
+std::string local_launcher() {
+  if (built_with_mpi() == MpiLibrary::open_mpi) return "mpirun --allow-run-as-root --oversubscribe";
+  return mpiexec_path();
+}
+
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   const index_t tasks = a.nodes * a.ranks_per_node;
   const int cpus = std::max<int>(1, o.cores_per_node / static_cast<int>(a.ranks_per_node));
@@ -115,9 +125,14 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
        "# cores a spinning wait takes the time of the rank it waits for.\n";
   s += fmt::format("export OMP_NUM_THREADS={}\n", threads);
   s += "export OMP_PLACES=cores OMP_PROC_BIND=close OMP_WAIT_POLICY=PASSIVE\n";
-  s += "# Open MPI: waiting ranks yield their core. In a container without ptrace\n"
-       "# rights also: export OMPI_MCA_btl_vader_single_copy_mechanism=none\n";
-  s += "export OMPI_MCA_mpi_yield_when_idle=1\n\n";
+  const bool open_mpi = built_with_mpi() == MpiLibrary::open_mpi;
+  if (open_mpi) {
+    s += "# Open MPI: waiting ranks yield their core. In a container without ptrace\n"
+         "# rights also: export OMPI_MCA_btl_vader_single_copy_mechanism=none\n";
+    s += "export OMPI_MCA_mpi_yield_when_idle=1\n\n";
+  } else {
+    s += "# MPICH (or an MPI of its ABI): srun starts the ranks through Slurm's PMI-2.\n\n";
+  }
   // The plan's threads unless the run's options say.
   std::string arguments = o.run_arguments;
   const auto has = [&](const char* option) {
@@ -142,9 +157,15 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
                   arguments, o.output.empty() ? "" : " " + shell_quote(o.output));
   if (o.launcher == "srun") {
     s += fmt::format(
-        "srun --ntasks={} --ntasks-per-node={} --cpus-per-task={} --cpu-bind=verbose,cores \\\n"
+        "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={} --cpu-bind=verbose,cores \\\n"
         "     --distribution=block:block \\\n     {}\n",
-        tasks, a.ranks_per_node, cpus, run);
+        open_mpi ? "" : " --mpi=pmi2", tasks, a.ranks_per_node, cpus, run);
+  } else if (!open_mpi) {  // Hydra's mpiexec: it starts its proxies through Slurm
+    s += fmt::format("{} -n {} -ppn {} -bind-to {} \\\n     {}\n", mpiexec_path(), tasks,
+                     a.ranks_per_node,
+                     a.ranks_per_node * cpus <= o.cores_per_node ? fmt::format("core:{}", cpus)
+                                                                 : std::string("none"),
+                     run);
   } else {
     const bool fits = a.ranks_per_node * cpus <= o.cores_per_node;
     s += fmt::format(

@@ -13,7 +13,8 @@
 namespace iotest::job {
 
 struct JobScriptOptions {
-  std::string launcher = "srun";  // srun, or mpirun inside the allocation
+  std::string launcher = "srun";  // srun, or mpirun: the MPI's own launcher inside the allocation
+                                  // (Open MPI's mpirun, MPICH's mpiexec)
   std::string time_limit = "01:00:00";
   std::string partition, account;  // empty: the site's defaults
   std::string job_name = "iotest";
