@@ -194,6 +194,10 @@ class Assignments {
 
  private:
   bool receive() {
+    // Static assignment: nothing comes. (Its rank, -1, is not a rank to
+    // probe: Open MPI reads it as MPI_ANY_SOURCE, MPICH as MPI_PROC_NULL,
+    // which "has" an empty message every time, and the caller spun.)
+    if (ctx_.roles.assigner_rank < 0) return false;
     int flag = 0;
     MPI_Status status;
     MPI_Iprobe(ctx_.roles.assigner_rank, kTagAssign, ctx_.control, &flag, &status);
