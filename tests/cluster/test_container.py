@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import HOSTS, T05, load
+from conftest import HOSTS, JOB_TIMEOUT_S, T05, load
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "containers"))
 from podman_helpers import (RANK, new_prefix, podman, podman_problem,  # noqa: E402
@@ -54,10 +54,13 @@ def test_host_mpirun_runs_a_container_per_rank_across_three_hosts(cluster, workd
     proc = cluster.exec(
         "env", f"IOTEST_CONTAINER_PREFIX={prefix}",
         "salloc", "--nodes=3", "--ntasks=3", "--overcommit",
+        # A deadlock fails the test: mpirun (and its ranks) is killed after
+        # JOB_TIMEOUT_S, and so is the whole command (cluster.exec's bound).
+        "timeout", "-k", "10", str(JOB_TIMEOUT_S),
         "mpirun", "-np", "3", "--map-by", "node",
         "-x", "IOTEST_IMAGE", "-x", "IOTEST_CONTAINER_PREFIX", RANK,
         "iotest", "run", *T05, "--facet-workers=1", f"--report={report}",
-        f"{workdir}/vis%d.h5", cwd=workdir)
+        f"{workdir}/vis%d.h5", cwd=workdir, timeout=JOB_TIMEOUT_S + 30)
     check_run(cluster, workdir, proc, report)
     assert remove_containers(prefix) == []  # podman's --rm removed them all
 
@@ -68,8 +71,9 @@ def test_srun_runs_a_container_per_rank_across_three_hosts(cluster, workdir, pre
     # reaches it through the folders podman-rank.sh binds in.
     proc = cluster.exec(
         "env", f"IOTEST_CONTAINER_PREFIX={prefix}",
-        "srun", "--nodes=3", "--ntasks=3", "--overcommit", "--mpi=pmix", RANK,
+        "srun", "--nodes=3", "--ntasks=3", "--overcommit", "--mpi=pmix",
+        f"--time={JOB_TIMEOUT_S // 60 + 1}", RANK,  # Slurm ends a hung step
         "iotest", "run", *T05, "--facet-workers=1", f"--report={report}",
-        f"{workdir}/vis%d.h5", cwd=workdir)
+        f"{workdir}/vis%d.h5", cwd=workdir, timeout=JOB_TIMEOUT_S + 30)
     check_run(cluster, workdir, proc, report)
     assert remove_containers(prefix) == []
