@@ -13,7 +13,8 @@ import pytest
 from conftest import HOSTS, REPO, T05, load
 
 
-def mpich_binary():
+@pytest.fixture
+def iotest_mpich():
     """The MPICH build's iotest: IOTEST_BIN when it is one (ctest --preset
     mpich), else build-mpich/."""
     for path in (os.environ.get("IOTEST_BIN", ""), os.path.join(REPO, "build-mpich/bin/iotest")):
@@ -23,11 +24,6 @@ def mpich_binary():
             if "libmpich" in libraries:
                 return os.path.abspath(path)
     pytest.skip("no MPICH build (cmake --preset mpich && cmake --build --preset mpich)")
-
-
-@pytest.fixture
-def iotest_mpich():
-    return mpich_binary()
 
 
 def srun_pmi2(cluster, binary, tasks, *args, cwd):
