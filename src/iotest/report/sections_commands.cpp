@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "iotest/report/sections.hpp"
 
@@ -18,6 +19,14 @@ std::string message_size_text(index_t b) {
   int u = 0;
   while (u < 3 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
   return fmt::format("{} {}", b, units[u]);
+}
+
+// Two decimals, or three significant digits below 1: an oversubscribed
+// node's slow pairs (MPICH polls its shared memory) must not print as 0.00.
+std::string figure_text(double v) {
+  const int decimals =
+      v > 0 && v < 1 ? std::min(9, 2 - static_cast<int>(std::floor(std::log10(v)))) : 2;
+  return fmt::format("{:.{}f}", v, decimals);
 }
 
 // "2 producers + 1 streamer": the ranks of one node, by role.
@@ -112,7 +121,7 @@ std::string render_text(const Interconnect& n, const Report&) {
         latency += p.figures[t][z].latency_us / static_cast<double>(n.pairs.size());
         bandwidth += p.figures[t][z].bandwidth_mb_per_s / static_cast<double>(n.pairs.size());
       }
-      s += fmt::format(" {:>12.2f} {:>14.2f}", latency, bandwidth);
+      s += fmt::format(" {:>12} {:>14}", figure_text(latency), figure_text(bandwidth));
     }
     s += "\n";
   }
