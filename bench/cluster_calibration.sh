@@ -9,6 +9,7 @@
 # rate counts Ethernet frames: TCP payload is at most 1448/1514 = 0.956 of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 rates=("${@:-1gbit}")
 (($#)) || rates=(1gbit 200mbit)
 IOTEST=$PWD/build/bin/iotest

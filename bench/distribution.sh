@@ -10,6 +10,7 @@
 # Usage: bench/distribution.sh [REPEAT]   (results in bench/out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 repeat=${1:-3}
 out=bench/out
 mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}

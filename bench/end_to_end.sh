@@ -20,6 +20,7 @@
 # Usage: bench/end_to_end.sh [REPEAT]   (reports in bench/out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 repeat=${1:-3}
 idle=${IDLE_S:-0}
 out=bench/out

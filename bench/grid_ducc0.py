@@ -20,6 +20,7 @@ Usage: bench/grid_ducc0.py [--rec-set 4k-2k-512] [--vis-set vlaa]
        [--time -1800:1800/256/32] [--freq 260e6:300e6/256/32] [--dec -40]
        [--threads 1]
 """
+import bench_env  # noqa: F401  (first: the venv and the build)
 import argparse
 import json
 import subprocess

@@ -18,6 +18,7 @@
 # Usage: bench/h5_kernel.sh [DIR]   (default bench/out/h5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/h5}
 command -v fio > /dev/null || { echo "fio is needed (apt-get install fio)"; exit 1; }
 mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}

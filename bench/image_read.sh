@@ -27,6 +27,7 @@
 # Usage: [REPEATS=N] bench/image_read.sh [DIR]   (default bench/out/image_read)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/image_read}
 command -v fio > /dev/null || { echo "fio is needed (apt-get install fio)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "dropping the page cache needs root"; exit 1; }

@@ -39,6 +39,7 @@
 #        bench/out/net_osu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/net_osu}
 repeats=${REPEATS:-9}
 max_size=${MAX_SIZE:-4194304}
@@ -48,8 +49,6 @@ python=${PYTHON:-/usr/bin/python3}
 [ -x "$python" ] || python=python3
 "$python" -c "import mpi4py" 2> /dev/null ||
   { echo "mpi4py is needed for $python (apt-get install python3-mpi4py)"; exit 1; }
-[ -x build/bin/iotest ] ||
-  { echo "build/bin/iotest is needed (cmake --build build -j2)"; exit 1; }
 case $max_size in
   '' | *[!0-9]*)
     echo "MAX_SIZE: expected bytes, a power of 2 from 1048576, got '$max_size'"

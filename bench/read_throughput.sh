@@ -20,6 +20,7 @@
 # Usage: bench/read_throughput.sh [DIR]   (default bench/out/read)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/read}
 command -v fio > /dev/null || { echo "fio is needed (apt-get install fio)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "dropping the page cache needs root"; exit 1; }

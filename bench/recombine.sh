@@ -5,6 +5,7 @@
 # Usage: bench/recombine.sh [REPEAT]   (results in bench/out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 repeat=${1:-3}
 bin=build/bin/iotest
 out=bench/out

@@ -10,6 +10,7 @@
 # Usage: bench/recombine_cold.sh [REPEAT]   (reports in bench/out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 repeat=${1:-5}
 out=bench/out
 mkdir -p "$out"

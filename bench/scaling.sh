@@ -10,6 +10,7 @@
 #   default job: small + vlaa, a dry run (no output), 92 M visibilities
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/scaling}
 shift || true
 job="$*"

@@ -11,6 +11,7 @@
 # Usage: bench/transit.sh [DIR]   (DIR: where the files go, default bench/out/transit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/transit}
 mkdir -p "$dir"
 export OMP_WAIT_POLICY=PASSIVE

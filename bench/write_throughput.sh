@@ -44,6 +44,7 @@
 # (DIR on the disk to measure; default bench/out/write)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dir=${1:-bench/out/write}
 command -v fio > /dev/null || { echo "fio is needed (apt-get install fio)"; exit 1; }
 # Open MPI binds a job of one or two ranks to one core each: unbound, the
