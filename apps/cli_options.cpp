@@ -75,6 +75,14 @@ void add_bls_per_task_option(CLI::App* app, index_t& bls_per_task) {
       ->group(kQueues);
 }
 
+void add_device_option(CLI::App* app, std::string& device) {
+  app->add_option("--device", device,
+                  "where the streamers degrid and grid: cpu, or cuda (a build with the CUDA path "
+                  "and a GPU; ranks on a node share its GPUs round-robin)")
+      ->capture_default_str()
+      ->group(kMode);
+}
+
 void add_process_threads_option(CLI::App* app, int& threads) {
   app->add_option("--threads", threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(1, 4096))

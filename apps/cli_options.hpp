@@ -122,6 +122,11 @@ void add_shape_options(CLI::App* app, Options& o, const std::string& facet_worke
       ->group(kWriters);
 }
 
+// --device (cpu or cuda) of the commands that degrid or grid (run, degrid,
+// grid) and of plan; the text is parsed by job::parse_device, where the
+// command's other options are checked.
+void add_device_option(CLI::App* app, std::string& device);
+
 // --threads of the one-process commands (recombine, degrid, grid).
 void add_process_threads_option(CLI::App* app, int& threads);
 

@@ -29,6 +29,7 @@
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/job/job.hpp"
 #include "iotest/net/net.hpp"
 #include "iotest/pipeline/read.hpp"
 #include "iotest/pipeline/run.hpp"
@@ -316,6 +317,17 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->group("Allocation");
   cli::add_shape_options(plan, plan_opts, "one per facet");
+  std::string plan_device = "cpu";
+  cli::add_device_option(plan, plan_device);
+  plan->add_option("--gpus-per-node", plan_opts.gpus_per_node,
+                   "--device=cuda: GPUs of a node, which its streamers share round-robin "
+                   "(default: this machine's, else 1; and one streamer per GPU)")
+      ->group("Allocation");
+  plan->add_option("--gpu-memory", plan_opts.gpu_memory,
+                   "--device=cuda: memory of one GPU: bytes, or with a binary suffix K M G T "
+                   "(80G = 80 GiB; default: this machine's first GPU's)")
+      ->transform(CLI::AsSizeValue(false))
+      ->group("Allocation");
   plan->add_option("--rates-from", plan_opts.rates_from,
                    "a run's JSON report: suggest --writer-ranks from its measured compute and "
                    "write rates")
@@ -380,6 +392,8 @@ int main(int argc, char** argv) {
       ->group(cli::kChecks);
   cli::add_bls_per_task_option(degrid, degrid_opts.bls_per_task);
   cli::add_process_threads_option(degrid, degrid_opts.threads);
+  std::string degrid_device = "cpu";
+  cli::add_device_option(degrid, degrid_device);
   cli::add_report_options(degrid, out);
   degrid->add_option("output", degrid_opts.output,
                      "file to write the visibilities to (omit: a dry run)");
@@ -408,6 +422,8 @@ int main(int argc, char** argv) {
       ->group(cli::kChecks);
   cli::add_bls_per_task_option(grid, grid_opts.bls_per_task);
   cli::add_process_threads_option(grid, grid_opts.threads);
+  std::string grid_device = "cpu";
+  cli::add_device_option(grid, grid_device);
   grid->add_option("--image", grid_opts.image,
                    "write the dirty image to this HDF5 file (dataset dirty_image: float64 "
                    "[used, used, 2], real and imaginary)")
@@ -611,6 +627,8 @@ int main(int argc, char** argv) {
       ->group(cli::kMode);
   cli::add_shape_options(run, run_opts,
                          "a third of the ranks with --vis-set, else half, at most one per facet");
+  std::string run_device = "cpu";
+  cli::add_device_option(run, run_device);
   run->add_flag("--network-only", run_opts.network_only,
                 "the network alone: the walk's contributions sent and received with the same "
                 "slots, nothing computed (no facets, transforms, assembly or degridding)")
@@ -734,6 +752,7 @@ int main(int argc, char** argv) {
     std::string bad;
     try {
       run_opts.direction = iotest::swiftly::parse_direction(run_direction);
+      run_opts.device = iotest::job::parse_device(run_device);
       if (run_opts.direction == iotest::swiftly::Direction::predict) {
         if (run_paths.size() > 1)
           throw iotest::UsageError("OUTPUT", fmt::format("expected one output pattern (OUT%d.h5) "
@@ -765,8 +784,10 @@ int main(int argc, char** argv) {
       emit(report, out, verify_opts.files.front());
       if (!report.verification->passed) return iotest::kExitFailure;
     } else if (*degrid) {
+      degrid_opts.device = iotest::job::parse_device(degrid_device);
       emit(iotest::commands::degrid(degrid_opts), out, degrid_opts.output);
     } else if (*grid) {
+      grid_opts.device = iotest::job::parse_device(grid_device);
       emit(iotest::commands::grid(grid_opts), out);
     } else if (*scale) {
       emit(iotest::commands::scale(scale_opts), out);
@@ -774,6 +795,7 @@ int main(int argc, char** argv) {
       emit(iotest::commands::layout(layout_opts), out);
     } else if (*plan) {
       if (*plan_vis_set) plan_opts.observation = obs_opts;
+      plan_opts.device = iotest::job::parse_device(plan_device);
       iotest::storage::check_storage(plan_storage, plan_opts.output);
       if (plan_slurm) {
         slurm_opts.run_arguments = cli::shared_arguments(*plan, *run);

@@ -335,13 +335,14 @@ TEST(Report, JsonHoldsExactlyTheKeysOfItsSections) {
   all.environment = Environment{};
   all.interconnect = Interconnect{};
   all.scaling = Scaling{};
+  all.device = Device{};
   EXPECT_EQ(
       keys(all),
       (std::set<std::string>{
           "schema_version", "mode",        "config",      "counts",   "accuracy",  "timing",
           "rates",          "memory",      "observation", "layout",   "sky",       "verification",
           "read",           "h5",          "advice",      "pipeline", "stonewall", "transit",
-          "timeline",       "repetitions", "environment", "net",      "scale"}));
+          "timeline",       "repetitions", "environment", "net",      "scale",     "device"}));
   EXPECT_EQ(names(csv_tables(all)),
             (std::vector<std::string>{"summary", "ranks", "repetitions", "timeline", "interconnect",
                                       "scaling", "scaling_fits", "checkpoint", "read_ranks"}));

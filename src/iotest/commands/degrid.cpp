@@ -23,6 +23,7 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
   storage::check_storage(o.storage, o.output);  // before the seconds of planning
+  const auto gpus = job::require_device(o.device);
   if (storage::shares_output(o.storage, o.output))
     throw UsageError("--storage", fmt::format("expected a back-end of one output per writer: {} "
                                               "shares one file between the streamers of `iotest "
@@ -53,10 +54,16 @@ report::Report degrid(const DegridRunOptions& o) {
     counts = binner->count_visits(0, obs.baseline_count(), threads);
     job::RunShape shape;
     shape.threads = threads;
+    shape.bls_per_task = o.bls_per_task;
+    shape.device = o.device;
     r.memory = job::estimate_memory(job, shape, &*counts);
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &*counts, !o.output.empty());
     job::require_memory(p, r.memory.single_process_bytes);
+    if (o.device == device::Kind::cuda) {
+      job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
+      job::gpu_path_unavailable();
+    }
   };
   if (!o.target_err) count_and_check();
   const swiftly::Recombination rec(p);
@@ -222,6 +229,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.settings->threads = threads;
   job::describe_degridding(*r.settings, job, degridder, stacks_walked, calibration);
   r.settings->vis_samples = static_cast<index_t>(samples.size());
+  r.device = job::device_section(o.device, gpus);
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = used;

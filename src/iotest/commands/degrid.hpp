@@ -9,6 +9,7 @@
 #include <string>
 
 #include "iotest/degrid/degridder.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -30,6 +31,8 @@ struct DegridRunOptions {
   std::optional<double> target_err;
   std::string output;               // the file to write; empty: a dry run (null back-end)
   storage::StorageOptions storage;  // --storage and its options
+  // --device: where it degrids or grids (cuda: job::require_device).
+  device::Kind device = device::Kind::cpu;
 };
 
 report::Report degrid(const DegridRunOptions& options);

@@ -49,6 +49,7 @@ report::Report grid(const GridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.bls_per_task < 1) throw UsageError("--bls-per-task", "expected at least 1");
+  const auto gpus = job::require_device(o.device);
   // Claimed before the work, held until the image is written.
   std::optional<storage::OutputClaim> image_claim;
   if (!o.image.empty()) image_claim.emplace(storage::claim_image_path(o.image));
@@ -86,12 +87,18 @@ report::Report grid(const GridRunOptions& o) {
   {
     job::RunShape shape;
     shape.threads = threads;
+    shape.bls_per_task = o.bls_per_task;
+    shape.device = o.device;
     r.memory = job::estimate_memory(job, shape, &counts);
     // Gridding holds what degridding does, plus the image's facets.
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &counts, false) +
         p.facet_count() * p.yB * p.yB * static_cast<index_t>(sizeof(cplx));
     job::require_memory(p, r.memory.single_process_bytes);
+    if (o.device == device::Kind::cuda) {
+      job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
+      job::gpu_path_unavailable();
+    }
   }
   const swiftly::Recombination rec(p);
   const degrid::Degridder degridder(rec, g, obs, job.kernel, job.w);
@@ -275,6 +282,7 @@ report::Report grid(const GridRunOptions& o) {
   r.settings->direction = "image";
   r.settings->subgrids = distribution.subgrids_used;
   r.settings->threads = threads;
+  r.device = job::device_section(o.device, gpus);
   job::describe_degridding(*r.settings, job, degridder, stacks_walked, std::nullopt);
   r.counts.facets = F;
   r.counts.subgrids = p.subgrid_count();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iotest/degrid/degridder.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -34,6 +35,8 @@ struct GridRunOptions {
   std::vector<std::string> inputs;  // a predict run's visibility files
   storage::StorageOptions storage;  // the back-ends' read options (--posix.direct)
   std::string image;                // --image=FILE.h5: the dirty image (empty: not written)
+  // --device: where it degrids or grids (cuda: job::require_device).
+  device::Kind device = device::Kind::cpu;
 };
 
 report::Report grid(const GridRunOptions& options);

@@ -47,6 +47,8 @@ std::vector<report::Advice::NodeGroup> node_layout(const report::Advice& a,
     g.bytes = g.producers * m.producer_bytes + g.streamers * m.streamer_bytes +
               g.writers * m.writer_bytes + g.assigners * m.assigner_bytes;
     g.fits = g.bytes <= a.node_memory_bytes;
+    g.streamers_per_gpu = job::streamers_per_gpu(g.streamers, a.gpus_per_node);
+    g.gpu_bytes = g.streamers_per_gpu * m.streamer_gpu_bytes;
     const auto alike = [&](const report::Advice::NodeGroup& h) {
       return h.producers == g.producers && h.streamers == g.streamers && h.writers == g.writers &&
              h.assigners == g.assigners;
@@ -104,6 +106,64 @@ std::pair<index_t, std::string> node_memory(const PlanOptions& o) {
   return {available, "available on this machine"};
 }
 
+// --device=cuda: a node's GPUs and the memory of one, and where it comes
+// from: the options, else this machine's GPUs as probed.
+struct GpuAllocation {
+  index_t gpus = 0, memory = 0;
+  std::string source;
+};
+GpuAllocation gpu_allocation(const PlanOptions& o) {
+  if (o.device != device::Kind::cuda) {
+    if (o.gpus_per_node || o.gpu_memory)
+      throw UsageError(o.gpus_per_node ? "--gpus-per-node" : "--gpu-memory",
+                       "applies to --device=cuda (the GPU streamers' memory)");
+    return {};
+  }
+  if (!o.observation)
+    throw UsageError("--device",
+                     "cuda: expected a --vis-set: the GPU streamers degrid visibilities");
+  if (o.synthetic_vis)
+    throw UsageError("--device", "cuda: does not apply to --synthetic-vis (nothing is degridded)");
+  if (o.gpus_per_node && *o.gpus_per_node < 1)
+    throw UsageError("--gpus-per-node",
+                     fmt::format("expected a GPU count >= 1, got {}", *o.gpus_per_node));
+  if (o.gpu_memory && *o.gpu_memory < 1)
+    throw UsageError("--gpu-memory", "expected a size of at least 1 byte");
+  GpuAllocation g;
+  std::optional<device::Probe> probe;
+  if (!o.gpus_per_node || !o.gpu_memory) probe = device::probe();
+  g.gpus = o.gpus_per_node.value_or(
+      probe && !probe->gpus.empty() ? static_cast<index_t>(probe->gpus.size()) : 1);
+  if (o.gpu_memory) {
+    g.memory = *o.gpu_memory;
+    g.source = "--gpu-memory";
+  } else if (!probe->gpus.empty()) {
+    const auto& first = probe->gpus.front();
+    g.memory = first.memory_bytes;
+    g.source = fmt::format("GPU {} of this machine, {}", first.index, first.name);
+  } else {
+    throw UsageError("--gpu-memory", "this machine has no GPU to take it from (" + probe->missing +
+                                         "); give the memory of one GPU");
+  }
+  return g;
+}
+
+// A node whose busiest GPU cannot hold its streamers' share: the job is
+// refused (a GPU, unlike a node, has no swap to slow down into).
+void require_gpus_fit(const report::Advice& a, const report::Memory& m, bool given) {
+  for (const auto& g : a.layout) {
+    if (g.gpu_bytes <= a.gpu_memory_bytes) continue;
+    throw UsageError(
+        given ? "--gpu-memory" : "--device",
+        fmt::format("{}: {} streamer(s) on {} GPU(s), {} on the busiest x {} = {} estimated, more "
+                    "than the {} of a GPU ({}); use more --gpus-per-node, fewer "
+                    "--ranks-per-node, or a smaller --rec-set or --bls-per-task",
+                    g.nodes_text(), g.streamers, a.gpus_per_node, g.streamers_per_gpu,
+                    gib(m.streamer_gpu_bytes), gib(g.gpu_bytes), gib(a.gpu_memory_bytes),
+                    a.gpu_memory_source));
+  }
+}
+
 // The writer ranks that keep pace with `streamers` at the rates a run
 // measured (its report's transit section).
 index_t writer_ranks_from(const std::string& path, index_t streamers, int writers_per_rank) {
@@ -121,7 +181,7 @@ index_t writer_ranks_from(const std::string& path, index_t streamers, int writer
 
 // The roles on the nodes' slots, as `run` makes them from the rank count
 // this plan gives it.
-report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
+report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, index_t gpus) {
   const index_t nodes = o.nodes;
   if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   if (o.ranks_per_node && *o.ranks_per_node < 1)
@@ -140,9 +200,11 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
   // Streamers degrid (with a vis-set) and take work from the assigner.
   const index_t min_streamers = o.observation || o.assigner ? 1 : 0;
   // Default: one streamer per node (one NUMA domain each, DESIGN.md 2),
-  // the producers and the assigner spread over the nodes' slots.
+  // or on GPUs one per GPU, the producers and the assigner spread over the
+  // nodes' slots.
+  const index_t streamers_per_node = std::max<index_t>(1, gpus);
   a.ranks_per_node = o.ranks_per_node.value_or(
-      (a.producers + assigners + a.writer_ranks + nodes + nodes - 1) / nodes);
+      (a.producers + assigners + a.writer_ranks + nodes * streamers_per_node + nodes - 1) / nodes);
   // MPI counts ranks in an int.
   if (a.ranks_per_node > std::numeric_limits<int>::max() / nodes)
     throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
@@ -163,18 +225,35 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores) {
   // ranks and the assigner stream, so with mpirun's mapping by slot no
   // node stays empty.
   a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
-  a.rule = fmt::format(
-      "{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
-      o.facet_workers   ? "producers as --facet-workers"
-      : o.synthetic_vis ? "no producers (--synthetic-vis)"
-                        : "one producer per facet",
-      o.assigner ? ", the assigner last" : "", a.ranks_per_node,
-      o.ranks_per_node ? " as given" : ": enough for one streamer per node (one NUMA domain)",
-      o.threads > 0      ? ""
-      : o.cores_per_node ? fmt::format("; threads: a node's {} core(s) over its ranks", cores)
-                         : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
-                                       "(--cores-per-node or --threads for other nodes)",
-                                       cores));
+  // On GPUs, by default no node more streamers than GPUs: the roles dealt
+  // over the nodes can leave one node a streamer more than another, so
+  // fewer ranks a node until every GPU holds one streamer at most.
+  if (gpus > 0 && !o.ranks_per_node) {
+    const auto busiest = [&] {
+      index_t most = 0;
+      for (const auto& g : node_layout(a, report::Memory{})) most = std::max(most, g.streamers);
+      return most;
+    };
+    while (busiest() > gpus && (a.ranks_per_node - 1) * nodes >= needed) {
+      a.ranks_per_node -= 1;
+      a.recommended_ranks = nodes * a.ranks_per_node;
+      a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
+    }
+  }
+  a.rule = fmt::format("{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
+                       o.facet_workers   ? "producers as --facet-workers"
+                       : o.synthetic_vis ? "no producers (--synthetic-vis)"
+                                         : "one producer per facet",
+                       o.assigner ? ", the assigner last" : "", a.ranks_per_node,
+                       o.ranks_per_node ? " as given"
+                       : gpus > 0       ? ": enough for one streamer per GPU"
+                                        : ": enough for one streamer per node (one NUMA domain)",
+                       o.threads > 0 ? ""
+                       : o.cores_per_node
+                           ? fmt::format("; threads: a node's {} core(s) over its ranks", cores)
+                           : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
+                                         "(--cores-per-node or --threads for other nodes)",
+                                         cores));
   return a;
 }
 
@@ -189,6 +268,7 @@ report::Report plan(const PlanOptions& o) {
   if (o.slurm && !o.output.empty() && o.output.find("%h") == std::string::npos)
     storage::check_creatable(o.output, "OUTPUT");
   const auto [memory, memory_source] = node_memory(o);
+  const auto gpus = gpu_allocation(o);
   // With visibilities the subgrids keep the margin degridding needs
   // (default kernels and w layout), so the counts are those of the real job.
   job::JobOptions jo;
@@ -208,9 +288,12 @@ report::Report plan(const PlanOptions& o) {
                      fmt::format("expected a core count >= 1, got {}", *o.cores_per_node));
   const int cores =
       o.cores_per_node.value_or(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  auto a = lay_out_roles(o, r.counts.facets, cores);
+  auto a = lay_out_roles(o, r.counts.facets, cores, gpus.gpus);
   a.node_memory_bytes = memory;
   a.node_memory_source = memory_source;
+  a.gpus_per_node = gpus.gpus;
+  a.gpu_memory_bytes = gpus.memory;
+  a.gpu_memory_source = gpus.source;
   const auto shape =
       job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers), o.assigner,
                      threads_available(static_cast<int>(cores / a.ranks_per_node)),
@@ -225,6 +308,10 @@ report::Report plan(const PlanOptions& o) {
   }
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
+  if (o.device == device::Kind::cuda) {
+    require_gpus_fit(a, r.memory, o.gpu_memory.has_value());
+    r.device = job::device_section(o.device, {});
+  }
   if (!o.rates_from.empty()) {
     a.suggested_writer_ranks = writer_ranks_from(o.rates_from, a.streamers, o.writer_count);
     a.rates_from = o.rates_from;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "iotest/device/device.hpp"
 #include "iotest/job/job_script.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -45,6 +46,12 @@ struct PlanOptions {
   std::optional<int> cores_per_node;
   // --slurm: the job script for this layout (report::Advice::job_script).
   std::optional<job::JobScriptOptions> slurm;
+  // --device=cuda: the streamers' GPU memory counted too, a node's
+  // --gpus-per-node shared by its streamers round-robin, each GPU of
+  // --gpu-memory bytes (none: this machine's, as probed).
+  device::Kind device = device::Kind::cpu;
+  std::optional<index_t> gpus_per_node;
+  std::optional<index_t> gpu_memory;
 };
 report::Report plan(const PlanOptions& options);
 

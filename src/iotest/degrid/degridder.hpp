@@ -154,6 +154,22 @@ class Degridder {
   // A baseline's (u, v, w) in metres at a time step.
   telescope::Uvw baseline_uvw(index_t baseline, index_t time) const;
 
+  // What the GPU path copies to the device (src/iotest/device/): the
+  // kernels, the tower's screen step, the antennas' (u, v, w) per time step
+  // and the baselines, and the layout. Read-only views of this object.
+  struct DeviceTables {
+    const GridKernel* uv_kernel = nullptr;
+    const GridKernel* w_kernel = nullptr;  // unused where w is free
+    const WLayout* layout = nullptr;
+    int w_taps = 1;                                              // planes a visibility spans
+    const std::vector<cplx>* screen_step = nullptr;              // xM x xM, FFT order
+    const std::vector<std::pair<int, int>>* baselines = nullptr;  // antenna pairs
+    const std::vector<std::vector<telescope::Uvw>>* antenna_uvw = nullptr;  // [time][antenna], m
+  };
+  DeviceTables device_tables() const {
+    return {&uv_kernel_, &w_kernel_, &layout_, w_taps(), &screen_step_, &baselines_, &antenna_uvw_};
+  }
+
  private:
   static SumTaps pick_sum_taps(int support);
   static SpreadTaps pick_spread_taps(int support);

@@ -38,6 +38,10 @@ class GridKernel {
   void weights(const double* pos, int n, Taps* w, index_t* first) const;
   // The kernel's Fourier transform at nu cycles per cell, |nu| <= x0.
   double correction(double nu) const;
+  // The tap polynomials' monomial coefficients in x = 2 d - 1, per power
+  // (degree() + 1 of them) then tap: what weights() evaluates, for the GPU
+  // path's copy (src/iotest/device/tap_math.hpp).
+  const std::vector<Taps>& coefficients() const { return coeffs_; }
 
   // The hot loop of weights(), compiled for each support.
   using HornerTaps = void (*)(const std::vector<Taps>& coeffs, int degree, int support,

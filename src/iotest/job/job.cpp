@@ -88,6 +88,33 @@ void require_memory(const config::RecombinationParams& p, index_t bytes) {
                                  p.canonical, gib(bytes), gib(p.image_bytes()), gib(available)));
 }
 
+device::Kind parse_device(const std::string& text) {
+  if (text == "cpu") return device::Kind::cpu;
+  if (text == "cuda") return device::Kind::cuda;
+  throw UsageError("--device", "expected cpu or cuda, got '" + text + "'");
+}
+
+std::vector<device::GpuInfo> require_device(device::Kind kind) {
+  if (kind != device::Kind::cuda) return {};
+  auto probe = device::probe();
+  if (!device::built_with_cuda() || probe.gpus.empty())
+    throw UsageError("--device", "cuda: " + (probe.missing.empty() ? std::string("no CUDA device")
+                                                                   : probe.missing));
+  return std::move(probe.gpus);
+}
+
+void gpu_path_unavailable() {
+  throw UsageError("--device", "cuda: the GPU streamer is not wired into this command yet");
+}
+
+report::Device device_section(device::Kind kind, const std::vector<device::GpuInfo>& gpus) {
+  report::Device d;
+  d.kind = std::string(device::name(kind));
+  if (kind == device::Kind::cuda)
+    for (const auto& g : gpus) d.gpus.push_back({g.index, g.name, g.driver, g.memory_bytes});
+  return d;
+}
+
 report::Observation observation_section(const telescope::Observation& obs) {
   report::Observation o;
   o.vis_set = obs.vis_set;

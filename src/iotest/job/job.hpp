@@ -12,6 +12,7 @@
 
 #include "iotest/binning/binning.hpp"
 #include "iotest/degrid/degridder.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
@@ -68,6 +69,21 @@ void use_tower_height(Job& job, double height);
 // image, and an estimate this machine's memory.
 void require_source_count(const config::RecombinationParams& p, index_t source_count);
 void require_memory(const config::RecombinationParams& p, index_t bytes);
+
+// --device. parse_device: "cpu" or "cuda" (UsageError naming --device
+// otherwise). require_device: what --device=cuda needs here, a build with
+// the CUDA path and a GPU this process sees; else UsageError "--device:
+// cuda: <what is missing>" (device::Probe::missing). Returns the GPUs
+// (none for the CPU).
+device::Kind parse_device(const std::string& text);
+std::vector<device::GpuInfo> require_device(device::Kind kind);
+// The one place the commands (run, degrid, grid) stop where the GPU
+// streamer is not wired in yet: a UsageError naming --device. Reached
+// only with --device=cuda on a build with CUDA and a usable GPU, after the
+// GPU memory check.
+[[noreturn]] void gpu_path_unavailable();
+// The report's device section: the kind and, for CUDA, the GPUs used.
+report::Device device_section(device::Kind kind, const std::vector<device::GpuInfo>& gpus);
 
 // Report sections from a job. The observation alone (no grid: that needs
 // a recombination):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "iotest/degrid/tasks.hpp"
 
@@ -183,11 +184,72 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
                           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2));
     }
   }
+  // --device=cuda: the streamers' GPU memory, apart from their host memory
+  // (a GPU's, not a node's): what degrids or grids on the GPU.
+  if (s.device == device::Kind::cuda && s.streamers > 0 && job.obs && counts && !s.synthetic &&
+      !s.network_only) {
+    const auto shape = gpu_shape(job, *counts, s.bls_per_task);
+    for (const auto& i : device::gpu_memory_items(shape))
+      if (i.bytes > 0) m.items.push_back({"streamer GPU", i.name, i.bytes});
+    m.streamer_gpu_bytes = device::gpu_memory_bytes(shape);
+  }
   if (s.assigner)
     m.assigner_bytes =
         add("assigner", "process", kProcessBytes) + add("assigner", "tracks", tracks);
   m.single_process_bytes = estimate_single_process(job, s.threads, counts, s.writes);
   return m;
+}
+
+device::GpuShape gpu_shape(const Job& job, const binning::VisitCounts& counts,
+                           index_t bls_per_task) {
+  const auto& obs = *job.obs;
+  device::GpuShape g;
+  g.xM = job.p.xM;
+  g.xA = job.p.xA;
+  g.tower_planes = max_tower_planes(job, counts);
+  g.batch_subgrids = device::kDefaultBatchSubgrids;
+  // A batch's visibilities: a task's at most for each of its subgrids, and
+  // no more than the busiest visits of the observation hold in all.
+  std::vector<index_t> busiest = counts.visibilities;
+  const auto k = static_cast<std::ptrdiff_t>(
+      std::min<size_t>(busiest.size(), static_cast<size_t>(g.batch_subgrids)));
+  std::partial_sort(busiest.begin(), busiest.begin() + k, busiest.end(), std::greater<>());
+  index_t held = 0;
+  for (std::ptrdiff_t i = 0; i < k; ++i) held += busiest[static_cast<size_t>(i)];
+  g.batch_visibilities =
+      std::min(g.batch_subgrids * task_visibilities(job, counts, bls_per_task), held);
+  // The runs that place them: as the host's task buffers, two for each
+  // frequency chunk's share.
+  g.batch_runs =
+      g.batch_visibilities / std::max<index_t>(1, std::min(obs.freq.chunk, obs.freq.steps)) * 2;
+  g.table_bytes =
+      obs.time.steps * obs.antenna_count() * 24 + obs.freq.steps * 8 + kKernelCoefficientBytes;
+  return g;
+}
+
+index_t streamers_per_gpu(index_t streamers, index_t gpus) {
+  return gpus > 0 ? (streamers + gpus - 1) / gpus : 0;
+}
+
+void require_gpu_memory(index_t streamer_gpu_bytes, index_t streamers,
+                        const std::vector<device::GpuInfo>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  if (n == 0) return;
+  std::vector<index_t> held(gpus.size(), 0);
+  for (index_t i = 0; i < streamers; ++i)
+    held[static_cast<size_t>(device::gpu_for_local_rank(static_cast<int>(i), n))] += 1;
+  const auto gib = [](index_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    const index_t bytes = held[g] * streamer_gpu_bytes;
+    if (held[g] == 0 || bytes <= gpus[g].memory_bytes) continue;
+    throw UsageError(
+        "--device",
+        fmt::format("cuda: GPU {} ({}) holds {} streamer(s) x {:.2f} GiB = {:.2f} GiB by the "
+                    "memory model, more than its {:.2f} GiB; use fewer streamers a node, a node "
+                    "with more GPUs, or a smaller --rec-set or --bls-per-task",
+                    gpus[g].index, gpus[g].name, held[g], gib(streamer_gpu_bytes), gib(bytes),
+                    gib(gpus[g].memory_bytes)));
+  }
 }
 
 index_t estimate_single_process(const Job& job, int threads, const binning::VisitCounts* counts,

@@ -15,6 +15,7 @@
 #include "iotest/binning/binning.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/openmp.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
@@ -57,6 +58,9 @@ struct RunShape {
   // Both: the producers hold both sides, the streamers a model tower more.
   swiftly::Direction direction = swiftly::Direction::predict;
   bool network_only = false;  // producers hold no facets, streamers no towers
+  // --device=cuda: each streamer holds its GPU's share too (the items of
+  // role "streamer GPU", Memory::streamer_gpu_bytes).
+  device::Kind device = device::Kind::cpu;
 };
 
 // The options a run's shape comes from, checked (UsageError naming the
@@ -128,6 +132,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.synthetic = o.synthetic_vis;
   if constexpr (requires { o.direction; }) s.direction = o.direction;
   if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
+  if constexpr (requires { o.device; }) s.device = o.device;
   if constexpr (requires { o.storage; })
     if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
   return s;
@@ -153,5 +158,26 @@ index_t estimate_single_process(const Job& job, int threads, const binning::Visi
 
 // Bytes of one task's buffers at most: its visibilities and runs.
 index_t task_visibilities(const Job& job, const binning::VisitCounts& counts, index_t bls_per_task);
+
+// The GPU side (--device=cuda). What one streamer holds on its GPU
+// (device::gpu_memory_items): the set's subgrid sizes, the largest tower
+// any visit needs, batches of kDefaultBatchSubgrids subgrids whose
+// visibilities are at most one task's (task_visibilities) a subgrid, and
+// no more than the batch's subgrids with the most visibilities hold; the
+// runs as the host's task buffers count them (two a frequency chunk's
+// share), and the observation's tables.
+inline constexpr index_t kKernelCoefficientBytes = index_t{4} << 10;
+device::GpuShape gpu_shape(const Job& job, const binning::VisitCounts& counts,
+                           index_t bls_per_task);
+// The streamers of the busiest GPU when `streamers` on a node share its
+// `gpus` round-robin (device::gpu_for_local_rank): ceil(streamers / gpus).
+index_t streamers_per_gpu(index_t streamers, index_t gpus);
+// The check of run, degrid and grid with --device=cuda: this node's
+// `streamers` dealt round-robin over its `gpus` by their index among the
+// node's streamers, each GPU's share of `streamer_gpu_bytes` against its
+// memory_bytes. A GPU that cannot hold its share: UsageError("--device")
+// naming it, the estimate and its memory. No GPU: nothing to check.
+void require_gpu_memory(index_t streamer_gpu_bytes, index_t streamers,
+                        const std::vector<device::GpuInfo>& gpus);
 
 }  // namespace iotest::job

@@ -82,6 +82,9 @@ struct Context {
   // This rank's figures over the run (--timeline), started with the run.
   TimeSeries timeline;
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
+  // --device=cuda: the GPUs a streamer sees on its node (job::require_device;
+  // elsewhere and on the CPU: none).
+  std::vector<device::GpuInfo> gpus;
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set
   std::unique_ptr<degrid::Degridder> degridder;  // with a vis-set

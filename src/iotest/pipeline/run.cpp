@@ -323,6 +323,19 @@ void check_network_only(const RunOptions& o) {
                      "expected at least 1 with --network-only: producers send the contributions");
 }
 
+// --device=cuda: the GPU streamers degrid or grid; a run that does neither
+// has nothing for them.
+void check_device(const RunOptions& o) {
+  if (o.device != device::Kind::cuda) return;
+  const auto refuse = [](bool given, const std::string& why) {
+    if (given) throw UsageError("--device", "cuda: " + why);
+  };
+  refuse(!o.observation && o.inputs.empty(),
+         "expected a --vis-set: the GPU streamers degrid or grid visibilities");
+  refuse(o.synthetic_vis, "does not apply to --synthetic-vis (nothing is degridded)");
+  refuse(o.network_only, "does not apply to --network-only (nothing is computed)");
+}
+
 void check_direction(const RunOptions& o) {
   if (o.direction == swiftly::Direction::predict) {
     if (!o.inputs.empty())
@@ -377,6 +390,7 @@ void check_run_options(const RunOptions& o, int size) {
   check_writer_ranks(o);
   check_network_only(o);
   check_direction(o);
+  check_device(o);
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
@@ -543,6 +557,8 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
     }
     ctx.job = job::resolve(jo);
     ctx.roles = make_roles(o, ctx.job.p, rank, size);
+    // The streamers' nodes need the GPUs, the other roles' none.
+    if (ctx.roles.is_streamer()) ctx.gpus = job::require_device(o.device);
     if (!o.inputs.empty() && ctx.roles.is_streamer()) {
       const auto t0 = Clock::now();
       ctx.inputs = storage::open_output_set(o.inputs, o.storage);
@@ -641,6 +657,24 @@ void check_free_space(const Context& ctx) {
   }
 }
 
+// --device=cuda: the streamers of each node dealt round-robin over its
+// GPUs by their index among the node's streamers (collective), each GPU's
+// share of the memory model against its memory; agreed, so a GPU too
+// small stops every rank with a usage error naming it.
+void require_gpu_memory(const report::Memory& m, const Context& ctx, MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  const index_t mine = ctx.roles.is_streamer() ? 1 : 0;
+  index_t streamers = 0;
+  MPI_Request request;
+  MPI_Iallreduce(&mine, &streamers, 1, MPI_INT64_T, MPI_SUM, local, &request);
+  wait_for(request);
+  MPI_Comm_free(&local);
+  agree_on_usage(comm, [&] {
+    if (ctx.roles.is_streamer()) job::require_gpu_memory(m.streamer_gpu_bytes, streamers, ctx.gpus);
+  });
+}
+
 // This rank's outputs checked, and those it publishes claimed: each of
 // its own, a shared one by its first writing rank (the others check it).
 // Claimed only where a back-end writes files with visibilities: a dry run
@@ -679,6 +713,10 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
         o.network_only ? 0 : job::task_visibilities(ctx.job, st.counts, o.bls_per_task);
   }
   require_node_memory(st.memory, roles, comm);
+  if (o.device == device::Kind::cuda) {
+    require_gpu_memory(st.memory, ctx, comm);
+    job::gpu_path_unavailable();  // every rank alike: agreed
+  }
   // Outputs: each writing rank checks and claims its own (its node may
   // lack a folder the others have; another run may be writing them),
   // agreed, so a bad path stops every rank before any work. Then its
@@ -809,6 +847,9 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
   r.rec = ctx.job.p;
   r.pipeline = pipeline_section(ctx);
   r.memory = st.memory;
+  // The GPUs used come from the streamers (rank 0 produces) when the GPU
+  // path is wired in.
+  r.device = job::device_section(o.device, ctx.gpus);
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
   // Synthetic visibilities have no sky and nothing to check.

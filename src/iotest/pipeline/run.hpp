@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "iotest/degrid/degridder.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
@@ -92,6 +93,10 @@ struct RunOptions {
   // back-pressure, nothing computed (no facets, transforms, assembly or
   // degridding): the contribution rate the network allows.
   bool network_only = false;
+  // --device: where the streamers degrid and grid. cuda needs a build with
+  // the CUDA path and a GPU on every streamer's node (job::require_device),
+  // and each GPU room for its streamers' share (job::require_gpu_memory).
+  device::Kind device = device::Kind::cpu;
 };
 
 // Runs the job on `comm`; the report is complete on rank 0 only. A

@@ -93,6 +93,7 @@ const std::vector<Section>& sections() {
       {.key = "observation",
        .to_json = json_of<&Report::observation>,
        .text = text_of<&Report::observation>},
+      {.key = "device", .to_json = json_of<&Report::device>, .text = text_of<&Report::device>},
       {.key = "pipeline",
        .to_json = json_of<&Report::pipeline>,
        .text = text_of<&Report::pipeline>,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -203,6 +204,9 @@ struct Memory {
   index_t assigner_bytes = 0;             // estimate for the assigner (run)
   index_t writer_bytes = 0;               // estimate per writer rank (run --writer-ranks)
   std::optional<index_t> peak_rss_bytes;  // measured: the largest of any rank
+  // --device=cuda: what one streamer holds on its GPU (device::gpu_memory_items:
+  // the items of role "streamer GPU"); 0 on the CPU.
+  index_t streamer_gpu_bytes = 0;
   // The model behind the estimates: every buffer each role holds.
   struct Item {
     std::string role, name;
@@ -406,11 +410,20 @@ struct Advice {
     index_t producers = 0, streamers = 0, writers = 0, assigners = 0;  // ranks on each node
     index_t bytes = 0;                                                 // per node
     bool fits = true;                                                  // bytes <= node_memory_bytes
-    std::string nodes_text() const;                                    // "node 4", "nodes 5-29"
+    // --device=cuda: the streamers of the busiest GPU (ceil(streamers /
+    // gpus_per_node)) and their GPU memory.
+    index_t streamers_per_gpu = 0, gpu_bytes = 0;
+    std::string nodes_text() const;  // "node 4", "nodes 5-29"
   };
   std::vector<NodeGroup> layout;
   std::vector<std::string> warnings;  // advice, not errors: plan still exits 0
   std::string job_script;             // --slurm: the batch script for this layout (else empty)
+  // --device=cuda: a node's GPUs, which its streamers share round-robin
+  // (device::gpu_for_local_rank), and the memory of one; each NodeGroup's
+  // gpu_bytes is what its busiest GPU holds. 0 GPUs: the CPU.
+  index_t gpus_per_node = 0;
+  index_t gpu_memory_bytes = 0;
+  std::string gpu_memory_source;  // "--gpu-memory" or the GPU it was probed from
 };
 
 // Where and with what the figures were made, in every report (as IOR and
@@ -497,6 +510,23 @@ struct Repetitions {
   std::vector<Figure> figures;
 };
 
+// Where the streamers degrid and grid (--device): the CPU, or CUDA GPUs
+// with the GPUs used and where their time went (filled by the GPU path;
+// not measured: NaN, serialised as null). Absent for the CPU path.
+struct Device {
+  std::string kind = "cpu";  // device::name(Kind): cpu or cuda
+  struct Gpu {
+    int index = -1;  // CUDA ordinal on its node
+    std::string name, driver;
+    index_t memory_bytes = 0;
+  };
+  std::vector<Gpu> gpus;  // the GPUs the streamers used, each once
+  // Summed over the streamers: in GPU kernels, in host-device copies, and
+  // host threads waiting on the GPU.
+  double kernel_s = std::nan(""), transfer_s = std::nan(""), host_wait_s = std::nan("");
+  bool cuda() const { return kind == "cuda"; }
+};
+
 struct Report {
   std::string mode;  // the command: recombine, plan, degrid, grid, run, read, verify, ...
   config::RecombinationParams rec;
@@ -513,6 +543,7 @@ struct Report {
   std::optional<Reading> reading;
   std::optional<Checkpoint> checkpoint;
   std::optional<Advice> advice;
+  std::optional<Device> device;  // run, degrid, grid; plan with --device=cuda
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
   std::optional<Transit> transit;

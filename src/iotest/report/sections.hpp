@@ -158,6 +158,11 @@ json memory_json(const Report& r);
 std::string memory_text(const Report& r);
 void memory_summary(const Report& r, Summary& out);
 json to_json(const Sky& s);
+json to_json(const Device& d);
+std::string render_text(const Device& d, const Report& r);  // "" on the CPU
+// What bound a run (Pipeline::bound, Transit::bound) in words; on GPUs
+// the storage or the network holding back the GPU streamers says so.
+std::string bound_text(const std::string& bound, const Report& r);
 json to_json(const Environment& e);
 std::string render_text(const Environment& e, const Report& r);
 void summarise(const Environment* e, Summary& out);

@@ -489,6 +489,11 @@ json to_json(const Advice& a) {
                       {"assigners", g.assigners},
                       {"bytes", g.bytes},
                       {"fits", g.fits}});
+  if (a.gpus_per_node > 0)
+    for (size_t i = 0; i < a.layout.size(); ++i) {
+      layout[i]["streamers_per_gpu"] = a.layout[i].streamers_per_gpu;
+      layout[i]["gpu_bytes"] = a.layout[i].gpu_bytes;
+    }
   json j = {{"nodes", a.nodes},
             {"ranks_per_node", a.ranks_per_node},
             {"recommended_ranks", a.recommended_ranks},
@@ -508,6 +513,11 @@ json to_json(const Advice& a) {
     j["rates_from"] = a.rates_from;
   }
   if (!a.job_script.empty()) j["job_script"] = a.job_script;
+  if (a.gpus_per_node > 0) {
+    j["gpus_per_node"] = a.gpus_per_node;
+    j["gpu_memory_bytes"] = a.gpu_memory_bytes;
+    j["gpu_memory_source"] = a.gpu_memory_source;
+  }
   return j;
 }
 
@@ -533,6 +543,14 @@ std::string render_text(const Advice& a, const Report& r) {
   for (const auto& g : a.layout) {
     s += fmt::format("    {:<14} {:<44} {:>10}{}\n", g.nodes_text(), ranks_text(g),
                      bytes_text(g.bytes), g.fits ? "" : "  DOES NOT FIT");
+  }
+  if (a.gpus_per_node > 0) {
+    s += fmt::format("  per GPU, {} a node, of {} ({}):\n", a.gpus_per_node,
+                     bytes_text(a.gpu_memory_bytes), a.gpu_memory_source);
+    for (const auto& g : a.layout)
+      s += fmt::format("    {:<14} {:<44} {:>10}\n", g.nodes_text(),
+                       fmt::format("{} streamer(s) on the busiest GPU", g.streamers_per_gpu),
+                       bytes_text(g.gpu_bytes));
   }
   if (r.observation && a.streamers > 0)
     s += fmt::format("  to write: {} in all, about {} per streamer\n",

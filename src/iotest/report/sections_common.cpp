@@ -3,6 +3,8 @@
 // environment. Each: its JSON, its text and its CSV next to each other.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "iotest/report/sections.hpp"
 
 namespace iotest::report::detail {
@@ -415,6 +417,7 @@ json memory_json(const Report& r) {
          {"single_process_bytes", m.single_process_bytes}};
     if (m.assigner_bytes > 0) j["assigner_bytes"] = m.assigner_bytes;
     if (m.writer_bytes > 0) j["writer_bytes"] = m.writer_bytes;
+    if (m.streamer_gpu_bytes > 0) j["streamer_gpu_bytes"] = m.streamer_gpu_bytes;
     if (!m.items.empty()) {
       json items = json::array();
       for (const auto& i : m.items)
@@ -443,7 +446,17 @@ std::string memory_text(const Report& r) {
       bytes_text(m.single_process_bytes));
   if (m.peak_rss_bytes)
     s += fmt::format(", peak RSS {}", bytes_text(static_cast<double>(*m.peak_rss_bytes)));
-  return s + "\n";
+  s += "\n";
+  // --device=cuda: what each streamer holds on its GPU, item by item.
+  if (m.streamer_gpu_bytes > 0) {
+    std::string items;
+    for (const auto& i : m.items)
+      if (i.role == "streamer GPU")
+        items += fmt::format("{}{} {}", items.empty() ? "" : ", ", i.name, bytes_text(i.bytes));
+    s += fmt::format("          per streamer on its GPU {}: {}\n", bytes_text(m.streamer_gpu_bytes),
+                     items);
+  }
+  return s;
 }
 
 void memory_summary(const Report& r, Summary& out) {
@@ -454,6 +467,49 @@ void memory_summary(const Report& r, Summary& out) {
 
 json to_json(const Sky& s) {
   return {{"pixel_lm", s.pixel_lm}, {"sources", s.sources}};
+}
+
+// device: where the streamers degrid and grid
+
+json to_json(const Device& d) {
+  json j = {{"kind", d.kind}};
+  if (!d.cuda()) return j;
+  json gpus = json::array();
+  for (const auto& g : d.gpus)
+    gpus.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"driver", g.driver},
+                    {"memory_bytes", g.memory_bytes}});
+  j["gpus"] = gpus;
+  j["kernel_s"] = number_or_null(d.kernel_s);
+  j["transfer_s"] = number_or_null(d.transfer_s);
+  j["host_wait_s"] = number_or_null(d.host_wait_s);
+  return j;
+}
+
+std::string render_text(const Device& d, const Report&) {
+  if (!d.cuda()) return {};
+  std::string gpus;
+  for (const auto& g : d.gpus)
+    gpus += fmt::format("{}GPU {} {} ({}, {})", gpus.empty() ? "" : "; ", g.index, g.name,
+                        bytes_text(g.memory_bytes), g.driver);
+  std::string s = fmt::format("  device: cuda, {}\n", gpus.empty() ? "no GPU recorded" : gpus);
+  const auto seconds = [](double v) {
+    return std::isfinite(v) ? fmt::format("{:.3f} s", v) : std::string("-");
+  };
+  if (std::isfinite(d.kernel_s) || std::isfinite(d.transfer_s) || std::isfinite(d.host_wait_s))
+    s += fmt::format("  GPU time over the streamers: kernels {}, transfers {}, host waits {}\n",
+                     seconds(d.kernel_s), seconds(d.transfer_s), seconds(d.host_wait_s));
+  return s;
+}
+
+std::string bound_text(const std::string& bound, const Report& r) {
+  if (!r.device || !r.device->cuda()) return bound;
+  // Pipeline::bound names the resource, Transit::bound the side.
+  if (bound == "storage" || bound == "network") return bound + " (it holds back the GPU streamers)";
+  if (bound == "writers") return bound + ": storage holds back the GPU streamers";
+  if (bound == "transfer") return bound + ": the network holds back the GPU streamers";
+  return bound;
 }
 
 // environment: every report's last lines

@@ -104,7 +104,7 @@ std::string render_text(const Pipeline& pl, const Report& r) {
         bytes_text(static_cast<double>(k.bytes_sent)),
         bytes_text(static_cast<double>(k.bytes_received)), k.subgrids, k.visibilities,
         bytes_text(static_cast<double>(k.bytes_written)));
-  s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pl.bound,
+  s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, bound_text(pl.bound, r),
                    pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
   return s;
 }
@@ -160,7 +160,7 @@ json to_json(const Transit& t) {
           {"suggested_writer_ranks", t.suggested_writer_ranks}};
 }
 
-std::string render_text(const Transit& t, const Report&) {
+std::string render_text(const Transit& t, const Report& r) {
   std::string s;
   if (t.writer_ranks > 0)
     s += fmt::format(
@@ -169,11 +169,11 @@ std::string render_text(const Transit& t, const Report&) {
         "their writers {:.2f} s; bound by the {}\n",
         t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.writer_ranks,
         bytes_text(t.bytes_per_s), t.streamer_queue_wait_s, t.send_wait_s, t.writer_idle_s,
-        t.writer_queue_wait_s, t.bound);
+        t.writer_queue_wait_s, bound_text(t.bound, r));
   else
     s += fmt::format(
         "  in situ: degridding waited {:.2f} s on the writers' queues; bound by the {}\n",
-        t.streamer_queue_wait_s, t.bound);
+        t.streamer_queue_wait_s, bound_text(t.bound, r));
   s += fmt::format(
       "  a streamer makes {}/s of chunks, a writer writes {}/s: {} writer rank(s) of {} "
       "writer(s) would keep pace (--writer-ranks)\n",
