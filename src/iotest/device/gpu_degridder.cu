@@ -1,0 +1,158 @@
+// GpuDegridder's kernels (gpu_kernels.hpp): the towers' screens and the
+// gather / scatter around cuFFT's transforms, and the (de)gridding of a
+// whole batch in one launch. The per-visibility arithmetic is
+// tap_math.hpp's, the host's own.
+//
+// Balance: a batch's visibilities are one flat index space, thread i
+// degridding visibility i wherever it lies (its run found by binary search
+// over the runs' output offsets). A launch's work is its visibility count,
+// however unequally the batch's subgrids share it: one subgrid with
+// millions of visibilities and fifteen with a handful keep every SM as busy
+// as sixteen equal ones (the lesson of arXiv 2102.12739: per-subgrid
+// blocks leave the device waiting on the busiest).
+#include "iotest/device/gpu_kernels.hpp"
+
+namespace iotest::device::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(long long n) {
+  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
+}
+
+__device__ inline long long wrap(long long i, long long n) {
+  i %= n;
+  return i < 0 ? i + n : i;
+}
+
+__global__ void screens_kernel(const Cplx* sums, const Cplx* step, const int* plane_slot,
+                               const long long* plane_power, long long planes, int xM, Cplx* fft) {
+  const long long pixels = static_cast<long long>(xM) * xM;
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long p = blockIdx.y;
+  if (i >= pixels || p >= planes) return;
+  const Cplx s = sums[plane_slot[p] * pixels + i];
+  fft[p * pixels + i] = tap::mul(s, tap::integer_power(step[i], plane_power[p]));
+}
+
+__global__ void gather_kernel(const Cplx* fft, int xM, int xA, Cplx* tower) {
+  const long long cells = static_cast<long long>(xA) * xA;
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long p = blockIdx.y;
+  if (i >= cells) return;
+  const long long a = i / xA, b = i % xA;
+  const long long r = wrap(a - xA / 2, xM), c = wrap(b - xA / 2, xM);
+  tower[p * cells + i] = fft[p * xM * static_cast<long long>(xM) + r * xM + c];
+}
+
+__global__ void place_kernel(const Cplx* tower, int xM, int xA, Cplx* fft) {
+  const long long cells = static_cast<long long>(xA) * xA;
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long p = blockIdx.y;
+  if (i >= cells) return;
+  const long long a = i / xA, b = i % xA;
+  const long long r = wrap(a - xA / 2, xM), c = wrap(b - xA / 2, xM);
+  // xA <= xM: no two cells meet, so a store is prepare_subgrid's add.
+  fft[p * xM * static_cast<long long>(xM) + r * xM + c] = tower[p * cells + i];
+}
+
+__global__ void collapse_kernel(const Cplx* fft, const Slot* slots, const Cplx* step, int xM,
+                                Cplx* sums) {
+  const long long pixels = static_cast<long long>(xM) * xM;
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= pixels) return;
+  const Slot s = slots[blockIdx.y];
+  // Horner from the top plane, as collapse_tower.
+  const Cplx back = tap::conj(step[i]);
+  Cplx acc{0, 0};
+  for (long long p = s.plane_count - 1; p >= 0; --p) {
+    const Cplx x = fft[(s.tower + p) * pixels + i];
+    acc = p == s.plane_count - 1 ? x : tap::mul(acc, back);
+    if (p != s.plane_count - 1) {
+      acc.re += x.re;
+      acc.im += x.im;
+    }
+  }
+  sums[blockIdx.y * pixels + i] = tap::mul(acc, tap::integer_power(step[i], -s.first_plane));
+}
+
+__device__ inline void taps_of(const tap::Tables& t, const Batch& b, long long i,
+                               tap::VisTaps& v) {
+  const int r = tap::run_of(b.runs, b.run_count, i);
+  const tap::Run run = b.runs[r];
+  const Slot s = b.slots[run.slot];
+  const int chan = run.chan_begin + static_cast<int>(i - run.out);
+  tap::visibility_taps(t, run, chan, s.off0, s.off1, s.first_plane, s.plane_count, v);
+  v.fw += static_cast<int>(s.tower);  // from the batch's first plane
+}
+
+__global__ void degrid_kernel(tap::Tables t, Batch b, Cplx* vis) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= b.visibilities) return;
+  tap::VisTaps v;
+  taps_of(t, b, i, v);
+  if (!v.inside) {
+    atomicExch(b.error, 1);
+    vis[i] = {0, 0};
+    return;
+  }
+  vis[i] = tap::degrid_value(t, v, b.tower);
+}
+
+struct AtomicAdd {
+  __device__ void operator()(double* p, double x) const { atomicAdd(p, x); }
+};
+
+__global__ void grid_kernel(tap::Tables t, Batch b, const Cplx* vis) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= b.visibilities) return;
+  tap::VisTaps v;
+  taps_of(t, b, i, v);
+  if (!v.inside) {
+    atomicExch(b.error, 1);
+    return;
+  }
+  tap::grid_value(t, v, vis[i], b.tower, AtomicAdd{});
+}
+
+}  // namespace
+
+void launch_screens(const Cplx* sums, const Cplx* step, const int* plane_slot,
+                    const long long* plane_power, long long planes, int xM, Cplx* fft,
+                    cudaStream_t s) {
+  if (planes == 0) return;
+  const dim3 grid(blocks_for(static_cast<long long>(xM) * xM), static_cast<unsigned>(planes));
+  screens_kernel<<<grid, kThreads, 0, s>>>(sums, step, plane_slot, plane_power, planes, xM, fft);
+}
+
+void launch_gather(const Cplx* fft, long long planes, int xM, int xA, Cplx* tower, cudaStream_t s) {
+  if (planes == 0) return;
+  const dim3 grid(blocks_for(static_cast<long long>(xA) * xA), static_cast<unsigned>(planes));
+  gather_kernel<<<grid, kThreads, 0, s>>>(fft, xM, xA, tower);
+}
+
+void launch_place(const Cplx* tower, long long planes, int xM, int xA, Cplx* fft, cudaStream_t s) {
+  if (planes == 0) return;
+  const dim3 grid(blocks_for(static_cast<long long>(xA) * xA), static_cast<unsigned>(planes));
+  place_kernel<<<grid, kThreads, 0, s>>>(tower, xM, xA, fft);
+}
+
+void launch_collapse(const Cplx* fft, const Slot* slots, int slot_count, const Cplx* step, int xM,
+                     Cplx* sums, cudaStream_t s) {
+  if (slot_count == 0) return;
+  const dim3 grid(blocks_for(static_cast<long long>(xM) * xM), static_cast<unsigned>(slot_count));
+  collapse_kernel<<<grid, kThreads, 0, s>>>(fft, slots, step, xM, sums);
+}
+
+void launch_degrid(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s) {
+  if (b.visibilities == 0) return;
+  degrid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
+}
+
+void launch_grid(const tap::Tables& t, const Batch& b, const Cplx* vis, cudaStream_t s) {
+  if (b.visibilities == 0) return;
+  grid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
+}
+
+}  // namespace iotest::device::gpu
