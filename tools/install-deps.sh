@@ -2,23 +2,30 @@
 # Installs what iotest needs on a fresh Debian/Ubuntu machine: the Debian
 # packages (apt-get, as root or through sudo) and the Python venv for the
 # tests and tools. Idempotent: installs only what is missing.
-#   tools/install-deps.sh [--libraries-only] [--mpich] [--containers]
+#   tools/install-deps.sh [--libraries-only] [--mpich] [--containers] [--cuda]
 #     --libraries-only  no venv: what a plain `cmake --preset release` needs
 #     --mpich           also MPICH and its parallel HDF5, for `cmake --preset
 #                       mpich` (beside Open MPI, which stays the default MPI)
 #     --containers      also podman and debootstrap, for containers/build.sh
+#     --cuda            also a CUDA toolkit from PyPI wheels in .venv (nvcc,
+#                       runtime, cuFFT, CCCL: CUDA 13's, whose nvcc wheel
+#                       holds the compiler), for `cmake --preset cuda
+#                       -DIOTEST_CUDA_WHEELS=.venv` where no toolkit is
+#                       installed (docs/gpu.md). The GPU driver is the
+#                       system's.
 # Without --libraries-only it also installs what tools/cluster (the virtual
 # cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
 # peers bench/ compares with: fio (the storage scripts) and mpi4py for the
 # system python3 (bench/net_osu.sh's stand-in for OSU).
 set -euo pipefail
-libraries_only=false mpich=false containers=false
+libraries_only=false mpich=false containers=false cuda=false
 for option in "$@"; do
   case $option in
     --libraries-only) libraries_only=true ;;
     --mpich) mpich=true ;;
     --containers) containers=true ;;
-    *) echo "tools/install-deps.sh: unknown option '$option' (expected --libraries-only, --mpich or --containers)" >&2; exit 2 ;;
+    --cuda) cuda=true ;;
+    *) echo "tools/install-deps.sh: unknown option '$option' (expected --libraries-only, --mpich, --containers or --cuda)" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
@@ -52,9 +59,19 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+venv=.venv
+if $cuda; then
+  # CUDA 12's wheels (nvidia-cuda-nvcc-cu12 ...) hold no nvcc driver, so
+  # nothing compiles from them; CUDA 13's unpack into one toolkit,
+  # .venv/lib/pythonX.Y/site-packages/nvidia/cu13 (cmake/IotestCudaWheels.cmake).
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cufft nvidia-cuda-cccl
+  echo "CUDA wheels in $venv: cmake --preset cuda -DIOTEST_CUDA_WHEELS=$PWD/$venv"
+fi
+
 $libraries_only && exit 0
 
-venv=.venv
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
 fi

@@ -77,8 +77,7 @@ __global__ void collapse_kernel(const Cplx* fft, const Slot* slots, const Cplx* 
   sums[blockIdx.y * pixels + i] = tap::mul(acc, tap::integer_power(step[i], -s.first_plane));
 }
 
-__device__ inline void taps_of(const tap::Tables& t, const Batch& b, long long i,
-                               tap::VisTaps& v) {
+__device__ inline void taps_of(const tap::Tables& t, const Batch& b, long long i, tap::VisTaps& v) {
   const int r = tap::run_of(b.runs, b.run_count, i);
   const tap::Run run = b.runs[r];
   const Slot s = b.slots[run.slot];
