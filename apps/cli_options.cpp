@@ -77,8 +77,8 @@ void add_bls_per_task_option(CLI::App* app, index_t& bls_per_task) {
 
 void add_device_option(CLI::App* app, std::string& device) {
   app->add_option("--device", device,
-                  "where the streamers degrid and grid: cpu, or cuda (a build with the CUDA path "
-                  "and a GPU; ranks on a node share its GPUs round-robin)")
+                  "where degridding and gridding run: cpu, or cuda (needs a build with the CUDA "
+                  "path and a GPU; a node's streamers share its GPUs round-robin)")
       ->capture_default_str()
       ->group(kMode);
 }

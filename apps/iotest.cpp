@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
   plan->add_option("--ranks-per-node", plan_opts.ranks_per_node,
                    "MPI ranks on each node; the run deals its roles over the nodes, rank r on node "
                    "r mod nodes "
-                   "(default: enough for one streamer per node)")
+                   "(default: enough for one streamer per node; --device=cuda: one per GPU)")
       ->group("Allocation");
   plan->add_option("--node-memory", plan_opts.node_memory,
                    "memory of one node: bytes, or with a binary suffix K M G T (24G = 24 GiB; "

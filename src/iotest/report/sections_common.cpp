@@ -493,7 +493,7 @@ std::string render_text(const Device& d, const Report&) {
   for (const auto& g : d.gpus)
     gpus += fmt::format("{}GPU {} {} ({}, {})", gpus.empty() ? "" : "; ", g.index, g.name,
                         bytes_text(g.memory_bytes), g.driver);
-  std::string s = fmt::format("  device: cuda, {}\n", gpus.empty() ? "no GPU recorded" : gpus);
+  std::string s = gpus.empty() ? "  device: cuda\n" : fmt::format("  device: cuda, {}\n", gpus);
   const auto seconds = [](double v) {
     return std::isfinite(v) ? fmt::format("{:.3f} s", v) : std::string("-");
   };
