@@ -14,7 +14,8 @@ try:
 except ImportError:
     # Started by another python (`python3 bench/x.py`): rerun under the
     # venv's, where `make deps` installed the peer.
-    if VENV_PYTHON.exists() and Path(sys.executable).resolve() != VENV_PYTHON.resolve():
+    # (By prefix: the venv's python is a link to the one that made it.)
+    if VENV_PYTHON.exists() and Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
         os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), *sys.argv])
     sys.exit("ducc0 is needed: run `make deps` (it installs requirements.txt into .venv)")
 
