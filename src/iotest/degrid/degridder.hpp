@@ -161,8 +161,8 @@ class Degridder {
     const GridKernel* uv_kernel = nullptr;
     const GridKernel* w_kernel = nullptr;  // unused where w is free
     const WLayout* layout = nullptr;
-    int w_taps = 1;                                              // planes a visibility spans
-    const std::vector<cplx>* screen_step = nullptr;              // xM x xM, FFT order
+    int w_taps = 1;                                               // planes a visibility spans
+    const std::vector<cplx>* screen_step = nullptr;               // xM x xM, FFT order
     const std::vector<std::pair<int, int>>* baselines = nullptr;  // antenna pairs
     const std::vector<std::vector<telescope::Uvw>>* antenna_uvw = nullptr;  // [time][antenna], m
   };
