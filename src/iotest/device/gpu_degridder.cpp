@@ -292,8 +292,9 @@ struct GpuDegridder::Impl {
           "a visibility reaches outside its subgrid's tower (GPU): the binning and the margin "
           "should prevent this");
     if (!l.imaging) {
-      std::memcpy(static_cast<void*>(l.out), l.h_vis.p,
-                  static_cast<size_t>(l.visibilities) * sizeof(cplx));
+      if (l.visibilities > 0)
+        std::memcpy(static_cast<void*>(l.out), l.h_vis.p,
+                    static_cast<size_t>(l.visibilities) * sizeof(cplx));
     } else {
       for (size_t s = 0; s < l.targets.size(); ++s) {
         const auto* src = reinterpret_cast<const cplx*>(l.h_sums.p) + s * l.xM2;
@@ -354,6 +355,7 @@ struct GpuDegridder::Impl {
 
   template <class T>
   void copy_in(Lane& l, T* dst, const T* src, size_t count) {
+    if (count == 0) return;  // (the buffers may not exist yet)
     check(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyHostToDevice, l.stream),
           "cudaMemcpyAsync");
   }
@@ -407,9 +409,10 @@ struct GpuDegridder::Impl {
     gpu::launch_degrid(tables, batch_of(l, visits.size(), runs, vis), l.vis.p, l.stream);
     check(cudaGetLastError(), "kernel launch");
     check(cudaEventRecord(l.computed, l.stream), "cudaEventRecord");
-    check(cudaMemcpyAsync(l.h_vis.p, l.vis.p, static_cast<size_t>(vis) * sizeof(Cplx),
-                          cudaMemcpyDeviceToHost, l.stream),
-          "cudaMemcpyAsync");
+    if (vis > 0)
+      check(cudaMemcpyAsync(l.h_vis.p, l.vis.p, static_cast<size_t>(vis) * sizeof(Cplx),
+                            cudaMemcpyDeviceToHost, l.stream),
+            "cudaMemcpyAsync");
     check(cudaMemcpyAsync(l.h_error.p, l.error.p, sizeof(int), cudaMemcpyDeviceToHost, l.stream),
           "cudaMemcpyAsync");
     check(cudaEventRecord(l.done, l.stream), "cudaEventRecord");
@@ -424,7 +427,8 @@ struct GpuDegridder::Impl {
     finish(l);
     const auto [planes, vis] = stage(l, visits);
     const size_t runs = run_count(visits);
-    std::memcpy(static_cast<void*>(l.h_vis.p), vis_in, static_cast<size_t>(vis) * sizeof(cplx));
+    if (vis > 0)
+      std::memcpy(static_cast<void*>(l.h_vis.p), vis_in, static_cast<size_t>(vis) * sizeof(cplx));
     check(cudaEventRecord(l.start, l.stream), "cudaEventRecord");
     copy_tables(l, visits.size(), runs, planes);
     copy_in(l, l.vis.p, l.h_vis.p, static_cast<size_t>(vis));
