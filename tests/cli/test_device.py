@@ -189,3 +189,18 @@ def test_plan_without_a_gpu_here_needs_its_memory(iotest):
         pytest.skip("this machine has a GPU")
     line = one_error(iotest("plan", "--rec-set=small", "--vis-set=vlaa", "--device=cuda"))
     assert line.startswith("--gpu-memory: this machine has no GPU to take it from ("), line
+
+
+def test_plan_slurm_asks_for_the_gpus_and_runs_on_them(iotest):
+    proc = iotest("plan", "--rec-set=small", "--vis-set=vlaa", "--node-memory=1T", "--threads=1",
+                  "--device=cuda", "--gpus-per-node=4", "--gpu-memory=80G", "--nodes=2",
+                  "--slurm", check=0)
+    script = proc.stdout
+    assert "#SBATCH --gpus-per-node=4\n" in script
+    assert "#SBATCH --ntasks-per-node=8\n" in script
+    run = [line for line in script.splitlines() if line.strip().startswith("iotest run ")]
+    assert run and "--device=cuda" in run[0], script
+    assert "--gpu-memory" not in script  # plan's alone
+    cpu = iotest("plan", "--rec-set=small", "--vis-set=vlaa", "--node-memory=1T", "--threads=1",
+                 "--slurm", check=0).stdout
+    assert "--gpus-per-node" not in cpu and "--device" not in cpu

@@ -114,6 +114,8 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   s += fmt::format("#SBATCH --nodes={}\n", a.nodes);
   s += fmt::format("#SBATCH --ntasks-per-node={}\n", a.ranks_per_node);
   s += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
+  // --device=cuda: the node's GPUs, which its streamers share round-robin.
+  if (a.gpus_per_node > 0) s += fmt::format("#SBATCH --gpus-per-node={}\n", a.gpus_per_node);
   s += "#SBATCH --overcommit\n";
   s += "#SBATCH --exclusive\n";
   s += fmt::format("#SBATCH --time={}\n", o.time_limit);

@@ -331,9 +331,12 @@ std::string render_run_plan(const Report& r) {
                "whole in file order (the storage ceiling)\n"
              : "  synthetic visibilities (storage only): no producers, no degridding, a pattern "
                "written as the real run would\n";
-  s += fmt::format("  memory estimate: producer {}, streamer {}{}\n",
+  s += fmt::format("  memory estimate: producer {}, streamer {}{}{}\n",
                    bytes_text(static_cast<double>(r.memory.producer_bytes)),
                    bytes_text(static_cast<double>(r.memory.streamer_bytes)),
+                   r.memory.streamer_gpu_bytes > 0
+                       ? " (and on its GPU " + bytes_text(r.memory.streamer_gpu_bytes) + ")"
+                       : std::string(),
                    r.memory.writer_bytes > 0
                        ? ", writer rank " + bytes_text(static_cast<double>(r.memory.writer_bytes))
                        : std::string());
