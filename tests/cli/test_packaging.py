@@ -44,6 +44,7 @@ FIND_PACKAGE_TO_SPACK = {
     "PkgConfig": {"pkgconfig", "pkgconf", "pkg-config"},
     "FFTW3": {"fftw-api", "fftw"},
     "LAPACKE": {"netlib-lapack", "lapack", "openblas"},
+    "CUDAToolkit": {"cuda"},
 }
 # Found through the compiler, not a Spack package (the reason is the value).
 FROM_THE_COMPILER = {
@@ -363,8 +364,15 @@ def fake_spack_modules(recorder):
     class InstallError(Exception):
         pass
 
+    class CudaPackage:
+        """Spack's mixin: the cuda and cuda_arch variants, cuda when +cuda."""
+        recorder.directive("variant")("cuda", default=False, description="Build with CUDA")
+        recorder.directive("variant")("cuda_arch", values=("none", "80", "90"), default="none",
+                                      multi=True, description="CUDA architecture")
+
     names = {
         "CMakePackage": CMakePackage,
+        "CudaPackage": CudaPackage,
         "when": when,
         "which": which,
         "Executable": FakeExecutable,
@@ -521,10 +529,13 @@ def test_the_recipe_cache_variables_are_declared_by_cmake(recipe):
     cls, _ = recipe
     cache = cmake_cache_variables()
     allowed = cmake_allowed_strings()
-    for run_tests, vs in ((False, dict(phdf5=True, openmp=True, arch="generic")),
-                          (True, dict(phdf5=False, openmp=False, arch="native"))):
+    for run_tests, vs in ((False, dict(phdf5=True, openmp=True, arch="generic", cuda=False)),
+                          (True, dict(phdf5=False, openmp=False, arch="native", cuda=True,
+                                      cuda_arch=("90",)))):
         defines = parse_defines(cmake_args_for(cls, run_tests=run_tests, **vs))
         for name, value in defines.items():
+            if name.startswith("CMAKE_"):
+                continue  # CMake's own (CMAKE_CUDA_ARCHITECTURES)
             assert name in cache, (f"cmake_args sets {name}, which CMakeLists.txt does not "
                                    "declare with option() or set(... CACHE ...)")
             if cache[name][0] == "BOOL":
@@ -545,12 +556,12 @@ def test_the_arch_values_are_those_cmake_accepts(recipe):
 
 
 @pytest.mark.parametrize("run_tests,vs,expected", [
-    (False, dict(phdf5=True, openmp=True, arch="generic"),
+    (False, dict(phdf5=True, openmp=True, arch="generic", cuda=False),
      {"IOTEST_ARCH": "generic", "IOTEST_OPENMP": "ON", "IOTEST_PARALLEL_HDF5": "ON",
-      "IOTEST_BUILD_TESTS": "OFF"}),
-    (True, dict(phdf5=False, openmp=False, arch="native"),
+      "IOTEST_BUILD_TESTS": "OFF", "IOTEST_CUDA": "OFF", "CMAKE_CUDA_ARCHITECTURES": None}),
+    (True, dict(phdf5=False, openmp=False, arch="native", cuda=True, cuda_arch=("80", "90")),
      {"IOTEST_ARCH": "native", "IOTEST_OPENMP": "OFF", "IOTEST_PARALLEL_HDF5": "OFF",
-      "IOTEST_BUILD_TESTS": "ON"}),
+      "IOTEST_BUILD_TESTS": "ON", "IOTEST_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "80;90"}),
 ])
 def test_cmake_args_follow_the_variants(recipe, run_tests, vs, expected):
     cls, _ = recipe

@@ -10,11 +10,12 @@ try:
     # Spack >= 1.0 (package API v2): the build systems live in the builtin
     # package repository; Spack 0.x exports CMakePackage from spack.package.
     from spack_repo.builtin.build_systems.cmake import CMakePackage
+    from spack_repo.builtin.build_systems.cuda import CudaPackage
 except ImportError:
     pass
 
 
-class Iotest(CMakePackage):
+class Iotest(CMakePackage, CudaPackage):
     """iotest: an MPI benchmark for radio-astronomy imaging I/O at SKA scale.
 
     It walks a sky image through the distributed SwiFTly recombination
@@ -56,6 +57,11 @@ class Iotest(CMakePackage):
         description="Instruction set: generic (Spack's target flags only), "
         "x86-64-v3 (AVX2/FMA), native (-march=native on the build machine)",
     )
+
+    # +cuda (from CudaPackage, with cuda_arch=90 for H100): the GPU
+    # streamer, `--device=cuda` (docs/gpu.md). cuFFT comes with the toolkit.
+    depends_on("cuda@12:", when="+cuda")
+    conflicts("cuda_arch=none", when="+cuda", msg="name the GPUs' architecture: cuda_arch=90 (H100)")
 
     # C++20: <numbers>, <span>, floating-point std::from_chars.
     conflicts("%gcc@:10", msg="iotest needs C++20 (GCC 11 or newer)")
@@ -113,14 +119,22 @@ class Iotest(CMakePackage):
 
     def cmake_args(self):
         parallel_hdf5 = "ON" if self.spec.satisfies("+phdf5") else "OFF"
-        return [
+        args = [
             self.define_from_variant("IOTEST_ARCH", "arch"),
             self.define_from_variant("IOTEST_OPENMP", "openmp"),
             # ON or OFF, never AUTO: the variant decides, and with ON CMake
             # fails loudly if the HDF5 it finds is not the parallel one.
             self.define("IOTEST_PARALLEL_HDF5", parallel_hdf5),
             self.define("IOTEST_BUILD_TESTS", self.run_tests),
+            # ON or OFF, never AUTO: a toolkit on the build machine must not
+            # decide what a ~cuda spec contains.
+            self.define("IOTEST_CUDA", "ON" if self.spec.satisfies("+cuda") else "OFF"),
         ]
+        if self.spec.satisfies("+cuda"):
+            args.append(
+                self.define("CMAKE_CUDA_ARCHITECTURES", ";".join(self.spec.variants["cuda_arch"].value))
+            )
+        return args
 
     def check(self):
         """Build-time tests: the C++ unit tests. ctest's `cli` test runs the

@@ -49,7 +49,13 @@ Probe probe() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    p.missing = fmt::format("no CUDA device: {}", cudaGetErrorString(err));
+    // The static runtime reports a missing driver as too old a driver.
+    int driver = 0;
+    if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+        driver == 0)
+      p.missing = "no CUDA device: no CUDA driver on this machine (libcuda.so.1 not found)";
+    else
+      p.missing = fmt::format("no CUDA device: {}", cudaGetErrorString(err));
     return p;
   }
   if (count == 0) {
