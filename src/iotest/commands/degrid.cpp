@@ -13,11 +13,85 @@
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/device/gpu_degridder.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
+
+namespace {
+// The host side of the GPU path (degrid_column_on_gpu below): a group of
+// a column's visits, each its subgrid's sum and its runs cut into the CPU
+// path's tasks, and the tasks in batches for GpuDegridder::degrid.
+struct GpuGroup {
+  struct Visit {
+    Array2D sum;
+    std::vector<binning::VisRun> runs;
+    std::vector<std::pair<size_t, size_t>> tasks;  // runs [first, last) of each task
+    double wc_min = 0, wc_max = 0;                 // w / dw from the stack
+    index_t subgrid = 0, off0 = 0, off1 = 0;
+    explicit Visit(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()) {}
+    void take(const binning::Binner& binner, index_t stack, index_t s, index_t o0, index_t o1,
+              index_t bls_per_task, double dw) {
+      const binning::VisitRuns visit(binner, stack, s);
+      double lo = 0, hi = 0;
+      visit.w_range(lo, hi);
+      wc_min = lo / dw;
+      wc_max = hi / dw;
+      subgrid = s, off0 = o0, off1 = o1;
+      runs.clear();
+      tasks.clear();
+      std::vector<binning::VisRun> part;
+      for (const auto& [first, last] : visit.tasks(bls_per_task, degrid::kTaskVisibilities)) {
+        visit.runs(first, last, part);
+        tasks.emplace_back(runs.size(), runs.size() + part.size());
+        runs.insert(runs.end(), part.begin(), part.end());
+      }
+    }
+  };
+  std::vector<Visit> visits;  // grown, never shrunk: the sums are reused
+  size_t used = 0;
+  std::vector<cplx> out;  // a batch's visibilities, task after task
+  void resize(const swiftly::Recombination& rec, size_t n) {
+    while (visits.size() < n) visits.emplace_back(rec);
+    used = n;
+  }
+
+  struct Batch {
+    std::vector<device::GpuVisit> visits;  // one per task
+    std::vector<const cplx*> sums;
+    std::vector<index_t> first;  // each task's first value in `out`
+    std::vector<index_t> subgrid;
+  };
+  // The group's tasks, in batches of at most max_visibilities (a larger
+  // task alone).
+  std::vector<Batch> batches(index_t max_visibilities) const {
+    std::vector<Batch> all(1);
+    index_t held = 0;
+    for (size_t k = 0; k < used; ++k) {
+      const auto& v = visits[k];
+      for (const auto& [a, b] : v.tasks) {
+        const device::GpuVisit task{v.wc_min,          v.wc_max, v.runs.data() + a,
+                                    v.runs.data() + b, v.off0,   v.off1};
+        const index_t n = task.visibilities();
+        if (n == 0) continue;
+        if (held > 0 && held + n > max_visibilities) {
+          all.emplace_back();
+          held = 0;
+        }
+        auto& batch = all.back();
+        batch.first.push_back(held);
+        batch.visits.push_back(task);
+        batch.sums.push_back(v.sum.data());
+        batch.subgrid.push_back(v.subgrid);
+        held += n;
+      }
+    }
+    return all;
+  }
+};
+}  // namespace
 
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
@@ -59,11 +133,18 @@ report::Report degrid(const DegridRunOptions& o) {
     r.memory = job::estimate_memory(job, shape, &*counts);
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &*counts, !o.output.empty());
-    job::require_memory(p, r.memory.single_process_bytes);
     if (o.device == device::Kind::cuda) {
-      job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
-      job::gpu_path_unavailable();
+      // On the host besides: the pinned staging, a group's sums and a
+      // batch's visibilities (degrid_column_on_gpu).
+      const auto gpu_batch = job::gpu_shape(job, *counts, o.bls_per_task);
+      r.memory.single_process_bytes +=
+          device::gpu_staging_bytes(gpu_batch) +
+          gpu_batch.batch_subgrids * p.xM * p.xM * index_t{sizeof(cplx)} +
+          gpu_batch.batch_visibilities * index_t{sizeof(cplx)};
     }
+    job::require_memory(p, r.memory.single_process_bytes);
+    if (o.device == device::Kind::cuda)
+      job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
   };
   if (!o.target_err) count_and_check();
   const swiftly::Recombination rec(p);
@@ -116,6 +197,68 @@ report::Report degrid(const DegridRunOptions& o) {
   };
   std::vector<ThreadState> state;
   for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
+  const auto emit = [&](const storage::ChunkKey& key, const cplx* data, index_t count,
+                        const storage::PresenceWord* present) {
+    const std::lock_guard<std::mutex> hold(backend_lock);
+    backend->write_chunk(key, data, count, present);
+  };
+  // --device=cuda: one process, the first GPU (docs/gpu.md).
+  std::optional<device::GpuDegridder> gpu;
+  if (o.device == device::Kind::cuda) gpu.emplace(degridder, gpus.front().index);
+  GpuGroup gpu_group;
+
+  // The GPU path of one column's subgrids, in groups of a batch: their sums
+  // on the CPU threads (SwiFTly, as below), then every task of their visits
+  // (the CPU path's tasks, each with its visit's sum and w range) on the
+  // GPU, a batch of visibilities at a time, then chunks and the sampled
+  // checks on the CPU threads. Tasks bound the host's visibility buffer
+  // however busy a subgrid is.
+  const auto degrid_column_on_gpu = [&](index_t stack, index_t off0,
+                                        const std::vector<index_t>& subgrids) {
+    const size_t group = static_cast<size_t>(device::kDefaultBatchSubgrids);
+    for (size_t g0 = 0; g0 < subgrids.size(); g0 += group) {
+      const size_t n = std::min(group, subgrids.size() - g0);
+      gpu_group.resize(rec, n);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t k = 0; k < n; ++k)
+        failures.capture([&] {
+          auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+          auto& v = gpu_group.visits[k];
+          const index_t s = subgrids[g0 + k];
+          const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+          std::fill(v.sum.data(), v.sum.data() + v.sum.size(), cplx{});
+          for (index_t f = 0; f < F; ++f) {
+            rec.extract_contribution(column_data[static_cast<size_t>(f)].view(), ftile1(f).offset,
+                                     off1, st.contribution.view());
+            rec.add_contribution(st.contribution.view(), ftile0(f).offset, ftile1(f).offset,
+                                 v.sum.view());
+          }
+          v.take(*binner, stack, s, off0, off1, o.bls_per_task, degridder.planes().dw);
+        });
+      failures.rethrow();
+      for (const auto& batch : gpu_group.batches(device::kMaxBatchVisibilities)) {
+        gpu_group.out.clear();
+        gpu->degrid(batch.visits, batch.sums, gpu_group.out);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+        for (size_t t = 0; t < batch.visits.size(); ++t)
+          failures.capture([&] {
+            auto& ts = state[static_cast<size_t>(omp_get_thread_num())];
+            const auto& task = batch.visits[t];
+            const cplx* values = gpu_group.out.data() + batch.first[t];
+            degrid::runs_to_chunks(obs.time.steps, task.begin, task.end, values, ts.chunks, emit);
+            ts.visibilities += task.visibilities();
+            ts.planes +=
+                degrid::tower_planes(job.w, job.kernel.w_support, task.wc_min, task.wc_max).count;
+            const auto tc = Clock::now();  // untimed, as on the CPU
+            ts.vis.assign(values, values + task.visibilities());
+            ts.samples += degrid::check_samples(degridder, sources, samples, task.begin, task.end,
+                                                ts.vis, ts.errors[batch.subgrid[t]]);
+            ts.check_s += seconds_since(tc);
+          });
+        failures.rethrow();
+      }
+    }
+  };
 
   // Timed: the whole predict chain, one w-stacking plane after another.
   t0 = Clock::now();
@@ -147,6 +290,10 @@ report::Report degrid(const DegridRunOptions& o) {
         rec.prepare_column(prepared[static_cast<size_t>(f)].view(), ftile0(f).offset, off0,
                            state[static_cast<size_t>(omp_get_thread_num())].column,
                            column_data[static_cast<size_t>(f)].view());
+      if (gpu) {
+        degrid_column_on_gpu(stack, off0, subgrids);
+        continue;
+      }
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
       for (size_t k = 0; k < subgrids.size(); ++k) {
         failures.capture([&] {
@@ -179,11 +326,7 @@ report::Report degrid(const DegridRunOptions& o) {
               const auto* begin = ts.runs.data();
               const auto* end = begin + ts.runs.size();
               degrid::degrid_to_chunks(degridder, begin, end, off0, off1, *tower, ts.vis, ts.chunks,
-                                       [&](const storage::ChunkKey& key, const cplx* data,
-                                           index_t count, const storage::PresenceWord* present) {
-                                         const std::lock_guard<std::mutex> hold(backend_lock);
-                                         backend->write_chunk(key, data, count, present);
-                                       });
+                                       emit);
               ts.visibilities += static_cast<index_t>(ts.vis.size());
               // Untimed: the sampled visibilities of this task.
               const auto tc = Clock::now();
@@ -230,6 +373,11 @@ report::Report degrid(const DegridRunOptions& o) {
   job::describe_degridding(*r.settings, job, degridder, stacks_walked, calibration);
   r.settings->vis_samples = static_cast<index_t>(samples.size());
   r.device = job::device_section(o.device, gpus);
+  if (gpu) {
+    r.device->kernel_s = gpu->timing().kernel_s;
+    r.device->transfer_s = gpu->timing().transfer_s;
+    r.device->host_wait_s = gpu->timing().host_wait_s;
+  }
   r.counts.facets = p.facet_count();
   r.counts.subgrids = p.subgrid_count();
   r.counts.subgrids_processed = used;

@@ -16,21 +16,16 @@ void sort_for_storage(std::vector<binning::VisRun>& runs) {
   });
 }
 
-namespace {
-
-// Runs [begin, end), whose values are `vis` run after run, into whole chunks.
 void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
-                    const std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
+                    const cplx* vis, storage::ChunkAssembler& chunks,
                     const storage::ChunkAssembler::Emit& emit) {
-  const cplx* at = vis.data();
   for (const auto* run = begin; run != end; ++run) {
-    chunks.add(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), at, emit);
-    at += run->count();
+    chunks.add(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), vis,
+               emit);
+    vis += run->count();
   }
   chunks.flush(emit);
 }
-
-}  // namespace
 
 void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
                       index_t off0, index_t off1, const Degridder::Workspace& ws,
@@ -38,7 +33,7 @@ void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const bi
                       const storage::ChunkAssembler::Emit& emit) {
   vis.clear();
   d.degrid(begin, end, off0, off1, ws, vis);
-  runs_to_chunks(d.observation().time.steps, begin, end, vis, chunks, emit);
+  runs_to_chunks(d.observation().time.steps, begin, end, vis.data(), chunks, emit);
 }
 
 void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::VisRun* begin,
@@ -49,7 +44,7 @@ void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::Vis
   for (const auto* run = begin; run != end; ++run)
     for (index_t c = run->chan_begin; c < run->chan_end; ++c)
       vis.push_back(synthetic_visibility(run->baseline, run->time, c, nonce));
-  runs_to_chunks(times, begin, end, vis, chunks, emit);
+  runs_to_chunks(times, begin, end, vis.data(), chunks, emit);
 }
 
 void PatternCheck::add(const storage::Reader& file, const std::string& name,

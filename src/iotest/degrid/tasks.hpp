@@ -24,6 +24,13 @@ void sort_for_storage(std::vector<binning::VisRun>& runs);
 // row chunks of 64 dumps x 65,536 channels would be 16 GiB).
 inline constexpr index_t kTaskVisibilities = index_t{1} << 22;
 
+// Values `vis` of runs [begin, end), run after run (as Degridder::degrid
+// leaves them), into whole chunks for `emit`; `times`: the observation's
+// time steps. The GPU path's visibilities reach storage this way.
+void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
+                    const cplx* vis, storage::ChunkAssembler& chunks,
+                    const storage::ChunkAssembler::Emit& emit);
+
 // Degrids runs [begin, end) from the tower in `ws` into `vis` (cleared
 // first) and hands whole chunks to `emit`.
 void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,

@@ -22,6 +22,11 @@ std::vector<GpuItem> gpu_memory_items(const GpuShape& s) {
   };
 }
 
+index_t gpu_staging_bytes(const GpuShape& s) {
+  const auto items = gpu_memory_items(s);
+  return items[0].bytes + items[2].bytes + items[3].bytes;  // sums, visibilities, runs
+}
+
 index_t gpu_memory_bytes(const GpuShape& s) {
   const auto items = gpu_memory_items(s);
   return std::accumulate(items.begin(), items.end(), index_t{0},

@@ -65,11 +65,17 @@ struct GpuShape {
 };
 inline constexpr index_t kBatchesInFlight = 2;
 inline constexpr index_t kDefaultBatchSubgrids = 16;
+// A batch's visibilities at most (a single larger task makes a batch of
+// its own): 256 MiB of buffer each side, whatever the observation.
+inline constexpr index_t kMaxBatchVisibilities = index_t{1} << 24;
 struct GpuItem {
   std::string name;
   index_t bytes = 0;
 };
 std::vector<GpuItem> gpu_memory_items(const GpuShape& s);
 index_t gpu_memory_bytes(const GpuShape& s);
+// The host's pinned staging for the same batches (sums, visibilities and
+// runs of each batch in flight).
+index_t gpu_staging_bytes(const GpuShape& s);
 
 }  // namespace iotest::device

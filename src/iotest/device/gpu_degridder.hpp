@@ -61,7 +61,7 @@ class GpuDegridder {
   // in flight); max_batch_visibilities bounds a batch's visibility buffers
   // (a single busier visit still makes a batch of its own).
   GpuDegridder(const degrid::Degridder& d, int gpu, index_t batch_subgrids = kDefaultBatchSubgrids,
-               index_t max_batch_visibilities = index_t{1} << 24);
+               index_t max_batch_visibilities = kMaxBatchVisibilities);
   ~GpuDegridder();
   GpuDegridder(const GpuDegridder&) = delete;
   GpuDegridder& operator=(const GpuDegridder&) = delete;

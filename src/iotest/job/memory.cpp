@@ -216,8 +216,9 @@ device::GpuShape gpu_shape(const Job& job, const binning::VisitCounts& counts,
   std::partial_sort(busiest.begin(), busiest.begin() + k, busiest.end(), std::greater<>());
   index_t held = 0;
   for (std::ptrdiff_t i = 0; i < k; ++i) held += busiest[static_cast<size_t>(i)];
-  g.batch_visibilities =
-      std::min(g.batch_subgrids * task_visibilities(job, counts, bls_per_task), held);
+  g.batch_visibilities = std::min(
+      {g.batch_subgrids * task_visibilities(job, counts, bls_per_task), held,
+       std::max(device::kMaxBatchVisibilities, task_visibilities(job, counts, bls_per_task))});
   // The runs that place them: as the host's task buffers, two for each
   // frequency chunk's share.
   g.batch_runs =
