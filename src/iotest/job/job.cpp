@@ -111,7 +111,9 @@ report::Device device_section(device::Kind kind, const std::vector<device::GpuIn
   report::Device d;
   d.kind = std::string(device::name(kind));
   if (kind == device::Kind::cuda)
-    for (const auto& g : gpus) d.gpus.push_back({g.index, g.name, g.driver, g.memory_bytes});
+    for (const auto& g : gpus)
+      d.gpus.push_back(
+          {g.index, g.name, g.driver, g.memory_bytes, g.fp64_flops_per_s, g.memory_bytes_per_s});
   return d;
 }
 

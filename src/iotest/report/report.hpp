@@ -519,6 +519,8 @@ struct Device {
     int index = -1;  // CUDA ordinal on its node
     std::string name, driver;
     index_t memory_bytes = 0;
+    // Peaks (0: unknown): what the kernels' share of the device is taken of.
+    double fp64_flops_per_s = 0, memory_bytes_per_s = 0;
   };
   std::vector<Gpu> gpus;  // the GPUs the streamers used, each once
   // Summed over the streamers: in GPU kernels, in host-device copies, and

@@ -479,7 +479,9 @@ json to_json(const Device& d) {
     gpus.push_back({{"index", g.index},
                     {"name", g.name},
                     {"driver", g.driver},
-                    {"memory_bytes", g.memory_bytes}});
+                    {"memory_bytes", g.memory_bytes},
+                    {"fp64_flops_per_s", g.fp64_flops_per_s},
+                    {"memory_bytes_per_s", g.memory_bytes_per_s}});
   j["gpus"] = gpus;
   j["kernel_s"] = number_or_null(d.kernel_s);
   j["transfer_s"] = number_or_null(d.transfer_s);
