@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "iotest/commands/gpu_group.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/openmp.hpp"
@@ -19,79 +20,6 @@
 #include "iotest/storage/backend.hpp"
 
 namespace iotest::commands {
-
-namespace {
-// The host side of the GPU path (degrid_column_on_gpu below): a group of
-// a column's visits, each its subgrid's sum and its runs cut into the CPU
-// path's tasks, and the tasks in batches for GpuDegridder::degrid.
-struct GpuGroup {
-  struct Visit {
-    Array2D sum;
-    std::vector<binning::VisRun> runs;
-    std::vector<std::pair<size_t, size_t>> tasks;  // runs [first, last) of each task
-    double wc_min = 0, wc_max = 0;                 // w / dw from the stack
-    index_t subgrid = 0, off0 = 0, off1 = 0;
-    explicit Visit(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()) {}
-    void take(const binning::Binner& binner, index_t stack, index_t s, index_t o0, index_t o1,
-              index_t bls_per_task, double dw) {
-      const binning::VisitRuns visit(binner, stack, s);
-      double lo = 0, hi = 0;
-      visit.w_range(lo, hi);
-      wc_min = lo / dw;
-      wc_max = hi / dw;
-      subgrid = s, off0 = o0, off1 = o1;
-      runs.clear();
-      tasks.clear();
-      std::vector<binning::VisRun> part;
-      for (const auto& [first, last] : visit.tasks(bls_per_task, degrid::kTaskVisibilities)) {
-        visit.runs(first, last, part);
-        tasks.emplace_back(runs.size(), runs.size() + part.size());
-        runs.insert(runs.end(), part.begin(), part.end());
-      }
-    }
-  };
-  std::vector<Visit> visits;  // grown, never shrunk: the sums are reused
-  size_t used = 0;
-  std::vector<cplx> out;  // a batch's visibilities, task after task
-  void resize(const swiftly::Recombination& rec, size_t n) {
-    while (visits.size() < n) visits.emplace_back(rec);
-    used = n;
-  }
-
-  struct Batch {
-    std::vector<device::GpuVisit> visits;  // one per task
-    std::vector<const cplx*> sums;
-    std::vector<index_t> first;  // each task's first value in `out`
-    std::vector<index_t> subgrid;
-  };
-  // The group's tasks, in batches of at most max_visibilities (a larger
-  // task alone).
-  std::vector<Batch> batches(index_t max_visibilities) const {
-    std::vector<Batch> all(1);
-    index_t held = 0;
-    for (size_t k = 0; k < used; ++k) {
-      const auto& v = visits[k];
-      for (const auto& [a, b] : v.tasks) {
-        const device::GpuVisit task{v.wc_min,          v.wc_max, v.runs.data() + a,
-                                    v.runs.data() + b, v.off0,   v.off1};
-        const index_t n = task.visibilities();
-        if (n == 0) continue;
-        if (held > 0 && held + n > max_visibilities) {
-          all.emplace_back();
-          held = 0;
-        }
-        auto& batch = all.back();
-        batch.first.push_back(held);
-        batch.visits.push_back(task);
-        batch.sums.push_back(v.sum.data());
-        batch.subgrid.push_back(v.subgrid);
-        held += n;
-      }
-    }
-    return all;
-  }
-};
-}  // namespace
 
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
@@ -133,15 +61,8 @@ report::Report degrid(const DegridRunOptions& o) {
     r.memory = job::estimate_memory(job, shape, &*counts);
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &*counts, !o.output.empty());
-    if (o.device == device::Kind::cuda) {
-      // On the host besides: the pinned staging, a group's sums and a
-      // batch's visibilities (degrid_column_on_gpu).
-      const auto gpu_batch = job::gpu_shape(job, *counts, o.bls_per_task);
-      r.memory.single_process_bytes +=
-          device::gpu_staging_bytes(gpu_batch) +
-          gpu_batch.batch_subgrids * p.xM * p.xM * index_t{sizeof(cplx)} +
-          gpu_batch.batch_visibilities * index_t{sizeof(cplx)};
-    }
+    if (o.device == device::Kind::cuda)
+      r.memory.single_process_bytes += job::gpu_host_bytes(job, *counts, o.bls_per_task);
     job::require_memory(p, r.memory.single_process_bytes);
     if (o.device == device::Kind::cuda)
       job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
@@ -205,7 +126,7 @@ report::Report degrid(const DegridRunOptions& o) {
   // --device=cuda: one process, the first GPU (docs/gpu.md).
   std::optional<device::GpuDegridder> gpu;
   if (o.device == device::Kind::cuda) gpu.emplace(degridder, gpus.front().index);
-  GpuGroup gpu_group;
+  detail::GpuGroup gpu_group;
 
   // The GPU path of one column's subgrids, in groups of a batch: their sums
   // on the CPU threads (SwiFTly, as below), then every task of their visits
@@ -238,7 +159,7 @@ report::Report degrid(const DegridRunOptions& o) {
       failures.rethrow();
       for (const auto& batch : gpu_group.batches(device::kMaxBatchVisibilities)) {
         gpu_group.out.clear();
-        gpu->degrid(batch.visits, batch.sums, gpu_group.out);
+        gpu->degrid(batch.visits, batch.const_sums(), gpu_group.out);
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
         for (size_t t = 0; t < batch.visits.size(); ++t)
           failures.capture([&] {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "iotest/commands/gpu_group.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/openmp.hpp"
@@ -94,10 +95,11 @@ report::Report grid(const GridRunOptions& o) {
     r.memory.single_process_bytes =
         job::estimate_single_process(job, threads, &counts, false) +
         p.facet_count() * p.yB * p.yB * static_cast<index_t>(sizeof(cplx));
+    if (o.device == device::Kind::cuda)
+      r.memory.single_process_bytes += job::gpu_host_bytes(job, counts, o.bls_per_task);
     job::require_memory(p, r.memory.single_process_bytes);
     if (o.device == device::Kind::cuda) {
       job::require_gpu_memory(r.memory.streamer_gpu_bytes, 1, gpus);
-      job::gpu_path_unavailable();
     }
   }
   const swiftly::Recombination rec(p);
@@ -154,6 +156,59 @@ report::Report grid(const GridRunOptions& o) {
     column_sums.push_back(rec.make_column());
   }
   std::vector<Array2D> sums;  // the subgrid sums of one column
+  // --device=cuda: one process, the first GPU (docs/gpu.md).
+  std::optional<device::GpuDegridder> gpu;
+  if (o.device == device::Kind::cuda) gpu.emplace(degridder, gpus.front().index);
+  detail::GpuGroup gpu_group;  // with a GPU, the column's sums
+
+  // The GPU path of one column: its visits cut into the CPU path's tasks,
+  // their visibilities read (or made by direct transform) and added to the
+  // sampled pixels on the CPU threads a batch at a time, then gridded and
+  // collapsed into the visits' sums on the GPU.
+  const auto grid_column_on_gpu = [&](index_t stack, index_t off0,
+                                      const std::vector<index_t>& subgrids) {
+    gpu_group.resize(rec, subgrids.size());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (size_t k = 0; k < subgrids.size(); ++k)
+      failures.capture([&] {
+        auto& v = gpu_group.visits[k];
+        const index_t s = subgrids[k];
+        std::fill(v.sum.data(), v.sum.data() + v.sum.size(), cplx{});
+        v.take(binner, stack, s, off0, tiles[static_cast<size_t>(s % ns)].offset, o.bls_per_task,
+               degridder.planes().dw);
+      });
+    failures.rethrow();
+    for (auto& batch : gpu_group.batches(device::kMaxBatchVisibilities)) {
+      gpu_group.out.resize(static_cast<size_t>(batch.visibilities));
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t t = 0; t < batch.visits.size(); ++t)
+        failures.capture([&] {
+          auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+          const auto& task = batch.visits[t];
+          cplx* values = gpu_group.out.data() + batch.first[t];
+          const auto ti = Clock::now();
+          if (st.gatherer) {
+            cplx* at = values;
+            for (const auto* run = task.begin; run != task.end; at += run->count(), ++run)
+              st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
+                                  run->chan_begin, run->count(), at);
+            st.gatherer->clear();
+          } else {
+            degrid::predict_direct(degridder, job.sources, task.begin, task.end, st.vis);
+            std::copy(st.vis.begin(), st.vis.end(), values);
+          }
+          st.input_s += seconds_since(ti);
+          st.visibilities += task.visibilities();
+          st.planes +=
+              degrid::tower_planes(job.w, job.kernel.w_support, task.wc_min, task.wc_max).count;
+          const auto tc = Clock::now();  // untimed, as on the CPU
+          st.dirty.add(degridder, task.begin, task.end, values);
+          st.check_s += seconds_since(tc);
+        });
+      failures.rethrow();
+      gpu->grid(batch.visits, gpu_group.out.data(), batch.sums);
+    }
+  };
   index_t columns_walked = 0, stacks_walked = 0;
   for (index_t si = 0; si < counts.stacks; ++si) {
     const index_t stack = counts.first_stack + si;
@@ -166,51 +221,56 @@ report::Report grid(const GridRunOptions& o) {
     columns_walked += static_cast<index_t>(columns.size());
     for (const auto& [i0, subgrids] : columns) {
       const index_t off0 = tiles[static_cast<size_t>(i0)].offset;
-      while (sums.size() < subgrids.size()) sums.push_back(rec.make_subgrid_sum());
-        // Each subgrid of the column: its visibilities onto its tower, the
-        // tower collapsed into the subgrid's image-space sum.
+      if (gpu) {
+        grid_column_on_gpu(stack, off0, subgrids);
+      } else {
+        while (sums.size() < subgrids.size()) sums.push_back(rec.make_subgrid_sum());
+          // Each subgrid of the column: its visibilities onto its tower, the
+          // tower collapsed into the subgrid's image-space sum.
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
-      for (size_t k = 0; k < subgrids.size(); ++k)
-        failures.capture([&] {
-          auto& st = state[static_cast<size_t>(omp_get_thread_num())];
-          const index_t s = subgrids[k];
-          const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
-          const binning::VisitRuns visit(binner, stack, s);
-          double w_lo = 0, w_hi = 0;
-          visit.w_range(w_lo, w_hi);
-          st.planes += degridder.begin_tower(w_lo / degridder.planes().dw,
-                                             w_hi / degridder.planes().dw, st.tower);
-          // One thread per tower: tasks of a visit add to the same planes.
-          for (const auto& [first, last] : visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
-            visit.runs(first, last, st.runs);
-            const auto* begin = st.runs.data();
-            const auto* end = begin + st.runs.size();
-            index_t n = 0;
-            for (const auto* run = begin; run != end; ++run) n += run->count();
-            const auto ti = Clock::now();
-            if (st.gatherer) {
-              st.vis.resize(static_cast<size_t>(n));
-              cplx* at = st.vis.data();
-              for (const auto* run = begin; run != end; at += run->count(), ++run)
-                st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
-                                    run->chan_begin, run->count(), at);
-              st.gatherer->clear();
-            } else {
-              degrid::predict_direct(degridder, job.sources, begin, end, st.vis);
+        for (size_t k = 0; k < subgrids.size(); ++k)
+          failures.capture([&] {
+            auto& st = state[static_cast<size_t>(omp_get_thread_num())];
+            const index_t s = subgrids[k];
+            const index_t off1 = tiles[static_cast<size_t>(s % ns)].offset;
+            const binning::VisitRuns visit(binner, stack, s);
+            double w_lo = 0, w_hi = 0;
+            visit.w_range(w_lo, w_hi);
+            st.planes += degridder.begin_tower(w_lo / degridder.planes().dw,
+                                               w_hi / degridder.planes().dw, st.tower);
+            // One thread per tower: tasks of a visit add to the same planes.
+            for (const auto& [first, last] :
+                 visit.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+              visit.runs(first, last, st.runs);
+              const auto* begin = st.runs.data();
+              const auto* end = begin + st.runs.size();
+              index_t n = 0;
+              for (const auto* run = begin; run != end; ++run) n += run->count();
+              const auto ti = Clock::now();
+              if (st.gatherer) {
+                st.vis.resize(static_cast<size_t>(n));
+                cplx* at = st.vis.data();
+                for (const auto* run = begin; run != end; at += run->count(), ++run)
+                  st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
+                                      run->chan_begin, run->count(), at);
+                st.gatherer->clear();
+              } else {
+                degrid::predict_direct(degridder, job.sources, begin, end, st.vis);
+              }
+              st.input_s += seconds_since(ti);
+              degridder.grid(begin, end, off0, off1, st.vis.data(), st.tower);
+              st.visibilities += n;
+              // Untimed: the same visibilities into the sampled pixels.
+              const auto tc = Clock::now();
+              st.dirty.add(degridder, begin, end, st.vis.data());
+              st.check_s += seconds_since(tc);
             }
-            st.input_s += seconds_since(ti);
-            degridder.grid(begin, end, off0, off1, st.vis.data(), st.tower);
-            st.visibilities += n;
-            // Untimed: the same visibilities into the sampled pixels.
-            const auto tc = Clock::now();
-            st.dirty.add(degridder, begin, end, st.vis.data());
-            st.check_s += seconds_since(tc);
-          }
-          auto sum = sums[k].view();
-          std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
-          degridder.collapse_tower(st.tower, sum);
-        });
-      failures.rethrow();
+            auto sum = sums[k].view();
+            std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+            degridder.collapse_tower(st.tower, sum);
+          });
+        failures.rethrow();
+      }
       // Each facet takes the column's subgrids, as `iotest recombine`'s
       // image direction does.
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
@@ -218,8 +278,8 @@ report::Report grid(const GridRunOptions& o) {
         auto& st = state[static_cast<size_t>(omp_get_thread_num())];
         auto column_sum = column_sums[static_cast<size_t>(f)].view();
         for (size_t k = 0; k < subgrids.size(); ++k) {
-          rec.extract_from_subgrid(sums[k].view(), ftile0(f).offset, ftile1(f).offset,
-                                   st.contribution.view());
+          rec.extract_from_subgrid((gpu ? gpu_group.visits[k].sum : sums[k]).view(),
+                                   ftile0(f).offset, ftile1(f).offset, st.contribution.view());
           rec.add_to_column(st.contribution.view(), ftile1(f).offset,
                             tiles[static_cast<size_t>(subgrids[k] % ns)].offset, column_sum);
         }
@@ -283,6 +343,11 @@ report::Report grid(const GridRunOptions& o) {
   r.settings->subgrids = distribution.subgrids_used;
   r.settings->threads = threads;
   r.device = job::device_section(o.device, gpus);
+  if (gpu) {
+    r.device->kernel_s = gpu->timing().kernel_s;
+    r.device->transfer_s = gpu->timing().transfer_s;
+    r.device->host_wait_s = gpu->timing().host_wait_s;
+  }
   job::describe_degridding(*r.settings, job, degridder, stacks_walked, std::nullopt);
   r.counts.facets = F;
   r.counts.subgrids = p.subgrid_count();

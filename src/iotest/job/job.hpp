@@ -77,7 +77,7 @@ void require_memory(const config::RecombinationParams& p, index_t bytes);
 // (none for the CPU).
 device::Kind parse_device(const std::string& text);
 std::vector<device::GpuInfo> require_device(device::Kind kind);
-// The one place the commands (run, degrid, grid) stop where the GPU
+// The one place a command (run) stops where the GPU
 // streamer is not wired in yet: a UsageError naming --device. Reached
 // only with --device=cuda on a build with CUDA and a usable GPU, after the
 // GPU memory check.

@@ -228,6 +228,13 @@ device::GpuShape gpu_shape(const Job& job, const binning::VisitCounts& counts,
   return g;
 }
 
+index_t gpu_host_bytes(const Job& job, const binning::VisitCounts& counts, index_t bls_per_task) {
+  const auto g = gpu_shape(job, counts, bls_per_task);
+  constexpr index_t kComplex = sizeof(cplx);
+  return device::gpu_staging_bytes(g) + g.batch_subgrids * g.xM * g.xM * kComplex +
+         g.batch_visibilities * kComplex;
+}
+
 index_t streamers_per_gpu(index_t streamers, index_t gpus) {
   return gpus > 0 ? (streamers + gpus - 1) / gpus : 0;
 }

@@ -169,6 +169,10 @@ index_t task_visibilities(const Job& job, const binning::VisitCounts& counts, in
 inline constexpr index_t kKernelCoefficientBytes = index_t{4} << 10;
 device::GpuShape gpu_shape(const Job& job, const binning::VisitCounts& counts,
                            index_t bls_per_task);
+// The host's side of one process's GPU path (iotest degrid, grid): the
+// pinned staging of the batches in flight, a group's subgrid sums and one
+// batch's visibilities (commands/gpu_group.hpp).
+index_t gpu_host_bytes(const Job& job, const binning::VisitCounts& counts, index_t bls_per_task);
 // The streamers of the busiest GPU when `streamers` on a node share its
 // `gpus` round-robin (device::gpu_for_local_rank): ceil(streamers / gpus).
 index_t streamers_per_gpu(index_t streamers, index_t gpus);
