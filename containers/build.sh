@@ -2,8 +2,8 @@
 # Builds the iotest image (containers/Dockerfile) with podman, as root.
 #
 #   containers/build.sh [--pull | --local-base] [--rebuild-base] [--force]
-#                       [--arch=generic|x86-64-v3|native] [--tag=NAME]
-#                       [--oci-archive=FILE] [--quiet]
+#                       [--arch=generic|x86-64-v3|native] [--cuda[=ARCHS]]
+#                       [--tag=NAME] [--oci-archive=FILE] [--quiet]
 #
 # The base image (debian:bookworm-slim):
 #   default       the registry's (docker.io/library/debian:bookworm-slim) when
@@ -15,6 +15,10 @@
 # The image is tagged localhost/iotest:tree-HASH (HASH: the build context's
 # files, so an unchanged tree is not built twice; --force rebuilds) and
 # localhost/iotest:latest. Its name is the last line of stdout.
+# --cuda[=ARCHS] builds the CUDA flavour: the GPU path (--device=cuda) with
+# the CUDA toolkit from PyPI's wheels, for CUDA architectures ARCHS (default
+# 90: H100, H200; "80;90" adds A100), tagged cuda-tree-HASH and
+# localhost/iotest:cuda (docs/gpu.md).
 # --oci-archive=FILE saves it as an OCI archive, for Apptainer:
 #   apptainer build iotest.sif oci-archive://FILE
 #
@@ -33,6 +37,7 @@ force=false
 arch=generic
 tag=""
 oci_archive=""
+cuda=""
 quiet=false
 mirror=${IOTEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 registry_base=docker.io/library/debian:bookworm-slim
@@ -49,6 +54,8 @@ for a in "$@"; do
     --rebuild-base) rebuild_base=true ;;
     --force) force=true ;;
     --arch=*) arch=${a#*=} ;;
+    --cuda) cuda=90 ;;
+    --cuda=*) cuda=${a#*=} ;;
     --tag=*) tag=${a#*=} ;;
     --oci-archive=*) oci_archive=${a#*=} ;;
     --quiet) quiet=true ;;
@@ -57,6 +64,7 @@ for a in "$@"; do
   esac
 done
 case $arch in generic|x86-64-v3|native) ;; *) die "--arch: expected generic, x86-64-v3 or native, got '$arch'" ;; esac
+[[ -z $cuda || $cuda =~ ^[0-9]+(\;[0-9]+)*$ ]] || die "--cuda: expected CUDA architectures like 90 or '80;90', got '$cuda'"
 [[ -z $oci_archive || -d $(dirname "$oci_archive") ]] || die "--oci-archive: no folder $(dirname "$oci_archive")"
 
 # ---- What it needs ----------------------------------------------------------
@@ -89,10 +97,13 @@ context_files() {
               -o -name __pycache__ -o -name .pytest_cache \) -prune -o -type f ! -name '*.pyc' -print0
   fi | sort -z | while IFS= read -r -d '' f; do [[ -f $f ]] && printf '%s\0' "$f"; done
 }
-tree_hash=$( (cd "$repo" && context_files | xargs -0 -r sha256sum; echo "arch=$arch") \
+tree_hash=$( (cd "$repo" && context_files | xargs -0 -r sha256sum; echo "arch=$arch cuda=$cuda") \
              | sha256sum | cut -c1-12)
 suffix=tree-$tree_hash
 [[ $arch == generic ]] || suffix=$arch-$suffix
+[[ -z $cuda ]] || suffix=cuda-$suffix
+latest=localhost/iotest:latest
+[[ -z $cuda ]] || latest=localhost/iotest:cuda
 image=${tag:-localhost/iotest:$suffix}
 
 save_archive() {
@@ -210,14 +221,16 @@ fi
 # host's network as it is (no bridge, no NAT rules needed). --pull=never:
 # the base is local by now.
 revision=$(git -C "$repo" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
-say "building $image (IOTEST_ARCH=$arch, base $base, revision $revision)"
+say "building $image (IOTEST_ARCH=$arch${cuda:+, CUDA for sm_$cuda}, base $base, revision $revision)"
 t1=$SECONDS
 build=("${podman[@]}" build --network=host --pull=never --layers
        -f "$repo/containers/Dockerfile"
        --build-arg "DEBIAN_IMAGE=$base" --build-arg "IOTEST_ARCH=$arch"
+       --build-arg "IOTEST_CUDA=$([[ -n $cuda ]] && echo ON || echo OFF)"
+       --build-arg "CUDA_ARCHITECTURES=${cuda:-90}"
        --label "org.opencontainers.image.revision=$revision"
        --label "iotest.tree=$tree_hash" --label "iotest.base=$base"
-       -t "$image" -t localhost/iotest:latest "$repo")
+       -t "$image" -t "$latest" "$repo")
 if $quiet; then
   log=$(mktemp /var/tmp/iotest-build.XXXXXX.log)
   if ! timeout 3600 "${build[@]}" >"$log" 2>&1; then
