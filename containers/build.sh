@@ -22,7 +22,8 @@
 # --oci-archive=FILE saves it as an OCI archive, for Apptainer:
 #   apptainer build iotest.sif oci-archive://FILE
 #
-# Environment: IOTEST_PODMAN_ARGS, podman's global options for every call
+# Environment: PIP_CERT, pip's CA bundle, lent to the CUDA flavour's pip
+# where HTTPS passes through a proxy with its own CA; IOTEST_PODMAN_ARGS, podman's global options for every call
 # (e.g. "--storage-driver=vfs --root=/var/lib/iotest-vfs" where overlay
 # cannot mount; containers/podman.sh adds what this machine needs);
 # IOTEST_DEBIAN_MIRROR (http://deb.debian.org/debian).
@@ -231,6 +232,10 @@ build=("${podman[@]}" build --network=host --pull=never --layers
        --label "org.opencontainers.image.revision=$revision"
        --label "iotest.tree=$tree_hash" --label "iotest.base=$base"
        -t "$image" -t "$latest" "$repo")
+if [[ -n $cuda && -n ${PIP_CERT:-} && -f $PIP_CERT ]]; then
+  build=("${build[@]:0:${#build[@]}-1}" --volume "$PIP_CERT:/run/iotest-pip-cert.pem:ro"
+         --build-arg IOTEST_PIP_CERT=/run/iotest-pip-cert.pem "$repo")
+fi
 if $quiet; then
   log=$(mktemp /var/tmp/iotest-build.XXXXXX.log)
   if ! timeout 3600 "${build[@]}" >"$log" 2>&1; then
