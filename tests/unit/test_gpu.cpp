@@ -19,6 +19,9 @@
 #include "iotest/common/accuracy.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/device/device.hpp"
+#ifdef IOTEST_HAVE_CUDA
+#include "iotest/device/cufft_library.hpp"
+#endif
 #include "iotest/device/gpu_degridder.hpp"
 #include "iotest/device/tap_math.hpp"
 #include "iotest/job/job.hpp"
@@ -315,6 +318,17 @@ TEST(GpuDevice, TheGpuDegridderRefusesWithoutAGpu) {
 }
 
 #ifdef IOTEST_HAVE_CUDA
+
+// cuFFT is loaded on first use, not linked: it loads where the build found
+// it (no GPU needed), with every entry point GpuDegridder calls.
+TEST(GpuDevice, CufftLoadsOnFirstUse) {
+  const CufftLibrary& c = cufft();
+  EXPECT_NE(c.plan_many, nullptr);
+  EXPECT_NE(c.set_stream, nullptr);
+  EXPECT_NE(c.exec_z2z, nullptr);
+  EXPECT_NE(c.destroy, nullptr);
+  EXPECT_EQ(&cufft(), &c);  // once
+}
 
 // The busiest visits and the sparsest: a batch as unequal as a real one.
 std::vector<Visit> mixed_visits(const Fixture& s, size_t busy, size_t sparse) {

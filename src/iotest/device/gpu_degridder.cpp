@@ -15,8 +15,8 @@
 
 #ifdef IOTEST_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include <cufft.h>
 
+#include "iotest/device/cufft_library.hpp"
 #include "iotest/device/gpu_kernels.hpp"
 #endif
 
@@ -251,10 +251,11 @@ struct GpuDegridder::Impl {
         check(cudaEventCreate(e), "cudaEventCreate");
       int n[2] = {static_cast<int>(xM), static_cast<int>(xM)};
       const int dist = static_cast<int>(xM * xM);
-      check(cufftPlanMany(&l.plan, 2, n, nullptr, 1, dist, nullptr, 1, dist, CUFFT_Z2Z, kFftPlanes),
+      check(cufft().plan_many(&l.plan, 2, n, nullptr, 1, dist, nullptr, 1, dist, CUFFT_Z2Z,
+                              kFftPlanes),
             "cufftPlanMany");
       l.has_plan = true;
-      check(cufftSetStream(l.plan, l.stream), "cufftSetStream");
+      check(cufft().set_stream(l.plan, l.stream), "cufftSetStream");
     }
   }
 
@@ -262,7 +263,7 @@ struct GpuDegridder::Impl {
     cudaSetDevice(gpu);
     for (auto& l : lanes) {
       if (l.stream) cudaStreamSynchronize(l.stream);
-      if (l.has_plan) cufftDestroy(l.plan);
+      if (l.has_plan) cufft().destroy(l.plan);
       for (auto* e : {l.start, l.copied_in, l.computed, l.done})
         if (e) cudaEventDestroy(e);
       if (l.stream) cudaStreamDestroy(l.stream);
@@ -273,7 +274,7 @@ struct GpuDegridder::Impl {
   void transform(Lane& l, long long planes, int direction) {
     for (long long at = 0; at < planes; at += kFftPlanes) {
       auto* data = reinterpret_cast<cufftDoubleComplex*>(l.fft.p + at * l.xM2);
-      check(cufftExecZ2Z(l.plan, data, data, direction), "cufftExecZ2Z");
+      check(cufft().exec_z2z(l.plan, data, data, direction), "cufftExecZ2Z");
     }
   }
 
