@@ -154,9 +154,9 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
         b.duration_s, b.limit_s, b.setup_s, b.drain_s, b.margin_s);
     arguments += fmt::format(" --duration={:.0f}", b.duration_s);
   }
-  const std::string run =
-      fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json --no-progress{}", o.iotest,
-                  arguments, o.output.empty() ? "" : " " + shell_quote(o.output));
+  const std::string run = fmt::format(
+      "{} run {} --report=iotest-${{SLURM_JOB_ID}}.json --no-progress{}{}", o.iotest, arguments,
+      o.output.empty() ? "" : " ", o.output.empty() ? std::string() : shell_quote(o.output));
   if (o.launcher == "srun") {
     s += fmt::format(
         "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={} --cpu-bind=verbose,cores \\\n"
