@@ -22,6 +22,7 @@
 #ifdef IOTEST_HAVE_CUDA
 #include "iotest/device/cufft_library.hpp"
 #endif
+#include "degrid_fixture.hpp"
 #include "iotest/device/gpu_degridder.hpp"
 #include "iotest/device/tap_math.hpp"
 #include "iotest/job/job.hpp"
@@ -34,18 +35,8 @@ namespace {
 
 using degrid::Degridder;
 
-std::vector<cplx> random_values(index_t n, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  std::vector<cplx> v(static_cast<size_t>(n));
-  for (auto& x : v) x = {normal(rng), normal(rng)};
-  return v;
-}
-
-cplx dot(const cplx* a, const cplx* b, index_t n) {  // sum conj(a) b
-  cplx s = 0;
-  for (index_t i = 0; i < n; ++i) s += std::conj(a[i]) * b[i];
-  return s;
-}
+using test::dot;
+using test::random_values;
 
 // max |a - b| over RMS |b|.
 double max_relative(const std::vector<cplx>& a, const std::vector<cplx>& b) {
@@ -82,16 +73,8 @@ struct Visit {
   index_t off0 = 0, off1 = 0, visibilities = 0;
 };
 
-struct Fixture {
-  job::Job job;
-  swiftly::Recombination rec;
-  Degridder degridder;
-  binning::Binner binner;
-  explicit Fixture(job::Job j)
-      : job(std::move(j)),
-        rec(job.p, FFTW_ESTIMATE),
-        degridder(rec, *job.geometry, *job.obs, job.kernel, job.w),
-        binner(job.p, *job.obs, *job.geometry, job.split()) {}
+struct Fixture : test::DegridFixture {
+  using DegridFixture::DegridFixture;
 
   // The visits holding visibilities, busiest first.
   std::vector<Visit> visits() const {

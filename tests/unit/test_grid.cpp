@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "degrid_fixture.hpp"
 #include "iotest/binning/binning.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/degrid/kernel.hpp"
@@ -18,31 +19,9 @@
 namespace iotest::degrid {
 namespace {
 
-std::vector<cplx> random_values(index_t n, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  std::vector<cplx> v(static_cast<size_t>(n));
-  for (auto& x : v) x = {normal(rng), normal(rng)};
-  return v;
-}
-
-// <a, b> = sum conj(a) b.
-cplx dot(const cplx* a, const cplx* b, index_t n) {
-  cplx s = 0;
-  for (index_t i = 0; i < n; ++i) s += std::conj(a[i]) * b[i];
-  return s;
-}
-
-struct Fixture {
-  job::Job job;
-  swiftly::Recombination rec;
-  Degridder degridder;
-  binning::Binner binner;
-  explicit Fixture(job::Job j)
-      : job(std::move(j)),
-        rec(job.p, FFTW_ESTIMATE),
-        degridder(rec, *job.geometry, *job.obs, job.kernel, job.w),
-        binner(job.p, *job.obs, *job.geometry, job.split()) {}
-};
+using test::dot;
+using test::random_values;
+using Fixture = test::DegridFixture;
 
 job::Job small_job(std::optional<index_t> margin = {}, const char* vis_set = "vlaa") {
   job::JobOptions o;

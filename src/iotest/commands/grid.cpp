@@ -188,11 +188,7 @@ report::Report grid(const GridRunOptions& o) {
           cplx* values = gpu_group.out.data() + batch.first[t];
           const auto ti = Clock::now();
           if (st.gatherer) {
-            cplx* at = values;
-            for (const auto* run = task.begin; run != task.end; at += run->count(), ++run)
-              st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
-                                  run->chan_begin, run->count(), at);
-            st.gatherer->clear();
+            degrid::gather_runs(*st.gatherer, obs.time.steps, task.begin, task.end, values);
           } else {
             degrid::predict_direct(degridder, job.sources, task.begin, task.end, st.vis);
             std::copy(st.vis.begin(), st.vis.end(), values);
@@ -249,11 +245,7 @@ report::Report grid(const GridRunOptions& o) {
               const auto ti = Clock::now();
               if (st.gatherer) {
                 st.vis.resize(static_cast<size_t>(n));
-                cplx* at = st.vis.data();
-                for (const auto* run = begin; run != end; at += run->count(), ++run)
-                  st.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
-                                      run->chan_begin, run->count(), at);
-                st.gatherer->clear();
+                degrid::gather_runs(*st.gatherer, obs.time.steps, begin, end, st.vis.data());
               } else {
                 degrid::predict_direct(degridder, job.sources, begin, end, st.vis);
               }

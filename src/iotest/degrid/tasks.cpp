@@ -27,6 +27,13 @@ void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::
   chunks.flush(emit);
 }
 
+void gather_runs(storage::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
+                 const binning::VisRun* end, cplx* vis) {
+  for (const auto* run = begin; run != end; vis += run->count(), ++run)
+    gatherer.gather(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), vis);
+  gatherer.clear();
+}
+
 void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
                       index_t off0, index_t off1, const Degridder::Workspace& ws,
                       std::vector<cplx>& vis, storage::ChunkAssembler& chunks,

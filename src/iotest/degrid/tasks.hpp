@@ -11,6 +11,7 @@
 #include "iotest/common/accuracy.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
+#include "iotest/storage/chunk_gatherer.hpp"
 #include "iotest/storage/reader.hpp"
 
 namespace iotest::degrid {
@@ -30,6 +31,12 @@ inline constexpr index_t kTaskVisibilities = index_t{1} << 22;
 void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
                     const cplx* vis, storage::ChunkAssembler& chunks,
                     const storage::ChunkAssembler::Emit& emit);
+
+// runs_to_chunks' inverse: the stored values of runs [begin, end), run
+// after run, into `vis` (as many as the runs hold), from the files behind
+// `gatherer`, whose chunk cache is then cleared.
+void gather_runs(storage::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
+                 const binning::VisRun* end, cplx* vis);
 
 // Degrids runs [begin, end) from the tower in `ws` into `vis` (cleared
 // first) and hands whole chunks to `emit`.

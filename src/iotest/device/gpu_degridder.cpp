@@ -115,19 +115,23 @@ void check(cufftResult e, const char* what) {
     throw std::runtime_error(fmt::format("cuFFT: {}: error {}", what, int(e)));
 }
 
-// Device memory that grows to the largest request (a resize waits for the
+// Memory that grows to the largest request: on the device, or pinned on
+// the host for copies that overlap the kernels (a resize waits for the
 // device: cudaFree synchronises).
-template <class T>
-struct DeviceBuffer {
+enum class Memory { device, pinned };
+template <class T, Memory M = Memory::device>
+struct Buffer {
   T* p = nullptr;
   size_t n = 0;
   void reserve(size_t count) {
     if (count <= n) return;
-    if (p) cudaFree(p);
-    p = nullptr;
-    n = 0;
-    check(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(T)),
-          "cudaMalloc");
+    release();
+    void** at = reinterpret_cast<void**>(&p);
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
+    if constexpr (M == Memory::device)
+      check(cudaMalloc(at, bytes), "cudaMalloc");
+    else
+      check(cudaMallocHost(at, bytes), "cudaMallocHost");
     n = count;
   }
   void upload(const T* host, size_t count) {
@@ -135,29 +139,18 @@ struct DeviceBuffer {
     check(cudaMemcpy(p, host, count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   size_t bytes() const { return n * sizeof(T); }
-  ~DeviceBuffer() {
-    if (p) cudaFree(p);
-  }
-};
-
-// Pinned host memory, for copies that overlap the kernels.
-template <class T>
-struct PinnedBuffer {
-  T* p = nullptr;
-  size_t n = 0;
-  void reserve(size_t count) {
-    if (count <= n) return;
-    if (p) cudaFreeHost(p);
+  void release() {
+    if (p && M == Memory::device) cudaFree(p);
+    if (p && M == Memory::pinned) cudaFreeHost(p);
     p = nullptr;
     n = 0;
-    check(cudaMallocHost(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(T)),
-          "cudaMallocHost");
-    n = count;
   }
-  ~PinnedBuffer() {
-    if (p) cudaFreeHost(p);
-  }
+  ~Buffer() { release(); }
 };
+template <class T>
+using DeviceBuffer = Buffer<T, Memory::device>;
+template <class T>
+using PinnedBuffer = Buffer<T, Memory::pinned>;
 
 // Planes per cuFFT execution: a batched plan of this many xM x xM
 // transforms runs over a batch's planes (the plane buffer is rounded up

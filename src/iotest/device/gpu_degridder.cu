@@ -36,14 +36,18 @@ __global__ void screens_kernel(const Cplx* sums, const Cplx* step, const int* pl
   fft[p * pixels + i] = tap::mul(s, tap::integer_power(step[i], plane_power[p]));
 }
 
+// Tower cell i (xA x xA, centred) in its plane's xM x xM FFT order.
+__device__ inline long long fft_cell(long long i, int xM, int xA) {
+  const long long a = i / xA, b = i % xA;
+  return wrap(a - xA / 2, xM) * xM + wrap(b - xA / 2, xM);
+}
+
 __global__ void gather_kernel(const Cplx* fft, int xM, int xA, Cplx* tower) {
   const long long cells = static_cast<long long>(xA) * xA;
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long p = blockIdx.y;
   if (i >= cells) return;
-  const long long a = i / xA, b = i % xA;
-  const long long r = wrap(a - xA / 2, xM), c = wrap(b - xA / 2, xM);
-  tower[p * cells + i] = fft[p * xM * static_cast<long long>(xM) + r * xM + c];
+  tower[p * cells + i] = fft[p * xM * static_cast<long long>(xM) + fft_cell(i, xM, xA)];
 }
 
 __global__ void place_kernel(const Cplx* tower, int xM, int xA, Cplx* fft) {
@@ -51,10 +55,8 @@ __global__ void place_kernel(const Cplx* tower, int xM, int xA, Cplx* fft) {
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long p = blockIdx.y;
   if (i >= cells) return;
-  const long long a = i / xA, b = i % xA;
-  const long long r = wrap(a - xA / 2, xM), c = wrap(b - xA / 2, xM);
   // xA <= xM: no two cells meet, so a store is prepare_subgrid's add.
-  fft[p * xM * static_cast<long long>(xM) + r * xM + c] = tower[p * cells + i];
+  fft[p * xM * static_cast<long long>(xM) + fft_cell(i, xM, xA)] = tower[p * cells + i];
 }
 
 __global__ void collapse_kernel(const Cplx* fft, const Slot* slots, const Cplx* step, int xM,

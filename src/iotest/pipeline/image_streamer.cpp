@@ -191,11 +191,7 @@ RankResult run_image_streamer(Context& ctx) {
         const auto ti = Clock::now();
         if (ts.gatherer) {  // reading is imaging's own work: timed
           ts.vis.resize(static_cast<size_t>(n));
-          cplx* at = ts.vis.data();
-          for (const auto* run = begin; run != end; at += run->count(), ++run)
-            ts.gatherer->gather(index_t{run->baseline} * obs.time.steps + run->time,
-                                run->chan_begin, run->count(), at);
-          ts.gatherer->clear();
+          degrid::gather_runs(*ts.gatherer, obs.time.steps, begin, end, ts.vis.data());
         } else {  // predicting them is not: measured apart
           degrid::predict_direct(degridder, ctx.job.sources, begin, end, ts.vis);
           input_s += seconds_since(ti);
