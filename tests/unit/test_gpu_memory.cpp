@@ -80,8 +80,6 @@ TEST(GpuMemory, DeviceOptionIsCpuOrCuda) {
   EXPECT_EQ(parse_device("cuda"), device::Kind::cuda);
   EXPECT_EQ(refusal([] { parse_device("gpu"); }), "--device: expected cpu or cuda, got 'gpu'");
   EXPECT_TRUE(require_device(device::Kind::cpu).empty());
-  EXPECT_EQ(refusal([] { gpu_path_unavailable(); }),
-            "--device: cuda: the GPU streamer is not wired into this command yet");
 }
 
 TEST(GpuMemory, CudaWithoutAGpuSaysWhatIsMissing) {

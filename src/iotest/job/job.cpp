@@ -103,10 +103,6 @@ std::vector<device::GpuInfo> require_device(device::Kind kind) {
   return std::move(probe.gpus);
 }
 
-void gpu_path_unavailable() {
-  throw UsageError("--device", "cuda: the GPU streamer is not wired into this command yet");
-}
-
 report::Device device_section(device::Kind kind, const std::vector<device::GpuInfo>& gpus) {
   report::Device d;
   d.kind = std::string(device::name(kind));

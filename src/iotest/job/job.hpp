@@ -81,7 +81,6 @@ std::vector<device::GpuInfo> require_device(device::Kind kind);
 // streamer is not wired in yet: a UsageError naming --device. Reached
 // only with --device=cuda on a build with CUDA and a usable GPU, after the
 // GPU memory check.
-[[noreturn]] void gpu_path_unavailable();
 // The report's device section: the kind and, for CUDA, the GPUs used.
 report::Device device_section(device::Kind kind, const std::vector<device::GpuInfo>& gpus);
 

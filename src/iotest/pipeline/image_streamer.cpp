@@ -82,6 +82,7 @@ RankResult run_image_streamer(Context& ctx) {
   const bool dynamic = ctx.roles.assigner_rank >= 0;
   const bool check = !ctx.pixels.empty();
   const bool both = ctx.both();
+  GpuLane* gpu = ctx.gpu.get();  // --device=cuda: towers and taps on this GPU
 
   std::vector<const storage::Reader*> readers;
   for (const auto& f : ctx.inputs) readers.push_back(f.get());
@@ -92,7 +93,8 @@ RankResult run_image_streamer(Context& ctx) {
     auto& ts = state.back();
     // The largest tower any visit needs, and a whole task's buffer, now:
     // the memory model holds from the first visit on.
-    while (static_cast<index_t>(ts.tower.planes.size()) < ctx.tower_planes)
+    // On the GPU the towers are the GPU's: the host keeps only the sums.
+    while (!gpu && static_cast<index_t>(ts.tower.planes.size()) < ctx.tower_planes)
       ts.tower.planes.emplace_back(p.xA, p.xA);
     ts.vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
     ts.vis.clear();
@@ -100,7 +102,7 @@ RankResult run_image_streamer(Context& ctx) {
       ts.gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
     if (both) {
       ts.model_tower.emplace(p);
-      while (static_cast<index_t>(ts.model_tower->planes.size()) < ctx.tower_planes)
+      while (!gpu && static_cast<index_t>(ts.model_tower->planes.size()) < ctx.tower_planes)
         ts.model_tower->planes.emplace_back(p.xA, p.xA);
       ts.model_sum = rec.make_subgrid_sum();
       ts.model.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
@@ -176,12 +178,15 @@ RankResult run_image_streamer(Context& ctx) {
     double w_lo = 0, w_hi = 0;
     if (pieces.w_range(w_lo, w_hi)) {  // a part may hold no visibilities: it sends zeros
       const double wc_lo = w_lo / degridder.planes().dw, wc_hi = w_hi / degridder.planes().dw;
-      if (both) {
+      // The GPU builds a tower per task (both ways), the CPU one per part.
+      const index_t gpu_planes =
+          degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, wc_lo, wc_hi).count;
+      if (both && !gpu) {
         const auto td = Clock::now();
         ts.w_planes += degridder.build_tower(ts.model_sum.view(), wc_lo, wc_hi, *ts.model_tower);
         degrid_s += seconds_since(td);
       }
-      ts.w_planes += degridder.begin_tower(wc_lo, wc_hi, ts.tower);
+      if (!gpu) ts.w_planes += degridder.begin_tower(wc_lo, wc_hi, ts.tower);
       for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
         pieces.runs(first, last, ts.runs);
         const auto* begin = ts.runs.data();
@@ -198,8 +203,13 @@ RankResult run_image_streamer(Context& ctx) {
         }
         if (both) {  // the residual: observed minus the model's visibilities
           const auto td = Clock::now();
-          ts.model.clear();
-          degridder.degrid(begin, end, off0, off1, *ts.model_tower, ts.model);
+          if (gpu) {
+            gpu->degrid(begin, end, off0, off1, w_lo, w_hi, ts.model_sum.data(), ts.model);
+            ts.w_planes += gpu_planes;
+          } else {
+            ts.model.clear();
+            degridder.degrid(begin, end, off0, off1, *ts.model_tower, ts.model);
+          }
           for (index_t x = 0; x < n; ++x) {
             cplx& v = ts.vis[static_cast<size_t>(x)];
             ts.observed2 += std::norm(v);
@@ -208,7 +218,12 @@ RankResult run_image_streamer(Context& ctx) {
           }
           degrid_s += seconds_since(td);
         }
-        degridder.grid(begin, end, off0, off1, ts.vis.data(), ts.tower);
+        if (gpu) {
+          gpu->grid(begin, end, off0, off1, w_lo, w_hi, ts.vis.data(), sum.data);
+          ts.w_planes += gpu_planes;
+        } else {
+          degridder.grid(begin, end, off0, off1, ts.vis.data(), ts.tower);
+        }
         ts.visibilities += n;
         if (check) {  // untimed: the same visibilities into the sampled pixels
           const auto tc = Clock::now();
@@ -216,7 +231,7 @@ RankResult run_image_streamer(Context& ctx) {
           check_s += seconds_since(tc);
         }
       }
-      degridder.collapse_tower(ts.tower, sum);
+      if (!gpu) degridder.collapse_tower(ts.tower, sum);
     }
     for (index_t f = 0; f < F; ++f)
       rec.extract_from_subgrid(sum, ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset,
@@ -410,6 +425,7 @@ RankResult run_image_streamer(Context& ctx) {
   }
   out.input_s = input_s;
   out.check_s = check_s;
+  if (gpu) out.gpu = gpu->timing();
   st.wait_s = wait_s;
   st.idle_s = idle_s;
   // Predicting visibilities in memory and the checks ran inside tasks: the

@@ -15,6 +15,7 @@
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
+#include "iotest/pipeline/gpu_lane.hpp"
 #include "iotest/pipeline/run.hpp"
 #include "iotest/pipeline/transit.hpp"
 #include "iotest/pipeline/work.hpp"
@@ -88,6 +89,10 @@ struct Context {
   std::unique_ptr<swiftly::Recombination> rec;
   std::unique_ptr<binning::Binner> binner;       // with a vis-set
   std::unique_ptr<degrid::Degridder> degridder;  // with a vis-set
+  // --device=cuda: a streamer's GPU (one of its node's, round-robin by its
+  // index among the node's streamers), which its threads share.
+  std::unique_ptr<GpuLane> gpu;
+  int gpu_ordinal = 0;
   std::vector<swiftly::Tile> facet_tiles, subgrid_tiles;
   WorkPlan plan;
   int threads = 1, producer_threads = 1;
@@ -277,6 +282,9 @@ struct RankResult {
   double queue_wait_s = 0;
   index_t transit_chunks = 0, transit_bytes = 0;
   double send_wait_s = 0, transit_idle_s = 0;
+  // --device=cuda: a streamer's GPU time, kernels, copies and the host's
+  // waits apart (GpuDegridder's CUDA events).
+  device::GpuTiming gpu;
 };
 
 // Shows progress on rank 0: on a terminal a line redrawn in place, in a

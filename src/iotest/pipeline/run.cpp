@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <type_traits>
 
@@ -112,6 +113,7 @@ struct Wire {
   index_t values_checked = 0, values_wrong = 0;
   double queue_wait_s = 0, send_wait_s = 0, transit_idle_s = 0;
   index_t transit_chunks = 0, transit_bytes = 0;
+  device::GpuTiming gpu;
 };
 static_assert(std::is_trivially_copyable_v<Wire>);
 constexpr const char* kRoleNames[] = {"producer", "streamer", "assigner", "writer"};
@@ -146,6 +148,7 @@ Wire to_wire(const RankResult& r, int rank, int role) {
   w.transit_idle_s = r.transit_idle_s;
   w.transit_chunks = r.transit_chunks;
   w.transit_bytes = r.transit_bytes;
+  w.gpu = r.gpu;
   return w;
 }
 
@@ -660,19 +663,57 @@ void check_free_space(const Context& ctx) {
 // --device=cuda: the streamers of each node dealt round-robin over its
 // GPUs by their index among the node's streamers (collective), each GPU's
 // share of the memory model against its memory; agreed, so a GPU too
-// small stops every rank with a usage error naming it.
-void require_gpu_memory(const report::Memory& m, const Context& ctx, MPI_Comm comm) {
+// small stops every rank with a usage error naming it. A streamer keeps
+// its GPU's ordinal (ctx.gpu_ordinal).
+void require_gpu_memory(const report::Memory& m, Context& ctx, MPI_Comm comm) {
   MPI_Comm local;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   const index_t mine = ctx.roles.is_streamer() ? 1 : 0;
-  index_t streamers = 0;
-  MPI_Request request;
-  MPI_Iallreduce(&mine, &streamers, 1, MPI_INT64_T, MPI_SUM, local, &request);
-  wait_for(request);
+  index_t counts[2] = {mine, mine}, streamers = 0, before = 0;
+  MPI_Request requests[2];
+  MPI_Iallreduce(&counts[0], &streamers, 1, MPI_INT64_T, MPI_SUM, local, &requests[0]);
+  MPI_Iexscan(&counts[1], &before, 1, MPI_INT64_T, MPI_SUM, local, &requests[1]);
+  for (auto& r : requests) wait_for(r);
+  int local_rank = 0;
+  MPI_Comm_rank(local, &local_rank);
+  if (local_rank == 0) before = 0;  // MPI_Exscan leaves the first rank's undefined
   MPI_Comm_free(&local);
+  if (ctx.roles.is_streamer() && !ctx.gpus.empty())
+    ctx.gpu_ordinal = ctx.gpus[static_cast<size_t>(device::gpu_for_local_rank(
+                                   static_cast<int>(before), static_cast<int>(ctx.gpus.size())))]
+                          .index;
   agree_on_usage(comm, [&] {
     if (ctx.roles.is_streamer()) job::require_gpu_memory(m.streamer_gpu_bytes, streamers, ctx.gpus);
   });
+}
+
+// --device=cuda: the first streamer's GPUs, for the report on rank 0 (a
+// producer, which probes none). Collective.
+void share_gpus(Context& ctx, MPI_Comm comm) {
+  if (ctx.options.device != device::Kind::cuda || ctx.roles.streamers == 0) return;
+  const int first = ctx.roles.streamer_rank(0);
+  std::string text;
+  if (ctx.roles.rank == first)
+    for (const auto& g : ctx.gpus)
+      text += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", g.index, g.name, g.driver,
+                          g.memory_bytes, g.multiprocessors, g.compute_capability,
+                          g.memory_bytes_per_s, g.fp64_flops_per_s);
+  broadcast(comm, first, text);
+  if (ctx.roles.is_streamer()) return;  // a streamer keeps its own node's
+  ctx.gpus.clear();
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string index, memory, mps, cc, bw, fp64;
+    device::GpuInfo g;
+    std::getline(fields, index, '\t');
+    std::getline(fields, g.name, '\t');
+    std::getline(fields, g.driver, '\t');
+    fields >> g.memory_bytes >> g.multiprocessors >> g.compute_capability >>
+        g.memory_bytes_per_s >> g.fp64_flops_per_s;
+    g.index = std::stoi(index);
+    ctx.gpus.push_back(std::move(g));
+  }
 }
 
 // This rank's outputs checked, and those it publishes claimed: each of
@@ -715,7 +756,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
   require_node_memory(st.memory, roles, comm);
   if (o.device == device::Kind::cuda) {
     require_gpu_memory(st.memory, ctx, comm);
-    job::gpu_path_unavailable();  // every rank alike: agreed
+    share_gpus(ctx, comm);
   }
   // Outputs: each writing rank checks and claims its own (its node may
   // lack a folder the others have; another run may be writing them),
@@ -797,6 +838,9 @@ Setup set_up(Context& ctx, MPI_Comm comm) {
   if (ctx.job.obs && !o.synthetic_vis)
     ctx.degridder = std::make_unique<degrid::Degridder>(*ctx.rec, *ctx.job.geometry, *ctx.job.obs,
                                                         ctx.job.kernel, ctx.job.w);
+  // Its tables uploaded before the start: setting up, not streaming.
+  if (ctx.degridder && ctx.roles.is_streamer() && o.device == device::Kind::cuda)
+    ctx.gpu = std::make_unique<GpuLane>(*ctx.degridder, ctx.gpu_ordinal);
   ctx.facet_tiles = swiftly::facet_tiles(ctx.job.p);
   ctx.subgrid_tiles = swiftly::subgrid_tiles(ctx.job.p);
   // The work plan needs only the visibilities per visit.
@@ -847,8 +891,8 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
   r.rec = ctx.job.p;
   r.pipeline = pipeline_section(ctx);
   r.memory = st.memory;
-  // The GPUs used come from the streamers (rank 0 produces) when the GPU
-  // path is wired in.
+  // Rank 0 may be a producer without GPUs: the first streamer's are
+  // reported (share_gpus).
   r.device = job::device_section(o.device, ctx.gpus);
   r.settings = report::RunSettings{};
   auto& s = *r.settings;
@@ -1008,6 +1052,7 @@ struct Totals {
   storage::ReadTally read;
   double read_s_max = 0, input_s = 0, check_s = 0, degrid_s = 0, grid_s = 0, observed2 = 0,
          residual2 = 0;
+  device::GpuTiming gpu;  // summed over the streamers' GPUs
 };
 
 // Adds up the ranks' figures, and fills the per-rank table, the slowest
@@ -1048,6 +1093,9 @@ Totals add_up(const std::vector<Wire>& all, const RunOptions& o, report::Report&
     t.grid_s = std::max(t.grid_s, w.grid_s);
     t.observed2 += w.observed2;
     t.residual2 += w.residual2;
+    t.gpu.kernel_s += w.gpu.kernel_s;
+    t.gpu.transfer_s += w.gpu.transfer_s;
+    t.gpu.host_wait_s += w.gpu.host_wait_s;
     reading.values_checked += w.values_checked;
     reading.values_wrong += w.values_wrong;
     if (w.role == 1 && !o.inputs.empty())
@@ -1189,6 +1237,11 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   const Totals t = add_up(out.all, o, r, reading);
   if (r.settings) r.settings->outputs_replaced = out.outputs_replaced;
   r.pipeline->bound = bound_of(ctx, t, out.stream_s);
+  if (r.device && r.device->cuda()) {
+    r.device->kernel_s = t.gpu.kernel_s;
+    r.device->transfer_s = t.gpu.transfer_s;
+    r.device->host_wait_s = t.gpu.host_wait_s;
+  }
   r.counts.subgrids_checked = t.checked;
   std::set<std::pair<index_t, index_t>> columns;
   for (const auto& v : ctx.plan.visits) columns.insert({v.stack, v.subgrid / p.subgrids_per_axis});

@@ -42,6 +42,7 @@ struct Tower {
   std::optional<binning::VisitRuns> visit;
   std::atomic<index_t> tasks_left{0};
   std::atomic<bool> skipped{false};  // --duration: a task of it did not run
+  double w_lo = 0, w_hi = 0;           // the part's w range (the GPU builds its towers)
   Tower(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()), ws(rec.params()) {}
 };
 
@@ -134,6 +135,7 @@ RankResult run_streamer(Context& ctx) {
   const bool synthetic = o.synthetic_vis;
 
   Writers* writers = ctx.writers.get();
+  GpuLane* gpu = ctx.gpu.get();  // --device=cuda: towers and tap sums on this GPU
   const storage::VisibilityLayout& layout = ctx.layout;
 
   // Which visits to check against the direct transform: spread over the walk.
@@ -156,8 +158,9 @@ RankResult run_streamer(Context& ctx) {
   for (int t = 0; t < threads + 1; ++t) {
     towers.push_back(std::make_unique<Tower>(rec));
     // The largest tower any visit needs, and a whole task's buffer, now:
-    // the memory model holds from the first visit on.
-    while (static_cast<index_t>(towers.back()->ws.planes.size()) < ctx.tower_planes)
+    // the memory model holds from the first visit on. On the GPU the
+    // towers are the GPU's: the host keeps only the sums.
+    while (!gpu && static_cast<index_t>(towers.back()->ws.planes.size()) < ctx.tower_planes)
       towers.back()->ws.planes.emplace_back(p.xA, p.xA);
     if (t < threads) {
       state[static_cast<size_t>(t)].vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
@@ -260,7 +263,8 @@ RankResult run_streamer(Context& ctx) {
       return;
     }
     const auto t_tower = Clock::now();
-    if (!synthetic)
+    tower->w_lo = w_lo, tower->w_hi = w_hi;
+    if (!synthetic && !gpu)
       ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
                                                 w_hi / ctx.degridder->planes().dw, tower->ws);
     ts.stages.tower_s += seconds_since(t_tower);
@@ -291,12 +295,21 @@ RankResult run_streamer(Context& ctx) {
                                     const storage::PresenceWord* present) {
           writers->write(key, data, n, present);
         };
-        if (synthetic)
+        if (synthetic) {
           degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis,
                                        ds.chunks, to_writers);
-        else
+        } else if (gpu) {  // the task's tower and taps on the GPU, its chunks here
+          gpu->degrid(begin, end, off0, off1, tower->w_lo, tower->w_hi, tower->sum.data(), ds.vis);
+          degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
+                                 to_writers);
+          const double dw = ctx.degridder->planes().dw;
+          ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support,
+                                              tower->w_lo / dw, tower->w_hi / dw)
+                             .count;
+        } else {
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
                                    ds.chunks, to_writers);
+        }
         ds.visibilities += static_cast<index_t>(ds.vis.size());
         degridded += static_cast<index_t>(ds.vis.size());
         if (ctx.deadline) {
@@ -506,6 +519,7 @@ RankResult run_streamer(Context& ctx) {
     check_s = std::max(check_s, ts.check_s);
     st.stages += ts.stages;
   }
+  if (gpu) out.gpu = gpu->timing();
   st.wait_s = wait_s;
   st.idle_s = idle_s;
   st.busy_s = std::max(0.0, total - wait_s - idle_s - check_s);
