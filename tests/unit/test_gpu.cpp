@@ -157,7 +157,7 @@ void walk(const TapTables& tt, const Visit& v, index_t first_plane, index_t plan
   index_t i = 0;
   for (const auto& r : v.runs)
     for (int chan = r.chan_begin; chan < r.chan_end; ++chan, ++i) {
-      const tap::Run run{r.baseline, r.time, r.chan_begin, r.chan_end, r.w_stack, 0, 0};
+      const tap::Run run{r.baseline, r.time, r.chan_begin, r.chan_end, r.w_stack, 0, 0, 0};
       tap::VisTaps taps;
       tap::visibility_taps(tt.tables, run, chan, static_cast<double>(v.off0),
                            static_cast<double>(v.off1), first_plane, plane_count, taps);
@@ -251,6 +251,67 @@ TEST(GpuTapMath, SpreadIsTheAdjointOfTheTapSumWithoutW) {
   const Fixture s(small_job("T05_", "vlaa@pole"));
   ASSERT_TRUE(s.job.w.w_free());
   expect_adjoint(s);
+}
+
+// degrid_group (the CUDA kernel's per-thread work, compiled for support
+// 12) against degrid_value per visibility: every run cut into groups of
+// kGroupChannels channels (the last one short), on the CPU's tower; and
+// with the subgrid's offsets moved away, the flag and zeros instead.
+void expect_groups_match(const Fixture& s) {
+  const TapTables tt(s.degridder);
+  ASSERT_EQ(tt.tables.support, 12);
+  const auto visits = s.visits();
+  ASSERT_FALSE(visits.empty());
+  const index_t xA = s.job.p.xA;
+  for (const auto* v : {&visits.front(), &visits.back()}) {
+    const Array2D sum = s.sky_sum(*v);
+    Degridder::Workspace ws(s.job.p);
+    s.cpu_degrid(*v, sum.view(), ws);
+    const auto tower = contiguous(ws, xA);
+    std::vector<cplx> want;
+    walk(tt, *v, ws.first_plane, ws.plane_count, [&](index_t, const tap::VisTaps& taps) {
+      ASSERT_TRUE(taps.inside);
+      want.push_back(from_tap(tap::degrid_value(tt.tables, taps, tower.data())));
+    });
+    for (const bool moved : {false, true}) {
+      const double off0 = static_cast<double>(v->off0 + (moved ? s.job.p.N / 2 : 0));
+      std::vector<cplx> got;
+      bool any_outside = false;
+      for (const auto& r : v->runs) {
+        const tap::Run run{r.baseline, r.time, r.chan_begin, r.chan_end, r.w_stack, 0, 0, 0};
+        for (int k0 = 0; k0 < r.chan_end - r.chan_begin; k0 += tap::kGroupChannels) {
+          tap::ArrayScratch<12, tap::kGroupChannels> sc;
+          tap::Cplx out[tap::kGroupChannels];
+          bool outside = true;
+          const int n = tap::degrid_group<12, tap::kGroupChannels>(
+              tt.tables, run, k0, off0, static_cast<double>(v->off1), ws.first_plane,
+              ws.plane_count, tower.data(), sc, out, outside);
+          ASSERT_EQ(n, std::min<int>(tap::kGroupChannels, r.chan_end - r.chan_begin - k0));
+          any_outside = any_outside || outside;
+          for (int k = 0; k < n; ++k) got.push_back(from_tap(out[k]));
+        }
+      }
+      ASSERT_EQ(got.size(), want.size());
+      if (!moved) {
+        EXPECT_FALSE(any_outside);
+        EXPECT_LT(max_relative(got, want), 1e-12) << v->visibilities << " visibilities";
+      } else {
+        EXPECT_TRUE(any_outside);
+      }
+    }
+  }
+}
+
+TEST(GpuTapMath, ChannelGroupsMatchTheTapSums) {
+  const Fixture s(small_job("T05_", "vlaa"));
+  ASSERT_FALSE(s.job.w.w_free());
+  expect_groups_match(s);
+}
+
+TEST(GpuTapMath, ChannelGroupsMatchTheTapSumsWithoutW) {
+  const Fixture s(small_job("T05_", "vlaa@pole"));
+  ASSERT_TRUE(s.job.w.w_free());
+  expect_groups_match(s);
 }
 
 TEST(GpuTapMath, FlagsTapsOutsideTheTower) {

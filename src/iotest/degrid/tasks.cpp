@@ -148,8 +148,7 @@ std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t cou
 
 index_t check_samples(const Degridder& d, const std::vector<sky::PointSource>& sources,
                       const std::vector<index_t>& samples, const binning::VisRun* begin,
-                      const binning::VisRun* end, const std::vector<cplx>& vis,
-                      RelativeError& error) {
+                      const binning::VisRun* end, const cplx* vis, RelativeError& error) {
   const index_t nt = d.observation().time.steps, nch = d.observation().freq.steps;
   index_t checked = 0;
   size_t at = 0;

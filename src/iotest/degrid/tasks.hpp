@@ -113,7 +113,6 @@ std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t cou
 // values are `vis`, as degrid_to_chunks left them). Returns how many.
 index_t check_samples(const Degridder& d, const std::vector<sky::PointSource>& sources,
                       const std::vector<index_t>& samples, const binning::VisRun* begin,
-                      const binning::VisRun* end, const std::vector<cplx>& vis,
-                      RelativeError& error);
+                      const binning::VisRun* end, const cplx* vis, RelativeError& error);
 
 }  // namespace iotest::degrid

@@ -286,9 +286,15 @@ struct GpuDegridder::Impl {
           "a visibility reaches outside its subgrid's tower (GPU): the binning and the margin "
           "should prevent this");
     if (!l.imaging) {
-      if (l.visibilities > 0)
-        std::memcpy(static_cast<void*>(l.out), l.h_vis.p,
-                    static_cast<size_t>(l.visibilities) * sizeof(cplx));
+      // From the pinned staging to the caller, in slices over the threads
+      // where a single copy would leave the host behind the GPU (one
+      // thread copies 5-10 GB/s; a batch is up to 256 MiB). Inside a
+      // parallel region (a streamer's task) it is one thread's copy.
+      const index_t n = l.visibilities, slice = index_t{1} << 18;
+#pragma omp parallel for schedule(static) if (n > 4 * slice)
+      for (index_t at = 0; at < n; at += slice)
+        std::memcpy(static_cast<void*>(l.out + at), l.h_vis.p + at,
+                    static_cast<size_t>(std::min(slice, n - at)) * sizeof(cplx));
     } else {
       for (size_t s = 0; s < l.targets.size(); ++s) {
         const auto* src = reinterpret_cast<const cplx*>(l.h_sums.p) + s * l.xM2;
@@ -313,7 +319,7 @@ struct GpuDegridder::Impl {
     l.h_plane_slot.reserve(static_cast<size_t>(planes));
     l.h_plane_power.reserve(static_cast<size_t>(planes));
     l.h_error.reserve(1);
-    long long plane = 0;
+    long long plane = 0, group = 0;
     size_t r = 0;
     for (size_t s = 0; s < visits.size(); ++s) {
       const auto& v = visits[s];
@@ -325,10 +331,11 @@ struct GpuDegridder::Impl {
         l.h_plane_power.p[plane] = range.first + k;
       }
       for (const auto* run = v.begin; run != v.end; ++run, ++r) {
-        l.h_runs.p[r] = {
-            run->baseline,       run->time, run->chan_begin, run->chan_end, run->w_stack,
-            static_cast<int>(s), vis};
+        l.h_runs.p[r] = {run->baseline, run->time,    run->chan_begin,
+                         run->chan_end, run->w_stack, static_cast<int>(s),
+                         vis,           group};
         vis += run->count();
+        group += tap::groups_of(l.h_runs.p[r]);
       }
     }
     const size_t fft_planes =
@@ -361,6 +368,11 @@ struct GpuDegridder::Impl {
     b.slots = l.slots.p;
     b.slot_count = static_cast<int>(slots);
     b.visibilities = vis;
+    // The staged runs' channel groups: the last one's first and its own.
+    if (runs > 0) {
+      const tap::Run& last = l.h_runs.p[runs - 1];
+      b.groups = last.group + tap::groups_of(last);
+    }
     b.tower = l.tower.p;
     b.error = l.error.p;
     return b;
@@ -504,15 +516,19 @@ GpuDegridder::~GpuDegridder() = default;
 
 void GpuDegridder::degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
                           std::vector<cplx>& out) {
-  if (sums.size() != visits.size())
-    throw std::invalid_argument("GpuDegridder::degrid: one subgrid sum per visit");
   index_t total = 0;
   for (const auto& v : visits) total += v.visibilities();
   const size_t at = out.size();
   out.resize(at + static_cast<size_t>(total));
+  degrid(visits, sums, out.data() + at);
+}
+
+void GpuDegridder::degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
+                          cplx* out) {
+  if (sums.size() != visits.size())
+    throw std::invalid_argument("GpuDegridder::degrid: one subgrid sum per visit");
   impl_->run(visits, [&](Lane& l, size_t first, size_t count, index_t first_vis) {
-    impl_->predict(l, visits.subspan(first, count), sums.subspan(first, count),
-                   out.data() + at + first_vis);
+    impl_->predict(l, visits.subspan(first, count), sums.subspan(first, count), out + first_vis);
   });
 }
 

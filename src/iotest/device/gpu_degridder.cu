@@ -10,6 +10,13 @@
 // millions of visibilities and fifteen with a handful keep every SM as busy
 // as sixteen equal ones (the lesson of arXiv 2102.12739: per-subgrid
 // blocks leave the device waiting on the busiest).
+//
+// Degridding proper runs one thread per group of kGroupChannels
+// consecutive channels of a run (tap_math.hpp's degrid_group): adjacent
+// channels mostly share their taps' cells, so a group loads each cell
+// once. It is compiled for each even support (every array then in
+// registers, the row loops unrolled); degrid_kernel, one thread per
+// visibility at any support, is the fallback.
 #include "iotest/device/gpu_kernels.hpp"
 
 namespace iotest::device::gpu {
@@ -101,6 +108,83 @@ __global__ void degrid_kernel(tap::Tables t, Batch b, Cplx* vis) {
   vis[i] = tap::degrid_value(t, v, b.tower);
 }
 
+// The threads of a degrid_groups_kernel block.
+constexpr int kGroupThreads = 128;
+constexpr int K = tap::kGroupChannels;
+
+// degrid_group's scratch in shared memory, per thread: the u weights as
+// pairs of taps (one 16-byte load for two rows), then the w weights, the
+// block's threads side by side (consecutive threads, consecutive words:
+// no bank conflicts).
+template <int S>
+struct SharedScratch {
+  double2* u;  // this thread's first u pair: block + threadIdx.x
+  double* w;   // its first w weight: after the block's K S / 2 x stride u pairs, + threadIdx.x
+  int stride;  // threads in the block
+  int w_taps;  // planes a visibility spans
+  __device__ SharedScratch(double2* block, int threads, int taps)
+      : u(block + threadIdx.x),
+        w(reinterpret_cast<double*>(block + K * (S / 2) * threads) + threadIdx.x),
+        stride(threads),
+        w_taps(taps) {}
+  __device__ double& wu(int k, int j) const {
+    return (&u[(k * (S / 2) + j / 2) * stride].x)[j & 1];
+  }
+  __device__ void wu_pair(int k, int j, double& a, double& b) const {
+    const double2 p = u[(k * (S / 2) + j / 2) * stride];
+    a = p.x;
+    b = p.y;
+  }
+  __device__ double& ww(int k, int j) const { return w[(k * w_taps + j) * stride]; }
+  // Shared memory for a block of `threads`: K S u weights and K w_taps w
+  // weights a thread.
+  static size_t bytes(int threads, int w_taps) {
+    return sizeof(double) * static_cast<size_t>(threads) * K * (S + w_taps);
+  }
+};
+
+// Blocks per SM the register allocation must allow (ptxas -v, sm_90): 3
+// (at most 170 registers a thread) from S = 8 to 12, 2 at S = 14 and 16
+// (and 6), which spill at 170 (128), 4 at S = 2, 4, which fit in 128.
+constexpr int group_blocks(int S) {
+  return S <= 4 ? 4 : S == 6 || S >= 14 ? 2 : 3;
+}
+
+// One thread per group of a batch: group g of the run whose groups hold
+// it, from channel (g - run.group) K of the run.
+template <int S>
+__global__ void __launch_bounds__(kGroupThreads, group_blocks(S))
+    degrid_groups_kernel(tap::Tables t, Batch b, Cplx* vis) {
+  extern __shared__ double2 scratch[];
+  const long long g = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (g >= b.groups) return;
+  const tap::Run run = b.runs[tap::run_of_group(b.runs, b.run_count, g)];
+  const Slot s = b.slots[run.slot];
+  const int k0 = static_cast<int>(g - run.group) * K;
+  SharedScratch<S> sc(scratch, static_cast<int>(blockDim.x), t.w_taps);
+  const long long plane_size = static_cast<long long>(t.xA) * t.xA;
+  Cplx out[K];
+  bool outside = false;
+  const int n = tap::degrid_group<S, K>(t, run, k0, s.off0, s.off1, s.first_plane, s.plane_count,
+                                        b.tower + s.tower * plane_size, sc, out, outside);
+  if (outside) atomicExch(b.error, 1);
+  double2* to = reinterpret_cast<double2*>(vis + run.out + k0);
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (k < n) to[k] = make_double2(out[k].re, out[k].im);
+}
+
+template <int S>
+void launch_groups(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s) {
+  const size_t bytes = SharedScratch<S>::bytes(kGroupThreads, t.w_taps);
+  // Beyond 48 kB (S + w_taps > 24) a kernel must ask for it.
+  if (bytes > 48 * 1024)
+    cudaFuncSetAttribute(degrid_groups_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(bytes));
+  const auto blocks = static_cast<unsigned>((b.groups + kGroupThreads - 1) / kGroupThreads);
+  degrid_groups_kernel<S><<<blocks, kGroupThreads, bytes, s>>>(t, b, vis);
+}
+
 struct AtomicAdd {
   __device__ void operator()(double* p, double x) const { atomicAdd(p, x); }
 };
@@ -148,6 +232,28 @@ void launch_collapse(const Cplx* fft, const Slot* slots, int slot_count, const C
 
 void launch_degrid(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s) {
   if (b.visibilities == 0) return;
+  if (b.groups > 0 && t.w_taps >= 1 && t.w_taps <= tap::kMaxSupport) {
+    switch (t.support) {
+      case 2:
+        return launch_groups<2>(t, b, vis, s);
+      case 4:
+        return launch_groups<4>(t, b, vis, s);
+      case 6:
+        return launch_groups<6>(t, b, vis, s);
+      case 8:
+        return launch_groups<8>(t, b, vis, s);
+      case 10:
+        return launch_groups<10>(t, b, vis, s);
+      case 12:
+        return launch_groups<12>(t, b, vis, s);
+      case 14:
+        return launch_groups<14>(t, b, vis, s);
+      case 16:
+        return launch_groups<16>(t, b, vis, s);
+      default:
+        break;
+    }
+  }
   degrid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
 }
 

@@ -73,6 +73,10 @@ class GpuDegridder {
   // visibility's taps reach outside its tower (as Degridder does).
   void degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
               std::vector<cplx>& out);
+  // The same into out[0, n), n the visits' visibilities: a buffer the
+  // caller keeps, not zeroed first (256 MiB a batch, 16 B a visibility:
+  // zeroing it costs as much as copying the batch back).
+  void degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums, cplx* out);
 
   // Imaging, degrid's adjoint: adds to sums[i] (xM x xM) what visit i's
   // visibilities (`vis`, in degrid's order over all visits) make through

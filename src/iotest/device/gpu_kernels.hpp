@@ -29,6 +29,7 @@ struct Batch {
   const Slot* slots = nullptr;
   int slot_count = 0;
   long long visibilities = 0;
+  long long groups = 0;   // channel groups (tap::kGroupChannels channels at most) of its runs
   Cplx* tower = nullptr;  // every slot's planes, xA x xA each
   int* error = nullptr;
 };
@@ -40,8 +41,9 @@ void launch_screens(const Cplx* sums, const Cplx* step, const int* plane_slot,
                     cudaStream_t s);
 // finish_subgrid_in's gather after its FFT: the xA x xA centred corner.
 void launch_gather(const Cplx* fft, long long planes, int xM, int xA, Cplx* tower, cudaStream_t s);
-// One thread per visibility of the whole batch: vis[i] for i in
-// [0, b.visibilities).
+// vis[i] for i in [0, b.visibilities): one thread per channel group of
+// the batch's runs (b.groups of them, numbered by Run::group) where the
+// support has a compiled kernel, else one per visibility.
 void launch_degrid(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s);
 
 // Imaging: spreads vis onto the (zeroed) towers with atomic adds.

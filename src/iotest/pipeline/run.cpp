@@ -709,8 +709,8 @@ void share_gpus(Context& ctx, MPI_Comm comm) {
     std::getline(fields, index, '\t');
     std::getline(fields, g.name, '\t');
     std::getline(fields, g.driver, '\t');
-    fields >> g.memory_bytes >> g.multiprocessors >> g.compute_capability >>
-        g.memory_bytes_per_s >> g.fp64_flops_per_s;
+    fields >> g.memory_bytes >> g.multiprocessors >> g.compute_capability >> g.memory_bytes_per_s >>
+        g.fp64_flops_per_s;
     g.index = std::stoi(index);
     ctx.gpus.push_back(std::move(g));
   }

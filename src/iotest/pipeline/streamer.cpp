@@ -42,7 +42,7 @@ struct Tower {
   std::optional<binning::VisitRuns> visit;
   std::atomic<index_t> tasks_left{0};
   std::atomic<bool> skipped{false};  // --duration: a task of it did not run
-  double w_lo = 0, w_hi = 0;           // the part's w range (the GPU builds its towers)
+  double w_lo = 0, w_hi = 0;         // the part's w range (the GPU builds its towers)
   Tower(const swiftly::Recombination& rec) : sum(rec.make_subgrid_sum()), ws(rec.params()) {}
 };
 
@@ -303,8 +303,8 @@ RankResult run_streamer(Context& ctx) {
           degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
                                  to_writers);
           const double dw = ctx.degridder->planes().dw;
-          ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support,
-                                              tower->w_lo / dw, tower->w_hi / dw)
+          ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw,
+                                              tower->w_hi / dw)
                              .count;
         } else {
           degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
@@ -322,7 +322,7 @@ RankResult run_streamer(Context& ctx) {
         const auto tc = Clock::now();
         if (!zero_data && !ctx.job.sources.empty())
           ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin,
-                                                  end, ds.vis, ds.vis_error);
+                                                  end, ds.vis.data(), ds.vis_error);
         ds.check_s += seconds_since(tc);
         finish_task();
       });
