@@ -199,7 +199,7 @@ report::Timeline timeline_of(const std::vector<Wire>& all,
 // In situ or in transit: both sides' waits, what bound the run and the
 // writer ranks that would keep pace with the streamers (report::Transit).
 report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& o,
-                                const Roles& roles, double stream_s) {
+                                const Roles& roles, int threads, double stream_s) {
   report::Transit t;
   t.placement = roles.writers > 0 ? "in transit" : "in situ";
   t.writer_ranks = roles.writers;
@@ -215,9 +215,10 @@ report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& 
       t.bytes_sent += w.transit_bytes;
       t.streamer_queue_wait_s = std::max(t.streamer_queue_wait_s, w.queue_wait_s);
       t.send_wait_s = std::max(t.send_wait_s, w.send_wait_s);
-      // What it made while writing did not hold it.
+      // What it made while writing did not hold it. The waits are its
+      // threads' (thread-seconds: GPU streamers' threads mostly wait).
       compute += static_cast<double>(f.visibilities) * static_cast<double>(sizeof(cplx)) /
-                 std::max(1e-9, stream_s - w.queue_wait_s);
+                 std::max(1e-3 * stream_s, stream_s - w.queue_wait_s / std::max(1, threads));
     } else if (w.role == 3) {
       t.writer_idle_s = std::max(t.writer_idle_s, w.transit_idle_s);
       t.writer_queue_wait_s = std::max(t.writer_queue_wait_s, w.queue_wait_s);
@@ -1251,7 +1252,7 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   if (o.timeline_s > 0) r.timeline = timeline_of(out.all, out.samples, o.timeline_s);
   if (ctx.job.obs && !ctx.imaging() && !o.network_only &&
       (!o.output.empty() || ctx.roles.writers > 0))
-    r.transit = transit_figures(out.all, o, ctx.roles, out.stream_s);
+    r.transit = transit_figures(out.all, o, ctx.roles, ctx.threads, out.stream_s);
   report::Accuracy accuracy;
   accuracy.subgrid_rmse = t.subgrid_error.value();
   accuracy.subgrid_rmse_max = t.subgrid_worst >= 0 ? t.subgrid_worst : std::nan("");
