@@ -42,7 +42,7 @@ CLI::Option* add_observation_options(CLI::App* app, telescope::ObservationOption
 // --source-count, --seed: the random sky.
 template <class Count, class Seed>
 void add_sky_options(CLI::App* app, Count& source_count, Seed& seed) {
-  app->add_option("--source-count", source_count, "unit point sources in the random sky")
+  app->add_option("--source-count", source_count, "point sources of 1 Jy in the random sky")
       ->capture_default_str()
       ->group(kSky);
   app->add_option("--seed", seed, "seed of the sky and the samples")

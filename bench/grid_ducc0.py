@@ -33,15 +33,15 @@ import ducc0
 from degrid_ducc0 import C, ENU_LAYOUTS, ROOT, sampling, uvw_rows
 
 
-def predict(uvw, freq, sources, pixel, N):
-    """Every visibility: (1/N^2) sum exp(+2 pi i (u l + v m + w (n - 1))), as iotest."""
+def predict(uvw, freq, sources, pixel):
+    """Every visibility in Jy (1 Jy sources): sum exp(+2 pi i (u l + v m + w (n - 1))), as iotest."""
     l, m = sources[:, 0] * pixel, sources[:, 1] * pixel
     n1 = np.sqrt(1 - l * l - m * m) - 1
     vis = np.zeros((len(uvw), len(freq)), complex)
     for li, mi, ni in zip(l, m, n1):
         turns = uvw @ np.array([li, mi, ni])  # metres
         vis += np.exp(2j * np.pi * np.outer(turns, freq / C))
-    return vis / N ** 2
+    return vis
 
 
 def dirty_direct(uvw, freq, vis, pixels, pixel):
@@ -91,7 +91,7 @@ def main():
     freq = sampling(a.freq)
     uvw = uvw_rows(a.vis_set, sampling(a.time), a.dec)
     assert len(uvw) * len(freq) == nvis, (len(uvw), len(freq), nvis)
-    vis = predict(uvw, freq, sources, pixel, N)
+    vis = predict(uvw, freq, sources, pixel)
     # Pixels to check: the sources (bright) and as many at random in the
     # used field.
     used = r["config"]["used_size"] if "used_size" in r["config"] else N // 2

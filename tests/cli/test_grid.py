@@ -82,6 +82,29 @@ def test_grid_of_bad_files_fails_cleanly(iotest, tmp_path):
     assert "other.h5" in proc.stderr and "not one output set" in proc.stderr
 
 
+@pytest.mark.parametrize("source", ["memory", "file"])
+def test_a_one_jansky_source_reads_one_in_the_dirty_image(iotest, tmp_path, source):
+    """Natural weighting: the dirty image over the sum of the weights (the
+    visibilities gridded) reads a source's flux, 1 Jy, at its pixel, after
+    the grid correction; from the sky in memory and from a predict run's
+    file (whose visibilities are in Jy)."""
+    import h5py
+    import numpy as np
+    image, report = tmp_path / "dirty.h5", tmp_path / "r.json"
+    job = ["--rec-set=T05_", "--vis-set=vlaa", *OBS, "--source-count=1"]
+    if source == "file":
+        vis = tmp_path / "vis.h5"
+        iotest("degrid", *job, str(vis), check=0)
+        job = [str(vis)]
+    iotest("grid", *job, f"--image={image}", f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    (y0, y1), = r["sky"]["sources"]
+    used = r["config"]["used_size"]
+    with h5py.File(image, "r") as f:
+        peak = f["dirty_image"][y0 + used // 2, y1 + used // 2]
+    assert abs(complex(*peak) - 1) < 1e-4, peak
+
+
 def test_grid_rejects_impossible_options(iotest):
     proc = iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--support=7", check=2)
     assert "--support" in proc.stderr
@@ -103,6 +126,8 @@ def test_grid_writes_the_dirty_image(iotest, tmp_path):
     with h5py.File(image, "r") as f:
         d = f["dirty_image"]
         assert d.shape == (used, used, 2) and d.attrs["rec_set"] == b"T05_"
+        assert d.attrs["units"] == b"Jy/beam"
+        assert d.attrs["visibilities"] == r["counts"]["visibilities"]
         dirty = d[..., 0] + 1j * d[..., 1]
     assert np.all(np.isfinite(dirty)) and not (tmp_path / "dirty.h5.partial").exists()
     at_sources = [abs(dirty[y0 + used // 2, y1 + used // 2]) for y0, y1 in r["sky"]["sources"]]

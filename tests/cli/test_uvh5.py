@@ -38,8 +38,8 @@ def test_degrid_writes_uvh5_that_pyuvdata_reads(iotest, tmp_path):
 
 def direct_error(uv, data, r):
     """Relative RMSE of 300 random visibilities against the direct transform
-    of the report's sky."""
-    N, pixel = r["config"]["N"], r["sky"]["pixel_lm"]
+    of the report's sky, in Jy (every source 1 Jy)."""
+    pixel = r["sky"]["pixel_lm"]
     sources = np.array(r["sky"]["sources"], dtype=float) * pixel
     l, m = sources[:, 0], sources[:, 1]
     n = np.sqrt(1 - l * l - m * m)
@@ -47,9 +47,37 @@ def direct_error(uv, data, r):
     rows, chans = rng.integers(0, uv.Nblts, 300), rng.integers(0, uv.Nfreqs, 300)
     uvw = uv.uvw_array[rows] * (uv.freq_array[chans] / 299792458.0)[:, None]
     want = np.exp(2j * np.pi * (np.outer(uvw[:, 0], l) + np.outer(uvw[:, 1], m)
-                                + np.outer(uvw[:, 2], n - 1))).sum(axis=1) / N ** 2
+                                + np.outer(uvw[:, 2], n - 1))).sum(axis=1)
     got = data[rows, chans]
     return np.sqrt(np.sum(np.abs(got - want) ** 2) / np.sum(np.abs(want) ** 2))
+
+
+def test_a_one_jansky_source_has_visibilities_of_one_jansky(iotest, tmp_path):
+    """Physical units: vis_units says Jy, and one source of 1 Jy gives
+    |V| = 1 whatever the image size (T05_: N = 512)."""
+    out = tmp_path / "vis.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=1", str(out), check=0)
+    uv = read_uvh5(out)
+    assert uv.vis_units == "Jy"
+    amplitude = np.abs(uv.data_array[:, :, 0])
+    assert np.max(np.abs(amplitude - 1)) < 1e-6, (amplitude.min(), amplitude.max())
+
+
+def test_files_from_before_jansky_are_refused(iotest, tmp_path):
+    """A sky's file whose vis_units is not Jy was written in the old scale
+    (1/N^2 of today's): verify and grid refuse it with one line."""
+    import h5py
+    out = tmp_path / "vis.h5"
+    iotest("degrid", "--rec-set=T05_", "--vis-set=vlaa", "--time=-600:600/8/4",
+           "--freq=260e6:300e6/16/8", "--dec=-40", "--source-count=3", str(out), check=0)
+    with h5py.File(out, "r+") as f:
+        del f["Header/vis_units"]
+        f["Header/vis_units"] = np.bytes_("uncalib")
+    for command in (["verify"], ["grid"]):
+        proc = iotest(*command, str(out), check=2)
+        assert "vis.h5" in proc.stderr and "not Jy" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def read_uvh5(path):

@@ -2,10 +2,15 @@
 // degridding) against the direct Fourier transform of the sky.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "degrid_fixture.hpp"
 #include "iotest/commands/degrid.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/sky/sky_model.hpp"
+#include "iotest/swiftly/tiling.hpp"
 
 namespace iotest::commands {
 namespace {
@@ -111,6 +116,73 @@ TEST(Degrid, AnArrayAtThePoleIsFreeOfW) {
   EXPECT_FALSE(tilted.settings->w_free);
   EXPECT_GT(tilted.rec.margin, o.kernel.support + 2);
   EXPECT_LT(tilted.accuracy->vis_rmse, 2e-8);
+}
+
+// The CPU path's visibilities of the busiest visit of `s`'s sky: every
+// facet corrected and recombined into the subgrid, its tower, degridding.
+std::vector<cplx> busiest_visit_visibilities(const test::DegridFixture& s,
+                                             std::vector<binning::VisRun>& runs) {
+  const auto& p = s.job.p;
+  const auto counts = s.binner.count_visits(0, s.job.obs->baseline_count(), 1);
+  const index_t at = std::max_element(counts.visibilities.begin(), counts.visibilities.end()) -
+                     counts.visibilities.begin();
+  const index_t stack = counts.first_stack + at / counts.subgrids, subgrid = at % counts.subgrids;
+  const binning::VisitRuns visit(s.binner, stack, subgrid);
+  visit.runs(0, visit.pieces().size(), runs);
+  const auto tiles = swiftly::subgrid_tiles(p);
+  const auto ftiles = swiftly::facet_tiles(p);
+  const index_t ns = p.subgrids_per_axis, nf = p.facets_per_axis;
+  const index_t off0 = tiles[static_cast<size_t>(subgrid / ns)].offset;
+  const index_t off1 = tiles[static_cast<size_t>(subgrid % ns)].offset;
+  Array2D facet = s.rec.make_facet(), prepared = s.rec.make_prepared_facet(),
+          column = s.rec.make_column(), contribution = s.rec.make_contribution(),
+          sum = s.rec.make_subgrid_sum();
+  swiftly::ColumnWorkspace ws(p);
+  for (index_t f = 0; f < p.facet_count(); ++f) {
+    const auto& t0 = ftiles[static_cast<size_t>(f / nf)];
+    const auto& t1 = ftiles[static_cast<size_t>(f % nf)];
+    sky::fill_facet(s.job.sources, t0, t1, facet.view());
+    s.degridder.correct_facet(t0, t1, stack, facet.view());
+    s.rec.prepare_facet(facet.view(), prepared.view());
+    s.rec.prepare_column(prepared.view(), t0.offset, off0, ws, column.view());
+    s.rec.extract_contribution(column.view(), t1.offset, off1, contribution.view());
+    s.rec.add_contribution(contribution.view(), t0.offset, t1.offset, sum.view());
+  }
+  double w_lo = 0, w_hi = 0;
+  EXPECT_TRUE(visit.w_range(w_lo, w_hi));
+  const double dw = s.degridder.planes().dw;
+  degrid::Degridder::Workspace tower(p);
+  s.degridder.build_tower(sum.view(), w_lo / dw, w_hi / dw, tower);
+  std::vector<cplx> vis;
+  s.degridder.degrid(runs.data(), runs.data() + runs.size(), off0, off1, tower, vis);
+  return vis;
+}
+
+TEST(Degrid, AOneJanskySourceGivesVisibilitiesOfAmplitudeOne) {
+  // Physical units: one source of 1 Jy has |V| = 1 Jy at every (u, v, w),
+  // whatever the image size (the recombination's 1/N^2 is undone by the
+  // facet correction), and the direct transform says the same.
+  job::JobOptions o;
+  o.rec_set = "T05_";
+  o.observation =
+      telescope::ObservationOptions{"vlaa", "-1800:1800/12/6", "260e6:300e6/24/12", -40.0};
+  o.source_count = 1;
+  const test::DegridFixture s(job::resolve(o));
+  ASSERT_EQ(s.job.sources.size(), 1u);
+  std::vector<binning::VisRun> runs;
+  const auto vis = busiest_visit_visibilities(s, runs);
+  ASSERT_GT(vis.size(), 100u);
+  size_t i = 0, checked = 0;
+  for (const auto& r : runs)
+    for (index_t chan = r.chan_begin; chan < r.chan_end; ++chan, ++i) {
+      if (i % 97 != 0) continue;  // a few, spread over the visit
+      EXPECT_NEAR(std::abs(vis[i]), sky::kSourceFluxJy, 1e-6) << "visibility " << i;
+      const cplx want = s.degridder.direct(s.job.sources, r.baseline, r.time, chan);
+      EXPECT_NEAR(std::abs(want), sky::kSourceFluxJy, 1e-12);
+      EXPECT_LT(std::abs(vis[i] - want), 1e-6) << "visibility " << i;
+      ++checked;
+    }
+  EXPECT_GE(checked, 2u);
 }
 
 TEST(Degrid, RejectsImpossibleOptions) {

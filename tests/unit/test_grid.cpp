@@ -155,8 +155,11 @@ TEST(Grid, FacetCorrectionAdjointWithWStacking) {
     s.degridder.correct_facet(tiles[0], tiles.back(), stack, MView2D(cx.data(), p.yB, p.yB));
     s.degridder.correct_facet_adjoint(tiles[0], tiles.back(), stack,
                                       MView2D(chy.data(), p.yB, p.yB));
+    // correct_facet carries the flux scale N^2, its imaging twin not
+    // (SwiFTly's image direction brings it): <C x, y> = N^2 <x, C' y>.
+    const double N2 = static_cast<double>(p.N) * static_cast<double>(p.N);
     const cplx lhs = dot(cx.data(), y.data(), p.yB * p.yB);
-    const cplx rhs = dot(x.data(), chy.data(), p.yB * p.yB);
+    const cplx rhs = N2 * dot(x.data(), chy.data(), p.yB * p.yB);
     EXPECT_LT(std::abs(lhs - rhs), 1e-12 * std::abs(lhs)) << "stack " << stack;
   }
 }
@@ -164,7 +167,7 @@ TEST(Grid, FacetCorrectionAdjointWithWStacking) {
 TEST(Grid, FacetCorrectionMatchesTheKernelsTransforms) {
   // facet_correction takes the w kernel's transform from a Chebyshev
   // series: it must equal the direct evaluation to rounding over the used
-  // field, corners included.
+  // field, corners included, times the flux scale N^2 (visibilities in Jy).
   const Fixture s(small_job());
   const auto& p = s.job.p;
   const GridKernel uv(s.job.kernel.support, p.f / 2), w(s.job.kernel.w_support, kWKernelX0);
@@ -176,9 +179,10 @@ TEST(Grid, FacetCorrectionMatchesTheKernelsTransforms) {
     for (index_t y1 = -h; y1 < h; y1 += h / 5) {
       const double l = static_cast<double>(y0) * pixel, m = static_cast<double>(y1) * pixel;
       const double n = std::sqrt(1 - l * l - m * m);
-      const double want = 1 / (uv.correction(static_cast<double>(y0) / N) *
-                               uv.correction(static_cast<double>(y1) / N) *
-                               w.correction(planes.dw * (n - 1 - planes.centre)));
+      const double want =
+          N * N /
+          (uv.correction(static_cast<double>(y0) / N) * uv.correction(static_cast<double>(y1) / N) *
+           w.correction(planes.dw * (n - 1 - planes.centre)));
       const cplx got =
           s.degridder.facet_correction(static_cast<double>(y0), static_cast<double>(y1), 0);
       worst = std::max(worst, std::abs(got - want) / want);

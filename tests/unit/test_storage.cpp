@@ -284,6 +284,39 @@ TEST(Storage, VerifyJoinsTheChunksOfSeveralFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// A sky's file from before visibilities were in Jy (vis_units "uncalib",
+// values 1/N^2 of today's) is refused with one line naming it, alone or
+// after a file of today; a synthetic set has no unit and is read.
+TEST(Storage, VerifyRefusesSkyFilesFromBeforeJansky) {
+  const auto obs = small_observation();
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_units";
+  std::filesystem::create_directories(dir);
+  const auto today = (dir / "today.h5").string(), before = (dir / "before.h5").string();
+  const auto ones = [](const ChunkKey&) { return std::vector<cplx>(32, cplx(1, 2)); };
+  auto pv = sky_provenance("T05_", 1e-5, 3, 1);
+  write_file(today, obs, pv, {{0, 0}}, ones);
+  EXPECT_EQ(Uvh5Reader(today).provenance()->vis_units, "Jy");
+  pv.vis_units = "uncalib";
+  write_file(before, obs, pv, {{1, 0}}, ones);
+  commands::VerifyOptions o;
+  for (const auto& files : {std::vector{before}, std::vector{today, before}}) {
+    o.files = files;
+    try {
+      commands::verify(o);
+      ADD_FAILURE() << "a file in the old scale accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.option(), before);
+      EXPECT_NE(std::string(e.what()).find("\"uncalib\", not Jy"), std::string::npos) << e.what();
+    }
+  }
+  pv.synthetic = true;
+  const auto pattern = (dir / "pattern.h5").string();
+  write_file(pattern, obs, pv, {{0, 0}}, ones);
+  o.files = {pattern};
+  EXPECT_NO_THROW(commands::verify(o));
+  std::filesystem::remove_all(dir);
+}
+
 // What is compared is the sum over the files holding a chunk: a set whose
 // shared chunks are split between files passes, and fails without one file
 // (chunks missing) or with one file's chunks counted twice.
@@ -306,8 +339,8 @@ TEST(Storage, VerifyComparesTheSumOverFiles) {
       const double scale =
           reader.frequencies()[static_cast<size_t>(chan)] / telescope::kSpeedOfLight;
       const auto b = reader.uvw(row);
-      out[static_cast<size_t>(i)] = sky::direct_visibility(sources, pv.pixel_lm, p.N, scale * b[0],
-                                                           scale * b[1], scale * b[2]);
+      out[static_cast<size_t>(i)] =
+          sky::direct_visibility(sources, pv.pixel_lm, scale * b[0], scale * b[1], scale * b[2]);
     }
     return out;
   };

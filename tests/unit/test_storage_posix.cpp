@@ -63,6 +63,7 @@ Provenance full_provenance(const telescope::Observation& obs) {
   pv.source_count = 7;
   pv.seed = 0xfedcba9876543210ULL;
   pv.synthetic = true;
+  pv.vis_units = "uncalib";  // a pattern's (not the default)
   pv.observation = {obs.vis_set, obs.time.text(), std::nullopt, obs.dec_deg};
   pv.margin = 12;
   pv.w_stack_step = 0.1 + 0.2;
@@ -143,6 +144,7 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
     EXPECT_EQ(got.source_count, want.source_count);
     EXPECT_EQ(got.seed, want.seed);
     EXPECT_EQ(got.synthetic, want.synthetic);
+    EXPECT_EQ(got.vis_units, want.vis_units);
     EXPECT_EQ(got.observation.vis_set, want.observation.vis_set);
     EXPECT_EQ(got.observation.time, want.observation.time);
     EXPECT_FALSE(got.observation.freq.has_value());

@@ -318,6 +318,12 @@ report::Report grid(const GridRunOptions& o) {
   if (visibilities != obs.visibility_count())
     throw std::logic_error(
         fmt::format("gridded {} visibilities of {}", visibilities, obs.visibility_count()));
+  // In Jy/beam: the image and its reference over the sum of the weights
+  // (natural weighting, every weight 1), untimed as the image file is.
+  const double scale = degrid::dirty_image_scale(visibilities);
+  for (auto& facet : image)
+    for (index_t i = 0; i < facet.size(); ++i) facet.data()[i] *= scale;
+  dirty.normalise(visibilities);
 
   // Sampled pixels against the direct adjoint transform.
   RelativeError error;

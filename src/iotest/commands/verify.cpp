@@ -38,12 +38,12 @@ Reference sky_reference(const storage::Reader& first, const storage::Provenance&
   const auto p = config::resolve_rec_set(pv.rec_set);
   auto sources = sky::random_sources(o.source_count.value_or(pv.source_count), p.used_size,
                                      o.seed.value_or(pv.seed));
-  return [&first, pv, N = p.N, sources = std::move(sources)](const Sample& s) {
+  // In Jy: files in the old scale were refused on opening (provenance_of).
+  return [&first, pv, sources = std::move(sources)](const Sample& s) {
     const double scale =
         first.frequencies()[static_cast<size_t>(s.chan)] / telescope::kSpeedOfLight;
     const auto b = first.uvw(s.row);
-    return sky::direct_visibility(sources, pv.pixel_lm, N, scale * b[0], scale * b[1],
-                                  scale * b[2]);
+    return sky::direct_visibility(sources, pv.pixel_lm, scale * b[0], scale * b[1], scale * b[2]);
   };
 }
 

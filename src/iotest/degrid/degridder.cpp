@@ -182,15 +182,17 @@ cplx Degridder::facet_correction(double y0, double y1, index_t stack) const {
   const double l = y0 * g_.pixel_lm, m = y1 * g_.pixel_lm;
   const double n = std::sqrt(1 - l * l - m * m);
   const double w_stack = static_cast<double>(stack) * layout_.stack_step;
-  return std::polar(1.0, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
+  // N^2: the flux scale, undoing the recombination's 1/N^2 (degridder.hpp).
+  return std::polar(N * N, kTwoPi * w_stack * (n - 1 - planes_.centre)) /
          (uv_kernel_.correction(y0 / N) * uv_kernel_.correction(y1 / N) *
           w_correction(planes_.dw * (n - 1 - planes_.centre)));
 }
 
 void Degridder::correct_facet_adjoint(const swiftly::Tile& t0, const swiftly::Tile& t1,
                                       index_t stack, MView2D facet) const {
-  // facet_correction's conjugate at every pixel: the u, v kernels' factors
-  // are separable, so evaluated once per row and column.
+  // facet_correction's conjugate over N^2 at every pixel (without the flux
+  // scale: SwiFTly's image direction brings N^2 itself, degridder.hpp); the
+  // u, v kernels' factors are separable, so evaluated once per row and column.
   const index_t half = facet.rows / 2;
   const double N = static_cast<double>(p_.N);
   std::vector<double> cu(static_cast<size_t>(facet.rows)), cv(static_cast<size_t>(facet.cols));
@@ -474,7 +476,7 @@ cplx Degridder::direct(const std::vector<sky::PointSource>& sources, index_t bas
 
 cplx Degridder::direct_at(const std::vector<sky::PointSource>& sources, double u, double v,
                           double w) const {
-  return sky::direct_visibility(sources, g_.pixel_lm, p_.N, u, v, w);
+  return sky::direct_visibility(sources, g_.pixel_lm, u, v, w);
 }
 
 }  // namespace iotest::degrid

@@ -5,6 +5,14 @@
 // w. Both kernels' transforms are divided out on the facet side
 // (correct_facet), so the chain stays exact up to the kernels' accuracy.
 //
+// Units: the facet correction also carries N^2, the inverse of the
+// recombination's 1/N^2 (SwiFTly's DFT, which `iotest recombine` checks as
+// it is), so that a source of S Jy gives visibilities of amplitude S. It
+// lives here, at the boundary between the sky and the recombination, so the
+// SwiFTly layer and recombination-only runs keep their own scale, and every
+// check of this chain (direct, facet_correction's amplitudes for
+// sky::dft_subgrid) takes it from one place.
+//
 // Gridding (the imaging direction) is the exact adjoint of each step, with
 // the same kernels, tap weights and tower layout: visibilities are spread
 // onto the tower's planes (grid), the planes are transformed back and
@@ -96,15 +104,20 @@ class Degridder {
   Degridder(const swiftly::Recombination& rec, const binning::GridGeometry& g,
             const telescope::Observation& obs, const DegridOptions& o, const WLayout& w);
 
-  // Divides the facet's non-zero pixels by the kernels' transforms and
+  // Divides the facet's non-zero pixels by the kernels' transforms,
+  // multiplies them by N^2 (the flux scale: visibilities in Jy) and
   // applies the w-stacking plane `stack` (w = stack * stack_step).
   void correct_facet(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                      MView2D facet) const;
-  // The factor correct_facet applies at pixel (y0, y1): what a unit point
-  // source there becomes, so corrected subgrids can be checked by direct
-  // transform.
+  // The factor correct_facet applies at pixel (y0, y1): what a point source
+  // of 1 there becomes, so corrected subgrids can be checked by direct
+  // transform (sky::dft_subgrid's amplitudes).
   cplx facet_correction(double y0, double y1, index_t stack) const;
-  // correct_facet's adjoint: multiplies every pixel by the conjugate factor.
+  // The imaging direction's facet correction: the conjugate factor over
+  // N^2, i.e. correct_facet's adjoint divided by N^2. SwiFTly's image
+  // direction is N^2 times its predict's adjoint (it inverts predict), so
+  // with this the chain is the exact adjoint of the predict chain in Jy:
+  // the unnormalised dirty image sum V exp(-2 pi i (u l + v m + w (n - 1))).
   void correct_facet_adjoint(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t stack,
                              MView2D facet) const;
 
@@ -140,8 +153,8 @@ class Degridder {
   void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0, index_t off1,
               const Workspace& ws, std::vector<cplx>& out) const;
 
-  // The exact visibility by direct Fourier transform of the sources, with
-  // the recombination's normalisation (1 / N^2).
+  // The exact visibility by direct Fourier transform of the sources, in Jy
+  // (sky::direct_visibility).
   cplx direct(const std::vector<sky::PointSource>& sources, index_t baseline, index_t time,
               index_t chan) const;
   // The same at (u, v, w) in wavelengths.

@@ -105,15 +105,15 @@ void predict_direct(const Degridder& d, const std::vector<sky::PointSource>& sou
                     std::vector<cplx>& vis) {
   vis.clear();
   const double pixel = d.geometry().pixel_lm;
-  const double N = static_cast<double>(d.recombination().params().N);
   for (const auto* run = begin; run != end; ++run) {
     const size_t first = vis.size();
     vis.resize(first + static_cast<size_t>(run->count()));
+    // In Jy, as sky::direct_visibility.
     for (const auto& s : sources)
       run_phases(d, *run, static_cast<double>(s.y0) * pixel, static_cast<double>(s.y1) * pixel, 1,
-                 [&](index_t k, cplx phase) { vis[first + static_cast<size_t>(k)] += phase; });
-    // The recombination's normalisation, as sky::direct_visibility's.
-    for (size_t i = first; i < vis.size(); ++i) vis[i] /= N * N;
+                 [&](index_t k, cplx phase) {
+                   vis[first + static_cast<size_t>(k)] += sky::kSourceFluxJy * phase;
+                 });
   }
 }
 
@@ -132,6 +132,11 @@ void DirtyPixels::add(const Degridder& d, const binning::VisRun* begin, const bi
 
 void DirtyPixels::merge(const DirtyPixels& o) {
   for (size_t i = 0; i < sums.size(); ++i) sums[i] += o.sums[i];
+}
+
+void DirtyPixels::normalise(index_t weight_sum) {
+  const double scale = dirty_image_scale(weight_sum);
+  for (auto& s : sums) s *= scale;
 }
 
 std::vector<index_t> pick_samples(const telescope::Observation& obs, index_t count,

@@ -88,10 +88,19 @@ void predict_direct(const Degridder& d, const std::vector<sky::PointSource>& sou
                     const binning::VisRun* begin, const binning::VisRun* end,
                     std::vector<cplx>& vis);
 
+// The dirty image's scale, in Jy/beam as imagers make it with natural
+// weighting: divided by the sum of the weights. Every weight is 1 here, so
+// the sum is the visibilities gridded over the whole run; a source of S Jy
+// then reads S at its pixel (after the grid correction). Applied where the
+// image is finished, not per facet or stack: a sum over the whole run.
+inline double dirty_image_scale(index_t weight_sum) {
+  return weight_sum > 0 ? 1.0 / static_cast<double>(weight_sum) : 0.0;
+}
+
 // Sampled pixels of the dirty image by the direct adjoint transform of the
 // same visibilities, I(l, m) = sum V exp(-2 pi i (u l + v m + w (n - 1))),
 // what gridding is checked against. Each thread adds its visibilities to
-// its own copy; the copies are then merged.
+// its own copy; the copies are then merged, and normalised as the image is.
 struct DirtyPixels {
   std::vector<sky::PointSource> pixels;  // image pixels (y0, y1), centred
   std::vector<cplx> sums;                // one per pixel
@@ -102,6 +111,8 @@ struct DirtyPixels {
   void add(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
            const cplx* vis);
   void merge(const DirtyPixels& o);
+  // The sums times dirty_image_scale(weight_sum), as the image.
+  void normalise(index_t weight_sum);
 };
 
 // Random visibilities to check, as sorted linear indices

@@ -168,6 +168,7 @@ storage::Provenance provenance(const Job& job, const std::string& rec_set, std::
   pv.source_count = synthetic ? 0 : static_cast<index_t>(job.sources.size());
   pv.seed = seed;
   pv.synthetic = synthetic;
+  if (synthetic) pv.vis_units = "uncalib";
   const auto& obs = *job.obs;
   pv.observation = {obs.vis_set, obs.time.text(), obs.freq.text(), obs.dec_deg};
   pv.margin = job.w.margin;

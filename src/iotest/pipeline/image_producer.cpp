@@ -4,7 +4,8 @@
 // parts. Contributions go into a column sum; a column ends when the walk
 // leaves it (finish_column), and a w-stack when the walk leaves it: its
 // facets are finished, corrected for the kernels and the stack's w
-// (correct_facet_adjoint) and added to the dirty image. The split parts of
+// (correct_facet_adjoint) and added to the dirty image, over the sum of
+// the weights (in Jy/beam, degrid::dirty_image_scale). The split parts of
 // a visit each send their own contribution; the transform is linear, so
 // they are added one after the other.
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/degrid/tasks.hpp"
 #include "iotest/pipeline/image_receiver.hpp"
 
 namespace iotest::pipeline {
@@ -59,6 +61,9 @@ void ImageReceiver::finish_column() {
 void ImageReceiver::finish_stack() {
   finish_column();
   if (stack_ < 0) return;
+  // The imaging direction grids the whole observation (imaging_results
+  // checks it), so the sum of the weights is known before the walk ends.
+  const double scale = degrid::dirty_image_scale(ctx_.job.obs->visibility_count());
 #pragma omp parallel for schedule(dynamic) num_threads(threads_)
   for (index_t f = 0; f < own_; ++f)
     failures_.capture([&] {
@@ -70,7 +75,7 @@ void ImageReceiver::finish_stack() {
       ctx_.degridder->correct_facet_adjoint(ctx_.facet_tile0(g), ctx_.facet_tile1(g), stack_,
                                             facet.view());
       auto& image = ctx_.image_facets[static_cast<size_t>(f)];
-      for (index_t x = 0; x < image.size(); ++x) image.data()[x] += facet.data()[x];
+      for (index_t x = 0; x < image.size(); ++x) image.data()[x] += scale * facet.data()[x];
     });
   failures_.rethrow();
   stack_ = -1;

@@ -423,6 +423,10 @@ RankResult run_image_streamer(Context& ctx) {
     for (size_t i = 0; i < out.dirty_sums.size(); ++i) out.dirty_sums[i] += ts.dirty.sums[i];
     if (ts.gatherer) out.read.add(ts.gatherer->tally());
   }
+  // Normalised as the producers normalise the image (image_producer.cpp):
+  // over the whole observation's weights, so the streamers' shares add up.
+  const double scale = degrid::dirty_image_scale(ctx.job.obs->visibility_count());
+  for (auto& sum : out.dirty_sums) sum *= scale;
   out.input_s = input_s;
   out.check_s = check_s;
   if (gpu) out.gpu = gpu->timing();

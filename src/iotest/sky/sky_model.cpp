@@ -31,7 +31,8 @@ void fill_facet(const std::vector<PointSource>& sources, const swiftly::Tile& t0
   const index_t half = facet.rows / 2;
   for (const auto& s : sources) {
     const index_t a = s.y0 - t0.offset, b = s.y1 - t1.offset;
-    if (a >= t0.lo && a < t0.hi && b >= t1.lo && b < t1.hi) facet(a + half, b + half) += 1.0;
+    if (a >= t0.lo && a < t0.hi && b >= t1.lo && b < t1.hi)
+      facet(a + half, b + half) += kSourceFluxJy;
   }
 }
 
@@ -52,7 +53,7 @@ void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots
   std::vector<cplx> a(static_cast<size_t>(xA)), b(static_cast<size_t>(xA));
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto& s = sources[i];
-    const cplx scale = amplitudes.empty() ? cplx(norm) : norm * amplitudes[i];
+    const cplx scale = norm * (amplitudes.empty() ? cplx(kSourceFluxJy) : amplitudes[i]);
     for (index_t u = 0; u < xA; ++u) {
       a[static_cast<size_t>(u)] = scale * roots((subgrid_off0 + u - xA / 2) * s.y0);
       b[static_cast<size_t>(u)] = roots((subgrid_off1 + u - xA / 2) * s.y1);
@@ -65,15 +66,15 @@ void dft_subgrid(const std::vector<PointSource>& sources, const UnitRoots& roots
   }
 }
 
-cplx direct_visibility(const std::vector<PointSource>& sources, double pixel_lm, index_t N,
-                       double u, double v, double w) {
+cplx direct_visibility(const std::vector<PointSource>& sources, double pixel_lm, double u, double v,
+                       double w) {
   cplx sum = 0;
   for (const auto& s : sources) {
     const double l = static_cast<double>(s.y0) * pixel_lm, m = static_cast<double>(s.y1) * pixel_lm;
     const double n = std::sqrt(1 - l * l - m * m);
     sum += std::polar(1.0, 2 * std::numbers::pi * (u * l + v * m + w * (n - 1)));
   }
-  return sum / (static_cast<double>(N) * static_cast<double>(N));
+  return kSourceFluxJy * sum;
 }
 
 void apply_subgrid_mask(const swiftly::Tile& t0, const swiftly::Tile& t1, MView2D subgrid) {

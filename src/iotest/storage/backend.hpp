@@ -22,6 +22,9 @@
 
 namespace iotest::storage {
 
+// A sky's visibilities are in Jy (docs/imaging.md, Units).
+inline constexpr const char* kJanskyUnits = "Jy";
+
 // What a visibility file holds: the observation's axes and metadata. The
 // order is baseline-major, time fastest (UVH5 "baseline, time"); one
 // time-chunk x freq-chunk block of one baseline is one storage chunk.
@@ -52,6 +55,12 @@ struct Provenance {
   // command line, its start (UTC, ISO 8601, rank 0's clock) and the host
   // that wrote this file. Empty in files from before.
   std::string command_line, started, host;
+  // The visibilities' unit (UVH5 vis_units): kJanskyUnits for a sky's (a
+  // source of S Jy gives amplitude S), "uncalib" for a synthetic pattern
+  // (it names visibilities, it is no flux). As a reader found it: a sky's
+  // file from before visibilities were in Jy says "uncalib" (or, posix,
+  // nothing), and its values are 1/N^2 of these; provenance_of refuses it.
+  std::string vis_units = kJanskyUnits;
 };
 // A run's nonce: random, never 0.
 std::uint32_t draw_nonce();

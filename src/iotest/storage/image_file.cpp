@@ -38,11 +38,13 @@ void write_to(const std::string& temp, const std::vector<Array2D>& facets,
   attribute("pixel_lm", H5T_NATIVE_DOUBLE, &what.pixel_lm);
   const long long vis = what.visibilities;
   attribute("visibilities", H5T_NATIVE_LLONG, &vis);
-  {
+  const auto text_attribute = [&](const char* name, const std::string& value) {
     const Id text(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
-    check(H5Tset_size(text, std::max<size_t>(1, what.rec_set.size())), "H5Tset_size");
-    attribute("rec_set", text, what.rec_set.c_str());
-  }
+    check(H5Tset_size(text, std::max<size_t>(1, value.size())), "H5Tset_size");
+    attribute(name, text, value.c_str());
+  };
+  text_attribute("rec_set", what.rec_set);
+  text_attribute("units", kDirtyImageUnits);
   // Row by row: the facets of one tile row give one image row each.
   const index_t nf = static_cast<index_t>(tiles.size()), half = used_size / 2;
   std::vector<double> row(static_cast<size_t>(2 * used_size));

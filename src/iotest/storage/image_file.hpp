@@ -13,10 +13,14 @@
 
 namespace iotest::storage {
 
+// The image's unit, its attribute `units`: divided by the sum of the
+// weights (degrid::dirty_image_scale), a source of S Jy reads S.
+inline constexpr const char* kDirtyImageUnits = "Jy/beam";
+
 struct ImageDescription {
   std::string rec_set;
-  double pixel_lm = 0;  // pixel size in direction cosines
-  index_t visibilities = 0;
+  double pixel_lm = 0;       // pixel size in direction cosines
+  index_t visibilities = 0;  // gridded, each of weight 1: the sum of the weights
 };
 
 // Before any work: the image's claim, of a run of its own (UsageError

@@ -13,7 +13,16 @@ namespace iotest::storage {
 const Provenance& provenance_of(const Reader& file, const std::string& path) {
   if (!file.provenance())
     throw UsageError(path, "has no iotest provenance (rec-set, sky): not written by iotest");
-  return *file.provenance();
+  const auto& pv = *file.provenance();
+  // A sky's file from before visibilities were in Jy holds values 1/N^2 of
+  // today's: refused rather than rescaled, so no reader (verify, grid, the
+  // imaging direction) has to know the old scale.
+  if (!pv.synthetic && pv.vis_units != kJanskyUnits)
+    throw UsageError(path, fmt::format("holds visibilities in units \"{}\", not Jy: written by "
+                                       "an iotest before visibilities were in Jy (1/N^2 of them); "
+                                       "write it again",
+                                       pv.vis_units));
+  return pv;
 }
 
 namespace {

@@ -176,6 +176,7 @@ json provenance_json(const Provenance& pv) {
   j["command_line"] = pv.command_line;
   j["started"] = pv.started;
   j["host"] = pv.host;
+  j["vis_units"] = pv.vis_units;
   return j;
 }
 
@@ -195,6 +196,9 @@ Provenance provenance_from(const json& j) {
   pv.command_line = j.value("command_line", "");
   pv.started = j.value("started", "");
   pv.host = j.value("host", "");
+  // Absent in files from before visibilities were in Jy (1/N^2 of these):
+  // provenance_of refuses a sky's.
+  pv.vis_units = j.value("vis_units", "uncalib");
   return pv;
 }
 

@@ -108,6 +108,9 @@ Uvh5Reader::Uvh5Reader(const std::string& path) : h_(std::make_unique<Handles>()
           {"Header/extra_keywords/iotest_started", &pv.started},
           {"Header/extra_keywords/iotest_host", &pv.host}})
       if (present(name)) *field = read_string(h_->file, name);
+    // Files from before visibilities were in Jy say "uncalib" (or, older
+    // still, nothing): provenance_of refuses a sky's.
+    pv.vis_units = present("Header/vis_units") ? read_string(h_->file, "Header/vis_units") : "";
     pv.stonewalled = present("Header/extra_keywords/iotest_stonewalled") &&
                      scalar("Header/extra_keywords/iotest_stonewalled") != 0;
     if (pv.stonewalled && !present("iotest/written_parts"))

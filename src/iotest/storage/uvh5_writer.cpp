@@ -140,7 +140,10 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
                synthetic ? "Written by iotest --synthetic-vis (a storage benchmark: a pattern "
                            "naming each visibility, not a sky)."
                          : "Written by iotest (predicted visibilities of a point-source sky).");
-  write_string(header, "vis_units", "uncalib");
+  // Jy for a sky's visibilities; a synthetic pattern (or values of no
+  // known sky) has no unit.
+  write_string(header, "vis_units",
+               layout.provenance ? layout.provenance->vis_units : std::string("uncalib"));
   write_scalar(header, "latitude", centre.lat_deg);
   write_scalar(header, "longitude", centre.lon_deg);
   write_scalar(header, "altitude", centre.height_m);
