@@ -19,7 +19,6 @@
 #include "iotest/job/job.hpp"
 #include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
-#include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
 
 namespace iotest::job {
@@ -133,9 +132,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   if constexpr (requires { o.direction; }) s.direction = o.direction;
   if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
   if constexpr (requires { o.device; }) s.device = o.device;
-  if constexpr (requires { o.storage; })
-    if (s.writes) s.writer_held_chunks = storage::make_backend(o.storage, o.output)->held_chunks();
-  return s;
+  return s;  // writer_held_chunks: the back-end's (storage::StorageChoice), set by the caller
 }
 
 // Libraries, MPI and FFTW state of one process before any buffer, measured
