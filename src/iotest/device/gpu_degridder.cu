@@ -23,6 +23,7 @@
 // fallback) cost one per channel; the atomics, not the arithmetic, bound
 // it.
 #include <type_traits>
+#include <utility>
 
 #include "iotest/device/gpu_kernels.hpp"
 
@@ -198,32 +199,20 @@ void launch_per_group(Kernel kernel, const tap::Tables& t, const Batch& b, Vis v
   kernel<<<blocks, kGroupThreads, bytes, s>>>(t, b, vis);
 }
 
-// Calls f(std::integral_constant<int, S>) for the batch's support where
-// the group kernels are compiled for it (even S, 2 to 16); false where
-// not, and the per-visibility kernels serve.
+// The supports the group kernels are compiled for: even, 2 to 16.
+using GroupSupports = std::integer_sequence<int, 2, 4, 6, 8, 10, 12, 14, 16>;
+
+// Calls f(std::integral_constant<int, S>) for the batch's support S where
+// the group kernels are compiled for it; false where not, and the
+// per-visibility kernels serve.
+template <class F, int... S>
+bool with_one_of(int support, std::integer_sequence<int, S...>, F&& f) {
+  return ((support == S && (f(std::integral_constant<int, S>{}), true)) || ...);
+}
 template <class F>
 bool with_group_support(const tap::Tables& t, const Batch& b, F&& f) {
   if (b.groups == 0 || t.w_taps < 1 || t.w_taps > tap::kMaxSupport) return false;
-  switch (t.support) {
-    case 2:
-      return f(std::integral_constant<int, 2>{}), true;
-    case 4:
-      return f(std::integral_constant<int, 4>{}), true;
-    case 6:
-      return f(std::integral_constant<int, 6>{}), true;
-    case 8:
-      return f(std::integral_constant<int, 8>{}), true;
-    case 10:
-      return f(std::integral_constant<int, 10>{}), true;
-    case 12:
-      return f(std::integral_constant<int, 12>{}), true;
-    case 14:
-      return f(std::integral_constant<int, 14>{}), true;
-    case 16:
-      return f(std::integral_constant<int, 16>{}), true;
-    default:
-      return false;
-  }
+  return with_one_of(t.support, GroupSupports{}, f);
 }
 
 struct AtomicAdd {
