@@ -425,8 +425,10 @@ int main(int argc, char** argv) {
   std::string grid_device = "cpu";
   cli::add_device_option(grid, grid_device);
   grid->add_option("--image", grid_opts.image,
-                   "write the dirty image to this HDF5 file (dataset dirty_image: float64 "
-                   "[used, used, 2], real and imaginary)")
+                   "write the dirty image to this file: FILE.fits as WSClean writes images "
+                   "(RA, Dec SIN projection at the phase centre, east left, north up), any "
+                   "other name HDF5 (dataset dirty_image: float64 [used, used, 2], real and "
+                   "imaginary)")
       ->group(cli::kOutput);
   cli::add_report_options(grid, out);
   cli::add_storage_options(grid, grid_opts.storage, false);

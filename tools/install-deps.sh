@@ -32,7 +32,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libfftw3-dev liblapacke-dev libhdf5-dev libhdf5-openmpi-dev libisal-dev
+  libfftw3-dev liblapacke-dev libhdf5-dev libhdf5-openmpi-dev libisal-dev libcfitsio-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   openmpi-bin libopenmpi-dev
   python3 python3-venv

@@ -314,6 +314,106 @@ TEST(GpuTapMath, ChannelGroupsMatchTheTapSumsWithoutW) {
   expect_groups_match(s);
 }
 
+// grid_group (the CUDA gridding kernel's per-thread work, compiled for
+// support 12) over every run of the busiest and the sparsest visit, cut
+// into groups as expect_groups_match cuts them, with random visibilities
+// y: degrid_group's adjoint, <y, D x> = <G y, x> for a random tower x;
+// and the same towers as grid_value adds per visibility. The channels
+// past a run's end are NaN: grid_group must not read them. With the
+// subgrid's offsets moved away, the flag, and only the visibilities whose
+// taps lie inside add.
+void expect_group_spread(const Fixture& s) {
+  constexpr int K = tap::kGroupChannels;
+  const TapTables tt(s.degridder);
+  ASSERT_EQ(tt.tables.support, 12);
+  const auto visits = s.visits();
+  ASSERT_FALSE(visits.empty());
+  const index_t xA = s.job.p.xA;
+  const auto add = [](double* p, double value) { *p += value; };
+  std::mt19937_64 rng(11);
+  for (const auto* v : {&visits.front(), &visits.back()}) {
+    const auto range =
+        degrid::tower_planes(s.job.w, s.job.kernel.w_support, v->wc_min, v->wc_max);
+    const index_t n_tower = range.count * xA * xA;
+    const auto x = random_values(n_tower, rng);
+    const auto y = random_values(v->visibilities, rng);
+    std::vector<tap::Cplx> tower(static_cast<size_t>(n_tower));
+    std::transform(x.begin(), x.end(), tower.begin(), to_tap);
+    for (const bool moved : {false, true}) {
+      Visit at_v = *v;
+      if (moved) at_v.off0 += s.job.p.N / 2;
+      const double off0 = static_cast<double>(at_v.off0), off1 = static_cast<double>(at_v.off1);
+      // grid_value per visibility whose taps lie inside.
+      std::vector<tap::Cplx> want(static_cast<size_t>(n_tower), tap::Cplx{0, 0});
+      walk(tt, at_v, range.first, range.count, [&](index_t i, const tap::VisTaps& taps) {
+        if (taps.inside)
+          tap::grid_value(tt.tables, taps, to_tap(y[static_cast<size_t>(i)]), want.data(), add);
+      });
+      std::vector<tap::Cplx> got(static_cast<size_t>(n_tower), tap::Cplx{0, 0});
+      std::vector<cplx> dx;
+      bool any_outside = false;
+      index_t i = 0;
+      for (const auto& r : v->runs) {
+        const tap::Run run{r.baseline, r.time, r.chan_begin, r.chan_end, r.w_stack, 0, 0, 0};
+        for (int k0 = 0; k0 < r.chan_end - r.chan_begin; k0 += K) {
+          const int n = std::min<int>(K, r.chan_end - r.chan_begin - k0);
+          tap::Cplx in[K];
+          for (int k = 0; k < K; ++k)
+            in[k] = k < n ? to_tap(y[static_cast<size_t>(i + k)]) : tap::Cplx{NAN, NAN};
+          tap::ArrayScratch<12, K> sc;
+          bool outside = !moved;
+          ASSERT_EQ((tap::grid_group<12, K>(tt.tables, run, k0, off0, off1, range.first,
+                                            range.count, in, got.data(), sc, add, outside)),
+                    n);
+          any_outside = any_outside || outside;
+          if (!moved) {
+            tap::Cplx out[K];
+            bool out_outside = true;
+            tap::degrid_group<12, K>(tt.tables, run, k0, off0, off1, range.first, range.count,
+                                     tower.data(), sc, out, out_outside);
+            ASSERT_FALSE(out_outside);
+            for (int k = 0; k < n; ++k) dx.push_back(from_tap(out[k]));
+          }
+          i += n;
+        }
+      }
+      ASSERT_EQ(i, v->visibilities);
+      std::vector<cplx> got_c(got.size()), want_c(want.size());
+      std::transform(got.begin(), got.end(), got_c.begin(), from_tap);
+      std::transform(want.begin(), want.end(), want_c.begin(), from_tap);
+      if (!moved) {
+        EXPECT_FALSE(any_outside);
+        const cplx lhs = dot(y.data(), dx.data(), v->visibilities);
+        const cplx rhs = dot(got_c.data(), x.data(), n_tower);
+        EXPECT_GT(std::abs(lhs), 0);
+        EXPECT_LT(std::abs(lhs - rhs), 1e-12 * std::abs(lhs)) << lhs << " vs " << rhs;
+        EXPECT_LT(max_relative(got_c, want_c), 1e-12) << v->visibilities << " visibilities";
+      } else {
+        EXPECT_TRUE(any_outside);
+        // Those inside (if any) as grid_value adds them; nothing else.
+        double worst = 0, norm = 0;
+        for (size_t c = 0; c < want_c.size(); ++c) {
+          worst = std::max(worst, std::abs(got_c[c] - want_c[c]));
+          norm += std::norm(want_c[c]);
+        }
+        EXPECT_LE(worst, 1e-12 * std::sqrt(norm / static_cast<double>(want_c.size())));
+      }
+    }
+  }
+}
+
+TEST(GpuTapMath, ChannelGroupsSpreadAsTheAdjointOfTheirTapSums) {
+  const Fixture s(small_job("T05_", "vlaa"));
+  ASSERT_FALSE(s.job.w.w_free());
+  expect_group_spread(s);
+}
+
+TEST(GpuTapMath, ChannelGroupsSpreadAsTheAdjointOfTheirTapSumsWithoutW) {
+  const Fixture s(small_job("T05_", "vlaa@pole"));
+  ASSERT_TRUE(s.job.w.w_free());
+  expect_group_spread(s);
+}
+
 TEST(GpuTapMath, FlagsTapsOutsideTheTower) {
   const Fixture s(small_job("T05_", "vlaa"));
   const TapTables tt(s.degridder);

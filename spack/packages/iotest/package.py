@@ -101,6 +101,8 @@ class Iotest(CMakePackage, CudaPackage):
 
     # The chunks' CRC-32 (zlib's values, at memory speed): libisal.pc.
     depends_on("isa-l")
+    # The dirty image as FITS, with its WCS: cfitsio.pc.
+    depends_on("cfitsio")
     depends_on("cli11@2:")
     depends_on("fmt@8:")
     depends_on("nlohmann-json@3.9:")

@@ -24,17 +24,18 @@ namespace iotest::commands {
 report::Report degrid(const DegridRunOptions& o) {
   const auto t_wall = Clock::now();
   if (o.vis_samples < 0) throw UsageError("--vis-samples", "expected a count >= 0");
-  storage::check_storage(o.storage, o.output);  // before the seconds of planning
+  // Checked before the seconds of planning.
+  const auto storage = storage::resolve_storage(o.storage, o.output);
   const auto gpus = job::require_device(o.device);
-  if (storage::shares_output(o.storage, o.output))
+  if (storage.shared)
     throw UsageError("--storage", fmt::format("expected a back-end of one output per writer: {} "
                                               "shares one file between the streamers of `iotest "
                                               "run` under mpirun",
-                                              storage::backend_for(o.storage, o.output)));
+                                              storage.backend));
   // The output claimed before the work, held until it is published.
   const std::uint32_t nonce = storage::draw_nonce();
   std::optional<storage::OutputClaim> claim;
-  if (storage::writes_files(o.storage, o.output)) claim.emplace(o.output, nonce);
+  if (storage.writes_files) claim.emplace(o.output, nonce);
   auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numbers>
 
 #include "iotest/commands/gpu_group.hpp"
 #include "iotest/common/accuracy.hpp"
@@ -378,8 +379,12 @@ report::Report grid(const GridRunOptions& o) {
   r.rates = rates;
   r.sky = job::sky_of(job.sources, g.pixel_lm);
   if (image_claim)
-    storage::write_dirty_image(*image_claim, image, facet_tiles, p.yB, p.used_size,
-                               {jo.rec_set, g.pixel_lm, visibilities});
+    storage::write_dirty_image(
+        *image_claim, image, facet_tiles, p.yB, p.used_size,
+        {jo.rec_set, g.pixel_lm, visibilities,
+         telescope::phase_centre_ra_rad(obs) * 180 / std::numbers::pi, obs.dec_deg,
+         telescope::band_centre_hz(obs), telescope::bandwidth_hz(obs), obs.vis_set,
+         telescope::start_utc(obs), telescope::start_mjd(obs)});
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

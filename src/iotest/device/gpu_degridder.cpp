@@ -71,6 +71,16 @@ TapTables::TapTables(const degrid::Degridder& d) {
   t.stack_step = dt.layout->stack_step;
 }
 
+// Both builds: the output grown, then the pointer overload fills it.
+void GpuDegridder::degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
+                          std::vector<cplx>& out) {
+  index_t total = 0;
+  for (const auto& v : visits) total += v.visibilities();
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(total));
+  degrid(visits, sums, out.data() + at);
+}
+
 #ifndef IOTEST_HAVE_CUDA
 
 struct GpuDegridder::Impl {
@@ -81,8 +91,7 @@ GpuDegridder::GpuDegridder(const degrid::Degridder&, int, index_t, index_t) {
   throw std::runtime_error(probe().missing);
 }
 GpuDegridder::~GpuDegridder() = default;
-void GpuDegridder::degrid(std::span<const GpuVisit>, std::span<const cplx* const>,
-                          std::vector<cplx>&) {
+void GpuDegridder::degrid(std::span<const GpuVisit>, std::span<const cplx* const>, cplx*) {
   throw std::runtime_error(probe().missing);
 }
 void GpuDegridder::grid(std::span<const GpuVisit>, const cplx*, std::span<cplx* const>) {
@@ -513,15 +522,6 @@ GpuDegridder::GpuDegridder(const degrid::Degridder& d, int gpu, index_t batch_su
     : impl_(std::make_unique<Impl>(d, gpu, batch_subgrids, max_batch_visibilities)) {}
 
 GpuDegridder::~GpuDegridder() = default;
-
-void GpuDegridder::degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
-                          std::vector<cplx>& out) {
-  index_t total = 0;
-  for (const auto& v : visits) total += v.visibilities();
-  const size_t at = out.size();
-  out.resize(at + static_cast<size_t>(total));
-  degrid(visits, sums, out.data() + at);
-}
 
 void GpuDegridder::degrid(std::span<const GpuVisit> visits, std::span<const cplx* const> sums,
                           cplx* out) {

@@ -16,7 +16,15 @@
 // channels mostly share their taps' cells, so a group loads each cell
 // once. It is compiled for each even support (every array then in
 // registers, the row loops unrolled); degrid_kernel, one thread per
-// visibility at any support, is the fallback.
+// visibility at any support, is the fallback. Gridding, its adjoint, runs
+// the same way (grid_group): a group's channels that share their taps'
+// cells are summed per cell before the atomic add, so a group costs one
+// atomic pair a cell where one thread per visibility (grid_kernel, the
+// fallback) cost one per channel; the atomics, not the arithmetic, bound
+// it.
+#include <type_traits>
+#include <utility>
+
 #include "iotest/device/gpu_kernels.hpp"
 
 namespace iotest::device::gpu {
@@ -146,6 +154,10 @@ struct SharedScratch {
 // Blocks per SM the register allocation must allow (ptxas -v, sm_90): 3
 // (at most 170 registers a thread) from S = 8 to 12, 2 at S = 14 and 16
 // (and 6), which spill at 170 (128), 4 at S = 2, 4, which fit in 128.
+// Gridding uses the same: its registers are degridding's but at S = 12,
+// which spills 38 bytes at 170 (none at 2 blocks, 254 registers); 3
+// blocks keep more warps issuing the spread's atomics, but which of the
+// two is faster has not been timed.
 constexpr int group_blocks(int S) {
   return S <= 4 ? 4 : S == 6 || S >= 14 ? 2 : 3;
 }
@@ -174,20 +186,67 @@ __global__ void __launch_bounds__(kGroupThreads, group_blocks(S))
     if (k < n) to[k] = make_double2(out[k].re, out[k].im);
 }
 
-template <int S>
-void launch_groups(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s) {
+// One thread per group of the batch, for either group kernel; beyond
+// 48 kB of shared memory (S + w_taps > 24) a kernel must ask for it.
+template <int S, class Kernel, class Vis>
+void launch_per_group(Kernel kernel, const tap::Tables& t, const Batch& b, Vis vis,
+                      cudaStream_t s) {
   const size_t bytes = SharedScratch<S>::bytes(kGroupThreads, t.w_taps);
-  // Beyond 48 kB (S + w_taps > 24) a kernel must ask for it.
   if (bytes > 48 * 1024)
-    cudaFuncSetAttribute(degrid_groups_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(bytes));
   const auto blocks = static_cast<unsigned>((b.groups + kGroupThreads - 1) / kGroupThreads);
-  degrid_groups_kernel<S><<<blocks, kGroupThreads, bytes, s>>>(t, b, vis);
+  kernel<<<blocks, kGroupThreads, bytes, s>>>(t, b, vis);
+}
+
+// The supports the group kernels are compiled for: even, 2 to 16.
+using GroupSupports = std::integer_sequence<int, 2, 4, 6, 8, 10, 12, 14, 16>;
+
+// Calls f(std::integral_constant<int, S>) for the batch's support S where
+// the group kernels are compiled for it; false where not, and the
+// per-visibility kernels serve.
+template <class F, int... S>
+bool with_one_of(int support, std::integer_sequence<int, S...>, F&& f) {
+  return ((support == S && (f(std::integral_constant<int, S>{}), true)) || ...);
+}
+template <class F>
+bool with_group_support(const tap::Tables& t, const Batch& b, F&& f) {
+  if (b.groups == 0 || t.w_taps < 1 || t.w_taps > tap::kMaxSupport) return false;
+  return with_one_of(t.support, GroupSupports{}, f);
 }
 
 struct AtomicAdd {
   __device__ void operator()(double* p, double x) const { atomicAdd(p, x); }
 };
+
+// Gridding, degrid_groups_kernel's adjoint: one thread per group, its
+// visibilities spread by grid_group with one atomic pair a cell for the
+// group where its channels share their footprint.
+template <int S>
+__global__ void __launch_bounds__(kGroupThreads, group_blocks(S))
+    grid_groups_kernel(tap::Tables t, Batch b, const Cplx* vis) {
+  extern __shared__ double2 scratch[];
+  const long long g = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (g >= b.groups) return;
+  const tap::Run run = b.runs[tap::run_of_group(b.runs, b.run_count, g)];
+  const Slot s = b.slots[run.slot];
+  const int k0 = static_cast<int>(g - run.group) * K;
+  const int n = run.chan_end - run.chan_begin - k0;
+  SharedScratch<S> sc(scratch, static_cast<int>(blockDim.x), t.w_taps);
+  const long long plane_size = static_cast<long long>(t.xA) * t.xA;
+  const double2* from = reinterpret_cast<const double2*>(vis + run.out + k0);
+  Cplx in[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    // Past the run's end: not read by grid_group, but defined.
+    const double2 x = k < n ? __ldg(from + k) : make_double2(0, 0);
+    in[k] = {x.x, x.y};
+  }
+  bool outside = false;
+  tap::grid_group<S, K>(t, run, k0, s.off0, s.off1, s.first_plane, s.plane_count, in,
+                        b.tower + s.tower * plane_size, sc, AtomicAdd{}, outside);
+  if (outside) atomicExch(b.error, 1);
+}
 
 __global__ void grid_kernel(tap::Tables t, Batch b, const Cplx* vis) {
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
@@ -232,34 +291,18 @@ void launch_collapse(const Cplx* fft, const Slot* slots, int slot_count, const C
 
 void launch_degrid(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s) {
   if (b.visibilities == 0) return;
-  if (b.groups > 0 && t.w_taps >= 1 && t.w_taps <= tap::kMaxSupport) {
-    switch (t.support) {
-      case 2:
-        return launch_groups<2>(t, b, vis, s);
-      case 4:
-        return launch_groups<4>(t, b, vis, s);
-      case 6:
-        return launch_groups<6>(t, b, vis, s);
-      case 8:
-        return launch_groups<8>(t, b, vis, s);
-      case 10:
-        return launch_groups<10>(t, b, vis, s);
-      case 12:
-        return launch_groups<12>(t, b, vis, s);
-      case 14:
-        return launch_groups<14>(t, b, vis, s);
-      case 16:
-        return launch_groups<16>(t, b, vis, s);
-      default:
-        break;
-    }
-  }
-  degrid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
+  const bool grouped = with_group_support(t, b, [&](auto S) {
+    launch_per_group<decltype(S)::value>(degrid_groups_kernel<decltype(S)::value>, t, b, vis, s);
+  });
+  if (!grouped) degrid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
 }
 
 void launch_grid(const tap::Tables& t, const Batch& b, const Cplx* vis, cudaStream_t s) {
   if (b.visibilities == 0) return;
-  grid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
+  const bool grouped = with_group_support(t, b, [&](auto S) {
+    launch_per_group<decltype(S)::value>(grid_groups_kernel<decltype(S)::value>, t, b, vis, s);
+  });
+  if (!grouped) grid_kernel<<<blocks_for(b.visibilities), kThreads, 0, s>>>(t, b, vis);
 }
 
 }  // namespace iotest::device::gpu

@@ -46,7 +46,10 @@ void launch_gather(const Cplx* fft, long long planes, int xM, int xA, Cplx* towe
 // support has a compiled kernel, else one per visibility.
 void launch_degrid(const tap::Tables& t, const Batch& b, Cplx* vis, cudaStream_t s);
 
-// Imaging: spreads vis onto the (zeroed) towers with atomic adds.
+// Imaging: spreads vis onto the (zeroed) towers with atomic adds, one
+// thread per channel group (one atomic pair a cell for the group's
+// channels that share their cells) where the support has a compiled
+// kernel, else one per visibility.
 void launch_grid(const tap::Tables& t, const Batch& b, const Cplx* vis, cudaStream_t s);
 // prepare_subgrid's scatter before its FFT: the tower planes into zeroed
 // xM x xM planes.

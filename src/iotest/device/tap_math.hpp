@@ -261,33 +261,26 @@ IOTEST_HOST_DEVICE inline void grid_value(const Tables& t, const VisTaps& v, Cpl
   spread_taps(t, v, mul(vis, conj(v.phase)), tower, add);
 }
 
-// The run holding visibility i of a batch: the last of runs[0, n) whose
-// `out` is at most i (runs in output order).
-IOTEST_HOST_DEVICE inline int run_of(const Run* runs, int n, long long i) {
+// The last of runs[0, n) whose `field` (`out` or `group`, rising in
+// output order) is at most x: the run holding visibility or group x of a
+// batch (a run of no channels has neither, and is passed over).
+IOTEST_HOST_DEVICE inline int last_run_at_most(const Run* runs, int n, long long Run::*field,
+                                               long long x) {
   int lo = 0, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (runs[mid].out <= i)
+    if (runs[mid].*field <= x)
       lo = mid;
     else
       hi = mid - 1;
   }
   return lo;
 }
-
-// The run holding group g of a batch: the last of runs[0, n) whose
-// `group` is at most g (runs in output order; a run of no channels has no
-// group and is passed over).
+IOTEST_HOST_DEVICE inline int run_of(const Run* runs, int n, long long i) {
+  return last_run_at_most(runs, n, &Run::out, i);
+}
 IOTEST_HOST_DEVICE inline int run_of_group(const Run* runs, int n, long long g) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (runs[mid].group <= g)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return last_run_at_most(runs, n, &Run::group, g);
 }
 
 // A group's degridding, for a support S known at compile time (the
@@ -479,22 +472,83 @@ IOTEST_HOST_DEVICE inline void sum_group(const Tables& t, const double (&wv)[K][
   for (int k = 0; k < K; ++k) sum[k] = {acc_re[k], acc_im[k]};
 }
 
+// The adjoint of sum_group: value[k] times channel k's S x S x Sw
+// weights (its v weights wv, its u and w weights in `sc`), added onto the
+// tower from the cell (fu, fv) of plane fw for each of K channels (a
+// channel whose value is 0 adds nothing). The channels are summed per
+// cell before the add: one add a cell for the whole group, not one per
+// channel. The reason is the adds themselves: on the device each is an
+// atomic pair to global memory, and they, not the arithmetic, bound
+// gridding. (Per row the u and w weights times each value, then per cell
+// the v-weighted sum over channels: the CPU's spread_taps weights the
+// value by v first, so the two differ by rounding only.)
+template <int S, int K, class Scratch, class Add>
+IOTEST_HOST_DEVICE inline void spread_group(const Tables& t, const double (&wv)[K][S],
+                                            const Scratch& sc, int fu, int fv, int fw,
+                                            const Cplx (&value)[K], Cplx* tower, Add add) {
+  const long long plane_size = static_cast<long long>(t.xA) * t.xA;
+  IOTEST_ROLLED
+  for (int jw = 0; jw < t.w_taps; ++jw) {
+    Cplx* plane = tower + (fw + jw) * plane_size;
+    double cw[K];
+    IOTEST_UNROLL
+    for (int k = 0; k < K; ++k) cw[k] = sc.ww(k, jw);
+    IOTEST_UNROLL
+    for (int ju = 0; ju < S; ju += 2) {
+      double cu[K][2];
+      IOTEST_UNROLL
+      for (int k = 0; k < K; ++k) sc.wu_pair(k, ju, cu[k][0], cu[k][1]);
+      IOTEST_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        Cplx* row = plane + static_cast<long long>(fu + ju + h) * t.xA + fv;
+        double a_re[K], a_im[K];
+        IOTEST_UNROLL
+        for (int k = 0; k < K; ++k) {
+          const double c = cw[k] * cu[k][h];
+          a_re[k] = c * value[k].re;
+          a_im[k] = c * value[k].im;
+        }
+        IOTEST_UNROLL
+        for (int jv = 0; jv < S; ++jv) {
+          double re = wv[0][jv] * a_re[0], im = wv[0][jv] * a_im[0];
+          IOTEST_UNROLL
+          for (int k = 1; k < K; ++k) {
+            re = madd(wv[k][jv], a_re[k], re);
+            im = madd(wv[k][jv], a_im[k], im);
+          }
+          add(&row[jv].re, re);
+          add(&row[jv].im, im);
+        }
+      }
+    }
+  }
+}
+
 // Channels k0, k0 + 1, ... (up to K, fewer at the run's end) of run `r`,
 // from offset k0 in the run, in a subgrid at (off0, off1) whose tower
-// (`tower`, its first plane) holds planes [first_plane, first_plane +
-// plane_count): their visibilities into vis[0, n), n returned, as
-// visibility_taps and degrid_value compute them. The tap sums run once
-// per distinct footprint (fu, fv, fw) among the channels, each for the
-// channels that share it: once where they all do, the common case.
-// `outside` says whether a channel's taps reach outside the tower; its
-// visibility is then 0 (and vis[n, K) are 0 too).
+// holds planes [first_plane, first_plane + plane_count), as
+// visibility_taps places them: their count n, v weights (the u and w
+// weights go to the scratch), first cells, phases, and `todo`, bit k set
+// where channel k < n has every tap inside the tower (`outside` where one
+// does not). degrid_group and grid_group share it, so that gridding is
+// degridding's adjoint to rounding.
+template <int S, int K>
+struct GroupTaps {
+  double wv[K][S];
+  int fu[K], fv[K], fw[K];
+  Cplx phase[K];
+  unsigned todo;
+  int n;
+  bool outside;
+};
+
 template <int S, int K, class Scratch>
-IOTEST_HOST_DEVICE inline int degrid_group(const Tables& t, const Run& r, int k0, double off0,
-                                           double off1, long long first_plane,
-                                           long long plane_count, const Cplx* tower, Scratch& sc,
-                                           Cplx (&vis)[K], bool& outside) {
+IOTEST_HOST_DEVICE inline void group_taps(const Tables& t, const Run& r, int k0, double off0,
+                                          double off1, long long first_plane, long long plane_count,
+                                          Scratch& sc, GroupTaps<S, K>& g) {
   const int left = r.chan_end - r.chan_begin - k0;
   const int n = left < K ? left : K;
+  g.n = n;
   // Positions (the channels past the run's end repeat its last one: they
   // are computed, never used).
   double uv_pos[2 * K], w_pos[K], w[K];
@@ -508,8 +562,6 @@ IOTEST_HOST_DEVICE inline int degrid_group(const Tables& t, const Run& r, int k0
     w[k] = p.w;
   }
   // Weights: u into the scratch, v kept here.
-  double wv[K][S];
-  int fu[K], fv[K], fw[K];
   {
     double uv[2 * K][S];
     int first[2 * K];
@@ -520,10 +572,10 @@ IOTEST_HOST_DEVICE inline int degrid_group(const Tables& t, const Run& r, int k0
       IOTEST_UNROLL
       for (int j = 0; j < S; ++j) {
         sc.wu(k, j) = uv[k][j];
-        wv[k][j] = uv[K + k][j];
+        g.wv[k][j] = uv[K + k][j];
       }
-      fu[k] = first[k] + half;
-      fv[k] = first[K + k] + half;
+      g.fu[k] = first[k] + half;
+      g.fv[k] = first[K + k] + half;
     }
   }
   long long first_w[K];
@@ -536,47 +588,104 @@ IOTEST_HOST_DEVICE inline int degrid_group(const Tables& t, const Run& r, int k0
   } else {
     weights_at<K>(t.coeff_w, t.degree_w, t.w_taps, w_pos, first_w, StoreWw<Scratch>{sc});
   }
-  unsigned todo = 0;
-  outside = false;
-  Cplx phase[K];
+  g.todo = 0;
+  g.outside = false;
   IOTEST_UNROLL
   for (int k = 0; k < K; ++k) {
     const long long f = first_w[k] - first_plane;
-    fw[k] = static_cast<int>(f);
+    g.fw[k] = static_cast<int>(f);
     const double angle = 2 * M_PI * w[k] * t.centre;
-    phase[k] = {cos(angle), sin(angle)};
-    vis[k] = {0, 0};
+    g.phase[k] = {cos(angle), sin(angle)};
     if (k < n) {
-      if (taps_inside(t, fu[k], fv[k], f, plane_count))
-        todo |= 1u << k;
+      if (taps_inside(t, g.fu[k], g.fv[k], f, plane_count))
+        g.todo |= 1u << k;
       else
-        outside = true;
+        g.outside = true;
     }
   }
+}
+
+// The first channel of `todo` (non-zero) and every other of `todo` with
+// its footprint: their bits, and the footprint's first cell (gu, gv) and
+// plane gw.
+template <int S, int K>
+IOTEST_HOST_DEVICE inline unsigned next_footprint(const GroupTaps<S, K>& g, unsigned todo, int& gu,
+                                                  int& gv, int& gw) {
+  bool found = false;
+  IOTEST_UNROLL
+  for (int k = 0; k < K; ++k)
+    if (!found && (todo >> k & 1u)) {
+      gu = g.fu[k];
+      gv = g.fv[k];
+      gw = g.fw[k];
+      found = true;
+    }
+  unsigned same = 0;
+  IOTEST_UNROLL
+  for (int k = 0; k < K; ++k)
+    if ((todo >> k & 1u) && g.fu[k] == gu && g.fv[k] == gv && g.fw[k] == gw) same |= 1u << k;
+  return same;
+}
+
+// A group's degridding (group_taps' channels): their visibilities into
+// vis[0, n), n returned, as visibility_taps and degrid_value compute them.
+// The tap sums run once per distinct footprint (fu, fv, fw) among the
+// channels, each for the channels that share it: once where they all do,
+// the common case. `outside` says whether a channel's taps reach outside
+// the tower; its visibility is then 0 (and vis[n, K) are 0 too).
+template <int S, int K, class Scratch>
+IOTEST_HOST_DEVICE inline int degrid_group(const Tables& t, const Run& r, int k0, double off0,
+                                           double off1, long long first_plane,
+                                           long long plane_count, const Cplx* tower, Scratch& sc,
+                                           Cplx (&vis)[K], bool& outside) {
+  GroupTaps<S, K> g;
+  group_taps<S, K>(t, r, k0, off0, off1, first_plane, plane_count, sc, g);
+  outside = g.outside;
+  IOTEST_UNROLL
+  for (int k = 0; k < K; ++k) vis[k] = {0, 0};
+  unsigned todo = g.todo;
   while (todo != 0) {
-    // The first channel left, and every other left with its footprint.
     int gu = 0, gv = 0, gw = 0;
-    bool found = false;
-    IOTEST_UNROLL
-    for (int k = 0; k < K; ++k)
-      if (!found && (todo >> k & 1u)) {
-        gu = fu[k];
-        gv = fv[k];
-        gw = fw[k];
-        found = true;
-      }
-    unsigned same = 0;
-    IOTEST_UNROLL
-    for (int k = 0; k < K; ++k)
-      if ((todo >> k & 1u) && fu[k] == gu && fv[k] == gv && fw[k] == gw) same |= 1u << k;
+    const unsigned same = next_footprint(g, todo, gu, gv, gw);
     Cplx sum[K];
-    sum_group<S, K>(t, wv, sc, gu, gv, gw, tower, sum);
+    sum_group<S, K>(t, g.wv, sc, gu, gv, gw, tower, sum);
     IOTEST_UNROLL
     for (int k = 0; k < K; ++k)
-      if (same >> k & 1u) vis[k] = mul(sum[k], phase[k]);
+      if (same >> k & 1u) vis[k] = mul(sum[k], g.phase[k]);
     todo &= ~same;
   }
-  return n;
+  return g.n;
+}
+
+// A group's gridding, degrid_group's adjoint (grid_value per channel):
+// vis[k] times the conjugate phase, spread with channel k's weights for
+// k < n (n returned; vis[n, K) are not read). `add(p, x)` adds x to the
+// double at p, as in spread_taps. The spread runs once per distinct
+// footprint, each for the channels that share it, summed per cell: where
+// they all share one, the common case, each cell gets one add for the
+// group. A channel whose taps reach outside the tower sets `outside` and
+// adds nothing.
+template <int S, int K, class Scratch, class Add>
+IOTEST_HOST_DEVICE inline int grid_group(const Tables& t, const Run& r, int k0, double off0,
+                                         double off1, long long first_plane, long long plane_count,
+                                         const Cplx (&vis)[K], Cplx* tower, Scratch& sc, Add add,
+                                         bool& outside) {
+  GroupTaps<S, K> g;
+  group_taps<S, K>(t, r, k0, off0, off1, first_plane, plane_count, sc, g);
+  outside = g.outside;
+  unsigned todo = g.todo;
+  while (todo != 0) {
+    int gu = 0, gv = 0, gw = 0;
+    const unsigned same = next_footprint(g, todo, gu, gv, gw);
+    // The channels of this footprint with their values, the rest 0.
+    Cplx value[K];
+    IOTEST_UNROLL
+    for (int k = 0; k < K; ++k)
+      value[k] = (same >> k & 1u) ? mul(vis[k], conj(g.phase[k])) : Cplx{0, 0};
+    spread_group<S, K>(t, g.wv, sc, gu, gv, gw, value, tower, add);
+    todo &= ~same;
+  }
+  return g.n;
 }
 
 }  // namespace iotest::device::tap

@@ -23,6 +23,7 @@
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/chunk_gatherer.hpp"
 #include "iotest/storage/reader.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/core.hpp"
 #include "iotest/swiftly/tiling.hpp"
 
@@ -83,6 +84,7 @@ struct Context {
   // This rank's figures over the run (--timeline), started with the run.
   TimeSeries timeline;
   job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
+  storage::StorageChoice storage;  // the output's back-end, resolved once (check_run_options)
   // --device=cuda: the GPUs a streamer sees on its node (job::require_device;
   // elsewhere and on the CPU: none).
   std::vector<device::GpuInfo> gpus;

@@ -280,9 +280,9 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
 
 // One output shared by every streamer (phdf5): one writer each, threads,
 // one file name.
-void check_shared_output(const RunOptions& o) {
-  if (!storage::shares_output(o.storage, o.output)) return;
-  const std::string name = storage::backend_for(o.storage, o.output);
+void check_shared_output(const RunOptions& o, const storage::StorageChoice& storage) {
+  if (!storage.shared) return;
+  const std::string& name = storage.backend;
   if (o.writer_count != 1)
     throw UsageError("--writer-count",
                      fmt::format("expected 1 with --storage={}: each streamer has one writer "
@@ -386,11 +386,19 @@ void check_rank_counts(const RunOptions& o, int size) {
 // A run's options, all checked here, once, before any work (every rank
 // alike, agreed): the shape as `plan` checks it (job::), the back-end's
 // options by the back-end registry (against the input files' when
-// reading), then how the run's own options combine.
-void check_run_options(const RunOptions& o, int size) {
+// reading), then how the run's own options combine. Returns the output's
+// back-end, resolved here once (the imaging direction writes none: its
+// back-end options are the input files').
+storage::StorageChoice check_run_options(const RunOptions& o, int size) {
   job::check_shape_options(o);
-  storage::check_storage(o.storage, o.inputs.empty() ? o.output : o.inputs.front());
-  check_shared_output(o);
+  storage::StorageChoice storage;
+  if (o.inputs.empty()) {
+    storage = storage::resolve_storage(o.storage, o.output);
+  } else {
+    storage::check_storage(o.storage, o.inputs.front());
+    storage = storage::resolve_storage({}, "");
+  }
+  check_shared_output(o, storage);
   check_writer_ranks(o);
   check_network_only(o);
   check_direction(o);
@@ -406,6 +414,7 @@ void check_run_options(const RunOptions& o, int size) {
   if (o.assigner && o.synthetic_sequential)
     throw UsageError("--assigner", "does not apply to --synthetic-vis=sequential (no walk)");
   check_rank_counts(o, size);
+  return storage;
 }
 
 Roles make_roles(const RunOptions& o, const config::RecombinationParams& p, int rank, int size) {
@@ -543,7 +552,7 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   agree_on_usage(comm, [&] {
-    check_run_options(o, size);
+    ctx.storage = check_run_options(o, size);
     auto jo = job::job_options(o);
     if (!o.inputs.empty()) {
       // The imaging direction over a predict run's files: their observation
@@ -600,6 +609,7 @@ void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   const index_t chunk_bytes = ctx.job.obs ? storage::layout_of(*ctx.job.obs).chunk_bytes() : 0;
   st.shape = job::run_shape(o, roles.producers, roles.streamers, roles.assigner_rank >= 0,
                             default_threads(comm), chunk_bytes);
+  st.shape.writer_held_chunks = st.shape.writes ? ctx.storage.held_chunks : 0;
   ctx.options.visibility_queue = st.shape.visibility_queue;  // resolved: every role reads it
   ctx.threads = st.shape.threads;
   ctx.producer_threads = st.shape.producer_threads;
@@ -614,7 +624,7 @@ void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   broadcast(comm, 0, ctx.started);
   MPI_Comm_split(comm, roles.is_producer() ? 0 : MPI_UNDEFINED, roles.rank, &ctx.producers);
   // A back-end with one output for the run: its writers' communicator.
-  const bool shared = roles.writes_outputs() && storage::shares_output(o.storage, o.output);
+  const bool shared = roles.writes_outputs() && ctx.storage.shared;
   MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, roles.rank, &ctx.shared_output);
   if (roles.writers > 0) MPI_Comm_dup(comm, &ctx.transit);
 }
@@ -637,7 +647,7 @@ void check_free_space(const Context& ctx) {
     return;
   const auto& roles = ctx.roles;
   const index_t writing_ranks = roles.writers > 0 ? roles.writers : roles.streamers;
-  const bool shared = storage::shares_output(o.storage, o.output);
+  const bool shared = ctx.storage.shared;
   const double files_in_all = shared ? static_cast<double>(writing_ranks)
                                      : static_cast<double>(writing_ranks * o.writer_count);
   const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
@@ -724,7 +734,7 @@ void share_gpus(Context& ctx, MPI_Comm comm) {
 void claim_outputs(Context& ctx) {
   const auto& o = ctx.options;
   const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging() &&
-                      storage::writes_files(o.storage, o.output);
+                      ctx.storage.writes_files;
   int first = 0;
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
   for (const auto& path : ctx.outputs()) {
@@ -912,8 +922,8 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
                                st.calibration);
     if (!ctx.imaging()) {
       s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
-      s.backend = storage::backend_for(o.storage, o.output);
-      s.durability = storage::make_backend(o.storage, o.output)->durability();
+      s.backend = ctx.storage.backend;
+      s.durability = ctx.storage.durability;
       s.nonce = ctx.nonce;
       s.output = o.output;
     }

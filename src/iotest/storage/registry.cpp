@@ -90,6 +90,19 @@ std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::
   return chosen(options, path).make(options);
 }
 
+StorageChoice resolve_storage(const StorageOptions& options, const std::string& path) {
+  const BackendSpec& spec = chosen(options, path);
+  const auto backend = spec.make(options);  // its checks of the values, and what it says of itself
+  StorageChoice c;
+  c.options = options;
+  c.backend = spec.name;
+  c.writes_files = !path.empty() && spec.name != "null";
+  c.shared = spec.shared;
+  c.durability = backend->durability();
+  c.held_chunks = backend->held_chunks();
+  return c;
+}
+
 std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
   if (!std::filesystem::is_regular_file(path)) throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())

@@ -64,6 +64,20 @@ void check_storage(const StorageOptions& options, const std::string& path);
 bool shares_output(const StorageOptions& options, const std::string& path);
 // The writer back-end for `path` (checked as above).
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path);
+
+// An output's back-end, resolved once from the options as given (checked
+// as check_storage does) and carried: what a run asks of it besides the
+// writers it makes, so that no other place works it out again or builds a
+// back-end to ask one property.
+struct StorageChoice {
+  StorageOptions options;     // as given
+  std::string backend;        // its name: "null" without an output
+  bool writes_files = false;  // all but null
+  bool shared = false;        // one output for every streamer (BackendSpec::shared)
+  std::string durability;     // what its write times cover (Backend::durability)
+  index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue
+};
+StorageChoice resolve_storage(const StorageOptions& options, const std::string& path);
 // A reader for an existing output, whichever back-end wrote it, with that
 // back-end's options (--posix.direct); UsageError naming the file if none
 // recognises it, or the option if it belongs to another back-end.

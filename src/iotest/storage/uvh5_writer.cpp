@@ -97,16 +97,6 @@ std::array<double, 3> enu_to_ecef_offset(const telescope::Enu& e, const telescop
           cl * e.east - sp * sl * e.north + cp * sl * e.up, cp * e.north + sp * e.up};
 }
 
-// The observation is placed on 2023-02-24 (JD 2460000.5): hour angle 0 at
-// that moment, so the phase centre's right ascension is the local sidereal
-// time then (mean sidereal time; pyuvdata recomputes LSTs precisely).
-constexpr double kJd0 = 2460000.5;
-constexpr double kSiderealPerSolar = 1.00273790935;
-double local_sidereal_rad(double jd, double lon_deg) {
-  const double gmst_deg = 280.46061837 + 360.98564736629 * (jd - 2451545.0);
-  return std::fmod((gmst_deg + lon_deg) * std::numbers::pi / 180, 2 * std::numbers::pi);
-}
-
 }  // namespace
 
 std::mutex& library_lock() {
@@ -198,7 +188,8 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
                      [&](long long b0, long long b1, double* out) {
                        for (long long b = b0; b < b1; ++b)
                          for (long long t = 0; t < nt; ++t)
-                           *out++ = kJd0 + obs.time.at(t) / kSiderealPerSolar / 86400;
+                           *out++ = telescope::kStartJd +
+                                    obs.time.at(t) / telescope::kSiderealPerSolar / 86400;
                      });
   write_rows<double>(header, "uvw_array", H5T_NATIVE_DOUBLE, nbl, nt, 3, block,
                      [&](long long b0, long long b1, double* out) {
@@ -210,7 +201,7 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
                            *out++ = p2.u - p1.u, *out++ = p2.v - p1.v, *out++ = p2.w - p1.w;
                          }
                      });
-  const double dt_solar = obs.time.step() / kSiderealPerSolar;
+  const double dt_solar = obs.time.step() / telescope::kSiderealPerSolar;
   const double integration = dt_solar > 0 ? dt_solar : 1.0;
   write_constant_rows(header, "integration_time", H5T_NATIVE_DOUBLE, rows, &integration);
   std::vector<double> freq, width;
@@ -231,7 +222,7 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   // in pyuvdata's catalog form. The apparent coordinates are given as the
   // catalog ones (iotest's (u, v, w) ignore precession and nutation);
   // without them pyuvdata would "fix" the phases of an old-style file.
-  const double ra = local_sidereal_rad(kJd0, centre.lon_deg);
+  const double ra = telescope::phase_centre_ra_rad(obs);
   const double dec = obs.dec_deg * std::numbers::pi / 180;
   {
     Id catalog(

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <numbers>
 #include <optional>
@@ -227,6 +229,41 @@ Observation make_observation(const ObservationOptions& o) {
   if (std::abs(obs.time.end) > 43200 || std::abs(obs.time.start) > 43200)
     throw UsageError("--time", "expected hour angles within +-43200 s (12 h)");
   return obs;
+}
+
+double local_sidereal_rad(double jd, double lon_deg) {
+  const double gmst_deg = 280.46061837 + 360.98564736629 * (jd - 2451545.0);
+  return std::fmod((gmst_deg + lon_deg) * std::numbers::pi / 180, 2 * std::numbers::pi);
+}
+
+double phase_centre_ra_rad(const Observation& obs) {
+  return local_sidereal_rad(kStartJd, obs.layout.centre.lon_deg);
+}
+
+std::string start_utc(const Observation& obs) {
+  // kStartJd is 2023-02-25T00:00:00 UTC; time steps are sidereal seconds.
+  // To the millisecond, as start_mjd gives it.
+  constexpr std::int64_t kStartUnixMs = 1677283200000;
+  const auto ms = kStartUnixMs + static_cast<std::int64_t>(
+                                     std::llround(obs.time.at(0) / kSiderealPerSolar * 1000));
+  const std::time_t t = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03d}", text, static_cast<int>(ms - static_cast<std::int64_t>(t) * 1000));
+}
+
+double start_mjd(const Observation& obs) {
+  return kStartJd - 2400000.5 + obs.time.at(0) / kSiderealPerSolar / 86400;
+}
+
+double band_centre_hz(const Observation& obs) {
+  return (obs.freq.start + obs.freq.end) / 2;
+}
+
+double bandwidth_hz(const Observation& obs) {
+  return obs.freq.step() * static_cast<double>(obs.freq.steps);
 }
 
 }  // namespace iotest::telescope

@@ -87,6 +87,21 @@ struct Observation {
 // included, is what the files record, so verify rebuilds the same.
 inline constexpr std::string_view kPoleSuffix = "@pole";
 Observation make_observation(const ObservationOptions& options);
+
+// When and where on the sky the files place an observation: on 2023-02-25
+// (JD 2460000.5), hour angle 0 at that moment, so the phase centre's right
+// ascension is the local sidereal time then (mean sidereal time; pyuvdata
+// recomputes LSTs precisely), and its declination is --dec.
+inline constexpr double kStartJd = 2460000.5;
+inline constexpr double kSiderealPerSolar = 1.00273790935;
+double local_sidereal_rad(double jd, double lon_deg);
+double phase_centre_ra_rad(const Observation& obs);
+// The first time step (UTC, ISO 8601, to the millisecond), the band's centre
+// and its width (channels x channel width), as images state them.
+std::string start_utc(const Observation& obs);
+double start_mjd(const Observation& obs);
+double band_centre_hz(const Observation& obs);
+double bandwidth_hz(const Observation& obs);
 const VisSet& custom_defaults();
 
 }  // namespace iotest::telescope
