@@ -332,8 +332,7 @@ void expect_group_spread(const Fixture& s) {
   const auto add = [](double* p, double value) { *p += value; };
   std::mt19937_64 rng(11);
   for (const auto* v : {&visits.front(), &visits.back()}) {
-    const auto range =
-        degrid::tower_planes(s.job.w, s.job.kernel.w_support, v->wc_min, v->wc_max);
+    const auto range = degrid::tower_planes(s.job.w, s.job.kernel.w_support, v->wc_min, v->wc_max);
     const index_t n_tower = range.count * xA * xA;
     const auto x = random_values(n_tower, rng);
     const auto y = random_values(v->visibilities, rng);

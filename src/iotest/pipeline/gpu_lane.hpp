@@ -25,7 +25,8 @@ class GpuLane {
 
   // Predict: one task's runs [begin, end) of a subgrid at (off0, off1)
   // whose visit spans w in [w_lo, w_hi] (wavelengths), from its
-  // image-space sum, into `vis` (cleared), in Degridder::degrid's order.
+  // image-space sum, into `vis` (resized to the task), in
+  // Degridder::degrid's order.
   void degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0, index_t off1,
               double w_lo, double w_hi, const cplx* sum, std::vector<cplx>& vis) {
     const device::GpuVisit task{w_lo / dw_, w_hi / dw_, begin, end, off0, off1};

@@ -83,7 +83,7 @@ struct Context {
   TransitTally transit_tally;
   // This rank's figures over the run (--timeline), started with the run.
   TimeSeries timeline;
-  job::Job job;  // resolved once: rec-set, observation, geometry, w layout, sky
+  job::Job job;                    // resolved once: rec-set, observation, geometry, w layout, sky
   storage::StorageChoice storage;  // the output's back-end, resolved once (check_run_options)
   // --device=cuda: the GPUs a streamer sees on its node (job::require_device;
   // elsewhere and on the CPU: none).

@@ -733,8 +733,7 @@ void share_gpus(Context& ctx, MPI_Comm comm) {
 // or the network alone publishes nothing.
 void claim_outputs(Context& ctx) {
   const auto& o = ctx.options;
-  const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging() &&
-                      ctx.storage.writes_files;
+  const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging() && ctx.storage.writes_files;
   int first = 0;
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
   for (const auto& path : ctx.outputs()) {

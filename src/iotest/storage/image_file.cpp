@@ -100,7 +100,8 @@ void write_fits(const std::string& temp, const std::vector<Array2D>& facets,
                 const ImageDescription& what) {
   int status = 0;
   fitsfile* file = nullptr;
-  check_fits(fits_create_file(&file, fmt::format("!{}", temp).c_str(), &status), "fits_create_file");
+  check_fits(fits_create_file(&file, fmt::format("!{}", temp).c_str(), &status),
+             "fits_create_file");
   const auto close = [&] {
     int ignored = 0;
     if (file) fits_close_file(file, &ignored);
