@@ -43,9 +43,12 @@ $libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py)
 # MPICH's own wrappers.
 $mpich && packages+=(mpich libmpich-dev libhdf5-mpich-dev)
 # podman with runc (crun refuses hybrid cgroups, as on this project's VM)
-# and netavark for its networks; debootstrap makes the Debian base where no
+# and netavark for its networks, whose firewall driver runs iptables (a
+# recommendation of netavark's, which --no-install-recommends leaves out:
+# without it a container on podman's default network ends with "netavark:
+# No such file or directory"); debootstrap makes the Debian base where no
 # registry is reachable (containers/build.sh, docs/containers.md).
-$containers && packages+=(podman runc netavark aardvark-dns debootstrap)
+$containers && packages+=(podman runc netavark aardvark-dns iptables debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
