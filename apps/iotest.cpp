@@ -259,7 +259,9 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"iotest: SKA-scale radio-astronomy imaging I/O benchmark"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", IOTEST_VERSION);
+  // The version and the commit it was built from (a container's too:
+  // containers/build.sh passes it as IOTEST_REVISION).
+  app.set_version_flag("--version", IOTEST_VERSION " (" IOTEST_GIT_REVISION ")");
   // --config files: a key the command does not have is an error (the
   // commands inherit this).
   app.allow_config_extras(CLI::config_extras_mode::error);

@@ -8,7 +8,13 @@ execute_process(
   ERROR_QUIET
   RESULT_VARIABLE status)
 if(NOT status EQUAL 0 OR revision STREQUAL "")
-  set(revision "unknown")  # a source tree without git (a release tarball)
+  # A source tree without git: the revision it was made from, if given
+  # (IOTEST_REVISION: containers/build.sh passes the commit), else unknown.
+  if(DEFINED GIVEN AND NOT GIVEN STREQUAL "")
+    set(revision "${GIVEN}")
+  else()
+    set(revision "unknown")
+  endif()
 endif()
 set(content "#define IOTEST_GIT_REVISION \"${revision}\"\n")
 if(EXISTS "${OUTPUT}")

@@ -228,7 +228,7 @@ build=("${podman[@]}" build --network=host --pull=never --layers
        -f "$repo/containers/Dockerfile"
        --build-arg "DEBIAN_IMAGE=$base" --build-arg "IOTEST_ARCH=$arch"
        --build-arg "IOTEST_CUDA=$([[ -n $cuda ]] && echo ON || echo OFF)"
-       --build-arg "CUDA_ARCHITECTURES=${cuda:-90}"
+       --build-arg "CUDA_ARCHITECTURES=${cuda:-90}" --build-arg "IOTEST_REVISION=$revision"
        --label "org.opencontainers.image.revision=$revision"
        --label "iotest.tree=$tree_hash" --label "iotest.base=$base"
        -t "$image" -t "$latest" "$repo")

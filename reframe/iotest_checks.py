@@ -256,8 +256,9 @@ class IotestBuild(rfm.CompileOnlyRegressionTest):
 
     @sanity_function
     def it_runs(self):
-        # `iotest --version` prints the version alone (0.1.0).
-        return sn.assert_found(r'^v?\d+\.\d+\.\d+\s*$', self.stdout,
+        # `iotest --version` prints the version and its commit
+        # ("0.1.0 (4f0c30f53a26)").
+        return sn.assert_found(r'^v?\d+\.\d+\.\d+ \([0-9a-z-]+\)\s*$', self.stdout,
                                msg='iotest --version printed no version')
 
     @property

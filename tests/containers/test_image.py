@@ -66,6 +66,13 @@ def verify_in_image(image, folder, files, *extra):
 def test_the_image_answers_version_and_holds_the_installed_tree(image):
     proc = podman("run", "--rm", "--network=none", image, "iotest", "--version", check=0)
     assert project_version() in proc.stdout, proc.stdout
+    # The commit it was built from, as the image's label says (the build
+    # context has no .git: containers/build.sh passes it).
+    label = podman("image", "inspect", "--format",
+                   '{{index .Labels "org.opencontainers.image.revision"}}', image, check=0)
+    revision = label.stdout.strip()
+    assert revision and revision != "unknown", label.stdout
+    assert f"({revision})" in proc.stdout, (proc.stdout, revision)
     # The runtime stage: the binary, the tools `iotest scale` runs (with
     # scipy), none of iotest's build tools. (Debian's python3-scipy brings
     # g++ through python3-pythran, so a compiler is there all the same.)
