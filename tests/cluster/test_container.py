@@ -16,8 +16,8 @@ import pytest
 from conftest import HOSTS, JOB_TIMEOUT_S, T05, load
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "containers"))
-from podman_helpers import (RANK, new_prefix, podman, podman_problem,  # noqa: E402
-                            remove_containers)
+from podman_helpers import (RANK, image_revision, new_prefix, podman,  # noqa: E402
+                            podman_problem, remove_containers)
 
 IMAGE = os.environ.get("IOTEST_IMAGE")
 _reason = ("IOTEST_IMAGE not set (containers/ci.sh builds the image and runs these)"
@@ -37,8 +37,8 @@ def check_run(cluster, workdir, proc, report):
     r = load(report)
     assert sorted(r["environment"]["hosts"]) == HOSTS
     assert {p["host"] for p in r["pipeline"]["per_rank"]} == set(HOSTS)
-    # The image's build (no git revision there), not the host's.
-    assert r["environment"]["git_revision"] == "unknown"
+    # The image's build (its revision label), not the host's.
+    assert r["environment"]["git_revision"] == image_revision(IMAGE)
     files = sorted(glob.glob(os.path.join(workdir, "vis*.h5")))
     assert files and not glob.glob(os.path.join(workdir, "*.partial")), os.listdir(workdir)
     verify = podman("run", "--rm", "--network=none", "--user=0:0", "-v", f"{workdir}:{workdir}",

@@ -63,6 +63,16 @@ def image():
     return proc.stdout.strip().splitlines()[-1]
 
 
+def image_revision(image):
+    """The commit an image was built from: its label, which containers/build.sh
+    also passes to the build (IOTEST_REVISION), so iotest reports it."""
+    proc = podman("image", "inspect", "--format",
+                  '{{index .Labels "org.opencontainers.image.revision"}}', image, check=0)
+    revision = proc.stdout.strip()
+    assert revision and revision != "unknown", proc.stdout
+    return revision
+
+
 def new_prefix(what):
     """A container name prefix no other test or run uses."""
     return f"iotest-test-{what}-{uuid.uuid4().hex[:8]}"

@@ -68,10 +68,7 @@ def test_the_image_answers_version_and_holds_the_installed_tree(image):
     assert project_version() in proc.stdout, proc.stdout
     # The commit it was built from, as the image's label says (the build
     # context has no .git: containers/build.sh passes it).
-    label = podman("image", "inspect", "--format",
-                   '{{index .Labels "org.opencontainers.image.revision"}}', image, check=0)
-    revision = label.stdout.strip()
-    assert revision and revision != "unknown", label.stdout
+    revision = podman_helpers.image_revision(image)
     assert f"({revision})" in proc.stdout, (proc.stdout, revision)
     # The runtime stage: the binary, the tools `iotest scale` runs (with
     # scipy), none of iotest's build tools. (Debian's python3-scipy brings
@@ -153,11 +150,11 @@ def test_host_mpirun_starts_one_container_per_rank(image, outdir, prefix):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = load(report)
     # One MPI job of three ranks, each the image's iotest (its own Open MPI
-    # and its own build: no git revision, installed under /opt/iotest).
+    # and its own build, named by the image's revision label).
     assert len(r["pipeline"]["per_rank"]) == 3
     assert r["environment"]["mpi_version"].startswith("Open MPI v" + inside), \
         r["environment"]["mpi_version"]
-    assert r["environment"]["git_revision"] == "unknown"
+    assert r["environment"]["git_revision"] == podman_helpers.image_revision(image)
     files = sorted(glob.glob(os.path.join(outdir, "vis*.h5")))
     assert files and not glob.glob(os.path.join(outdir, "*.partial"))
     proc = verify_in_image(image, outdir, files, "--nonce", str(r["config"]["nonce"]))
