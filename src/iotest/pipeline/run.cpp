@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <type_traits>
 
@@ -680,10 +680,10 @@ void require_gpu_memory(const report::Memory& m, Context& ctx, MPI_Comm comm) {
   MPI_Comm local;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   const index_t mine = ctx.roles.is_streamer() ? 1 : 0;
-  index_t counts[2] = {mine, mine}, streamers = 0, before = 0;
-  MPI_Request requests[2];
-  MPI_Iallreduce(&counts[0], &streamers, 1, MPI_INT64_T, MPI_SUM, local, &requests[0]);
-  MPI_Iexscan(&counts[1], &before, 1, MPI_INT64_T, MPI_SUM, local, &requests[1]);
+  index_t streamers = 0, before = 0;
+  MPI_Request requests[2];  // both read `mine`, which neither changes
+  MPI_Iallreduce(&mine, &streamers, 1, MPI_INT64_T, MPI_SUM, local, &requests[0]);
+  MPI_Iexscan(&mine, &before, 1, MPI_INT64_T, MPI_SUM, local, &requests[1]);
   for (auto& r : requests) wait_for(r);
   int local_rank = 0;
   MPI_Comm_rank(local, &local_rank);
@@ -704,27 +704,18 @@ void share_gpus(Context& ctx, MPI_Comm comm) {
   if (ctx.options.device != device::Kind::cuda || ctx.roles.streamers == 0) return;
   const int first = ctx.roles.streamer_rank(0);
   std::string text;
-  if (ctx.roles.rank == first)
+  if (ctx.roles.rank == first) {
+    auto list = nlohmann::json::array();
     for (const auto& g : ctx.gpus)
-      text += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", g.index, g.name, g.driver,
-                          g.memory_bytes, g.multiprocessors, g.compute_capability,
-                          g.memory_bytes_per_s, g.fp64_flops_per_s);
+      list.push_back({g.index, g.name, g.driver, g.memory_bytes, g.multiprocessors,
+                      g.compute_capability, g.memory_bytes_per_s, g.fp64_flops_per_s});
+    text = list.dump();
+  }
   broadcast(comm, first, text);
   if (ctx.roles.is_streamer()) return;  // a streamer keeps its own node's
   ctx.gpus.clear();
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string index, memory, mps, cc, bw, fp64;
-    device::GpuInfo g;
-    std::getline(fields, index, '\t');
-    std::getline(fields, g.name, '\t');
-    std::getline(fields, g.driver, '\t');
-    fields >> g.memory_bytes >> g.multiprocessors >> g.compute_capability >> g.memory_bytes_per_s >>
-        g.fp64_flops_per_s;
-    g.index = std::stoi(index);
-    ctx.gpus.push_back(std::move(g));
-  }
+  for (const auto& f : nlohmann::json::parse(text))
+    ctx.gpus.push_back({f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]});
 }
 
 // This rank's outputs checked, and those it publishes claimed: each of

@@ -94,9 +94,8 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   const BackendSpec& spec = chosen(options, path);
   const auto backend = spec.make(options);  // its checks of the values, and what it says of itself
   StorageChoice c;
-  c.options = options;
   c.backend = spec.name;
-  c.writes_files = !path.empty() && spec.name != "null";
+  c.writes_files = writes_files(options, path);
   c.shared = spec.shared;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();

@@ -70,7 +70,6 @@ std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::
 // writers it makes, so that no other place works it out again or builds a
 // back-end to ask one property.
 struct StorageChoice {
-  StorageOptions options;     // as given
   std::string backend;        // its name: "null" without an output
   bool writes_files = false;  // all but null
   bool shared = false;        // one output for every streamer (BackendSpec::shared)
