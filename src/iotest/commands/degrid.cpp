@@ -35,7 +35,7 @@ report::Report degrid(const DegridRunOptions& o) {
   // The output claimed before the work, held until it is published.
   const std::uint32_t nonce = storage::draw_nonce();
   std::optional<storage::OutputClaim> claim;
-  if (storage.writes_files) claim.emplace(o.output, nonce);
+  if (storage.writes_files) claim.emplace(o.output, nonce, "OUTPUT", storage.folder);
   auto job = job::resolve(job::job_options(o));
   const auto& obs = *job.obs;
   const auto& g = *job.geometry;

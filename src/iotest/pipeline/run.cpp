@@ -730,9 +730,9 @@ void claim_outputs(Context& ctx) {
   for (const auto& path : ctx.outputs()) {
     if (path.empty()) continue;
     if (writes && first == 0)
-      ctx.claims.emplace_back(path, ctx.nonce);
+      ctx.claims.emplace_back(path, ctx.nonce, "OUTPUT", ctx.storage.folder);
     else
-      storage::check_creatable(path, "OUTPUT");
+      storage::check_creatable(path, "OUTPUT", ctx.storage.folder);
   }
 }
 

@@ -197,6 +197,10 @@ class Backend {
   // Chunk buffers (values and presence bits) it holds besides the writer's
   // queue, for the memory model.
   virtual index_t held_chunks() const { return 0; }
+  // Whether it stores the values in less precision than given (ms: single
+  // precision, as MeasurementSets hold them): its checksums are then of the
+  // values it stores, as readers give them back.
+  virtual bool rounds_values() const { return false; }
   virtual std::string_view name() const = 0;
   const WriteStats& stats() const { return stats_; }
   const VisibilityLayout& layout() const { return layout_; }

@@ -52,8 +52,9 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
     throw std::logic_error("chunk outside the visibility layout");
   const auto start = Clock::now();
   auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
-  // Of the bytes given: a rewrite's are the sum, checksummed by the back-end.
-  given_crc32_ = seen ? nullptr : crc32;
+  // Of the bytes given: a rewrite's are the sum, and a back-end that
+  // rounds the values stores other bytes; both checksummed by the back-end.
+  given_crc32_ = seen || rounds_values() ? nullptr : crc32;
   do_write_chunk(key, data, seen, present);
   given_crc32_ = nullptr;
   if (seen)

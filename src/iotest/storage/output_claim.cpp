@@ -124,12 +124,30 @@ UsageError takes_no_new_file(const std::string& path, const std::string& option)
                        failed("the folder '" + folder_of(path) + "' takes no new file"));
 }
 
+// Removes an output: a file, or a folder output with all it holds.
+void remove_output(const std::string& name, bool folder) {
+  if (!folder) {
+    ::unlink(name.c_str());
+    return;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(name, ignored);
+}
+
 // check_creatable without the probe: a claim's own exclusive create is one.
-void check_path(const std::string& path, const std::string& option) {
+void check_path(const std::string& path, const std::string& option, bool folder) {
   if (path.empty()) throw UsageError(option, "expected a file name, got an empty one");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode) && !folder)
     throw cannot_create(path, option, "it is a folder; expected a file name");
+  // A folder output replaces only what an earlier run left: a casacore
+  // table (its table.dat), never any other folder or a file.
+  if (exists && folder &&
+      !(S_ISDIR(st.st_mode) && std::filesystem::exists(std::filesystem::path(path) / "table.dat")))
+    throw cannot_create(path, option,
+                        "it exists and is not a MeasurementSet; expected a new name or an "
+                        "earlier run's MeasurementSet to replace");
   const std::string parent = folder_of(path);
   if (::stat(parent.c_str(), &st) != 0)
     throw cannot_create(path, option, failed("its folder '" + parent + "'"));
@@ -137,8 +155,8 @@ void check_path(const std::string& path, const std::string& option) {
 }
 }  // namespace
 
-void check_creatable(const std::string& path, const std::string& option) {
-  check_path(path, option);
+void check_creatable(const std::string& path, const std::string& option, bool folder) {
+  check_path(path, option, folder);
   static int probes = 0;
   const std::string probe = folder_of(path) + "/.iotest-probe-" + std::to_string(::getpid()) + "-" +
                             std::to_string(probes++);
@@ -148,10 +166,16 @@ void check_creatable(const std::string& path, const std::string& option) {
   ::unlink(probe.c_str());
 }
 
-OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option)
-    : path_(std::move(path)), partial_(partial_path(path_, nonce)), nonce_(nonce) {
-  check_path(path_, option);
-  fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option, bool folder)
+    : path_(std::move(path)), partial_(partial_path(path_, nonce)), nonce_(nonce), folder_(folder) {
+  check_path(path_, option, folder_);
+  if (folder_) {
+    fd_ = ::mkdir(partial_.c_str(), 0755) == 0
+              ? ::open(partial_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+              : -1;
+  } else {
+    fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   if (fd_ < 0 && errno == EEXIST)
     throw UsageError(option, "'" + partial_ + "' exists: another run of the same number writes '" +
                                  path_ + "'; run again");
@@ -160,7 +184,7 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
   ::fstat(fd_, &st);
   own_dev_ = st.st_dev;
   own_ino_ = st.st_ino;
-  struct flock l = claim_lock(F_WRLCK);
+  struct flock l = claim_lock(folder_ ? F_RDLCK : F_WRLCK);
   if (::fcntl(fd_, F_OFD_SETLK, &l) != 0) {
     static bool warned = false;
     if (!warned)
@@ -175,7 +199,7 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
   // together, at least the later to look sees the other.
   if (const auto other = live_partial_of(path_, nonce_)) {
     release();
-    ::unlink(partial_.c_str());
+    remove_output(partial_, folder_);
     throw UsageError(option, "'" + path_ +
                                  "' is being written by another run (its file in "
                                  "progress: '" +
@@ -196,6 +220,7 @@ OutputClaim::OutputClaim(OutputClaim&& other) noexcept
       own_dev_(other.own_dev_),
       own_ino_(other.own_ino_),
       replaces_(other.replaces_),
+      folder_(other.folder_),
       replaced_(other.replaced_),
       state_(other.state_) {
   other.fd_ = -1;
@@ -204,7 +229,7 @@ OutputClaim::OutputClaim(OutputClaim&& other) noexcept
 
 OutputClaim::~OutputClaim() {
   try {
-    if (state_ == State::claimed && is_ours(partial_)) ::unlink(partial_.c_str());
+    if (state_ == State::claimed && is_ours(partial_)) remove_output(partial_, folder_);
     // Taken but neither committed nor kept (a failure in between): all or none.
     if (state_ == State::linked || state_ == State::swapped || state_ == State::renamed) keep();
   } catch (...) {
@@ -254,11 +279,12 @@ std::string OutputClaim::take() {
     replaces_ = false;  // removed meanwhile: a new name
   }
   // A second name for the output: the partial name stays until commit().
-  if (::link(partial_.c_str(), path_.c_str()) == 0) {
+  // (A folder takes no second name: it is renamed, never over another.)
+  if (!folder_ && ::link(partial_.c_str(), path_.c_str()) == 0) {
     state_ = State::linked;
     return {};
   }
-  if (errno == EEXIST) return another_runs();
+  if (!folder_ && errno == EEXIST) return another_runs();
   // No hard links here (some FUSE and object-store file systems).
   if (!rename_unless_taken(partial_, path_)) return another_runs();
   state_ = State::renamed;
@@ -268,7 +294,8 @@ std::string OutputClaim::take() {
 void OutputClaim::commit() {
   // linked: the output's partial name; swapped: the replaced file, now
   // under the partial name.
-  if (state_ == State::linked || state_ == State::swapped) ::unlink(partial_.c_str());
+  if (state_ == State::linked) ::unlink(partial_.c_str());
+  if (state_ == State::swapped) remove_output(partial_, folder_);
   if (state_ != State::claimed) state_ = State::published;
   release();
 }

@@ -40,7 +40,10 @@ std::string folder_of(const std::string& path);
 // its folder there and taking new files (found by creating and removing a
 // probe of this process's own name: a read-only mount or an immutable
 // folder, which access() lets root through). UsageError(option) otherwise.
-void check_creatable(const std::string& path, const std::string& option);
+// `folder`: the output is a folder (a MeasurementSet, a casacore table):
+// a folder there is replaced only if it is a casacore table, so a mistyped
+// name never takes a folder of the user's.
+void check_creatable(const std::string& path, const std::string& option, bool folder = false);
 
 // A file's identity: device, inode and modification time (an inode number
 // freed and used again by a file made later has a later time).
@@ -55,9 +58,17 @@ struct FileIdentity {
 // A run's claim on one output. Throws UsageError(option) if the path cannot
 // take a file (check_creatable), or another live run writes to the same
 // final name (naming its in-progress file).
+//
+// A folder output (`folder`: a MeasurementSet) is claimed the same way:
+// its in-progress folder made exclusively (mkdir), locked through a
+// descriptor of the folder (a read lock: a folder opens read-only, and
+// another run's F_WRLCK query sees it), published whole by one rename
+// (renameat2 exchange or no-replace; folders take no hard link), and
+// removed whole when dropped.
 class OutputClaim {
  public:
-  OutputClaim(std::string path, std::uint32_t nonce, std::string option = "OUTPUT");
+  OutputClaim(std::string path, std::uint32_t nonce, std::string option = "OUTPUT",
+              bool folder = false);
   OutputClaim(OutputClaim&& other) noexcept;
   OutputClaim& operator=(OutputClaim&&) = delete;
   OutputClaim(const OutputClaim&) = delete;
@@ -94,6 +105,7 @@ class OutputClaim {
   dev_t own_dev_ = 0;
   ino_t own_ino_ = 0;
   bool replaces_ = false;
+  bool folder_ = false;
   FileIdentity replaced_;  // what is replaced
   State state_ = State::claimed;
 };

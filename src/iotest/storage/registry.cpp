@@ -51,7 +51,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 const std::vector<BackendSpec>& backends() {
   static const std::vector<BackendSpec> all {
-    null_spec(), hdf5_spec(), posix_spec(),
+    null_spec(), hdf5_spec(), posix_spec(), ms_spec(),
 #if IOTEST_HAVE_PHDF5
         phdf5_spec()
 #endif
@@ -64,6 +64,7 @@ std::string backend_for(const StorageOptions& options, const std::string& path) 
   if (path.empty()) return "null";
   for (const char* suffix : {".h5", ".hdf5", ".uvh5"})
     if (ends_with(path, suffix)) return "hdf5";
+  if (ends_with(path, ".ms") || ends_with(path, ".ms/")) return "ms";
   return "posix";
 }
 
@@ -97,13 +98,16 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.backend = spec.name;
   c.writes_files = writes_files(options, path);
   c.shared = spec.shared;
+  c.folder = spec.folder;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();
   return c;
 }
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
-  if (!std::filesystem::is_regular_file(path)) throw UsageError(path, "cannot open: no such file");
+  // A file, or a folder for the back-ends whose outputs are folders (ms).
+  if (!std::filesystem::is_regular_file(path) && !std::filesystem::is_directory(path))
+    throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) {
       check_owners(options, b.name, fmt::format("but {} is {}'s output", path, b.name));

@@ -36,6 +36,9 @@ struct BackendSpec {
   // One output for the whole run, written by every streamer (one writer
   // each, a thread: its back-end calls MPI) rather than one per writer.
   bool shared = false;
+  // Each output is a folder (a MeasurementSet: a casacore table), claimed
+  // and published whole (output_claim.hpp).
+  bool folder = false;
   // Checks the options (UsageError naming the option) and makes a writer
   // back-end from them.
   std::unique_ptr<Backend> (*make)(const StorageOptions& options) = nullptr;
@@ -53,7 +56,8 @@ std::string backend_names();
 // Whether the back-end writes files at `path` (all but null, the dry run).
 bool writes_files(const StorageOptions& options, const std::string& path);
 // The back-end for an output: --storage if given, else from the path:
-// `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `posix` otherwise.
+// `null` without one, `hdf5` for .h5/.hdf5/.uvh5, `ms` for .ms, `posix`
+// otherwise.
 // (phdf5, a choice of how to write rather than a kind of file, is named.)
 std::string backend_for(const StorageOptions& options, const std::string& path);
 // Checks --storage and every option given (known, of the chosen back-end,
@@ -73,6 +77,7 @@ struct StorageChoice {
   std::string backend;        // its name: "null" without an output
   bool writes_files = false;  // all but null
   bool shared = false;        // one output for every streamer (BackendSpec::shared)
+  bool folder = false;        // each output a folder (BackendSpec::folder)
   std::string durability;     // what its write times cover (Backend::durability)
   index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue
 };
@@ -93,5 +98,6 @@ BackendSpec null_spec();   // null_backend.cpp
 BackendSpec hdf5_spec();   // hdf5_backend.cpp
 BackendSpec posix_spec();  // posix_backend.cpp
 BackendSpec phdf5_spec();  // phdf5_backend.cpp (with the Open MPI build of HDF5)
+BackendSpec ms_spec();     // ms_backend.cpp (casacore)
 
 }  // namespace iotest::storage

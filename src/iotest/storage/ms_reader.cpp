@@ -1,0 +1,149 @@
+#include "iotest/storage/ms_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/provenance_json.hpp"
+
+namespace iotest::storage::ms {
+
+bool MsReader::recognises(const std::string& path) {
+  return std::filesystem::is_directory(path) &&
+         std::filesystem::exists(std::filesystem::path(path) / "table.dat");
+}
+
+MsReader::MsReader(const std::string& path) : path_(path) {
+  const std::lock_guard<std::mutex> hold(library_lock());
+  try {
+    table_ = std::make_unique<TableReader>(path);
+    const TableReader& t = *table_;
+    if (!t.has_keyword(kLayoutKeyword))
+      throw UsageError(path, fmt::format("a MeasurementSet, but not iotest's (no {} keyword): "
+                                         "iotest reads only the MeasurementSets it wrote",
+                                         kLayoutKeyword));
+    for (const char* c : {"DATA", "FLAG", "UVW", "TIME", "ANTENNA1", "ANTENNA2"})
+      if (!t.has_column(c))
+        throw UsageError(path, fmt::format("not a complete MeasurementSet: no column {}", c));
+    const auto doc = nlohmann::json::parse(t.keyword(kLayoutKeyword));
+    nbls_ = doc.at("baselines").get<index_t>();
+    ntimes_ = doc.at("times").get<index_t>();
+    nfreqs_ = doc.at("channels").get<index_t>();
+    chunk_rows_ = doc.at("time_chunk").get<index_t>();
+    chunk_channels_ = doc.at("freq_chunk").get<index_t>();
+    if (!doc.at("provenance").is_null()) provenance_ = provenance_from(doc.at("provenance"));
+    if (t.rows() != nbls_ * ntimes_ || chunk_rows_ < 1 || chunk_channels_ < 1)
+      throw UsageError(path, fmt::format("the main table has {} rows where its {} says {}: not "
+                                         "completely written",
+                                         t.rows(), kLayoutKeyword, nbls_ * ntimes_));
+    if (t.spectral_windows() != 1) throw UsageError(path, "expected one spectral window");
+    freq_ = t.channel_hz();
+    if (static_cast<index_t>(freq_.size()) != nfreqs_)
+      throw UsageError(path, "SPECTRAL_WINDOW's channels do not match the main table's");
+    // The chunks written, in write order, with their checksums.
+    if (!t.has_keyword(kChunksTable))
+      throw UsageError(path, fmt::format("has no {} subtable: not completely written", kChunksTable));
+    std::string missing;
+    const auto sums = t.int64_table(kChunksTable, {"CHUNK", "CRC32"}, missing);
+    if (!missing.empty())
+      throw UsageError(path, fmt::format("not a complete MeasurementSet: {} has no column {}",
+                                         kChunksTable, missing));
+    present_.assign(static_cast<size_t>(chunks_expected()), false);
+    for (size_t i = 0; i + 1 < sums.size(); i += 2) {
+      const index_t chunk = sums[i];
+      if (chunk < 0 || chunk >= chunks_expected())
+        throw UsageError(path, fmt::format("{} lists chunk {} of {}", kChunksTable, chunk,
+                                           chunks_expected()));
+      checksums_.push_back({chunk, static_cast<std::uint32_t>(sums[i + 1])});
+      if (!present_[static_cast<size_t>(chunk)]) order_.push_back(chunk);
+      present_[static_cast<size_t>(chunk)] = true;
+    }
+    if (provenance_ && provenance_->stonewalled) {
+      if (!t.has_keyword(kPartsTable))
+        throw UsageError(path, "is from a stonewalled run (--duration) but lists no written "
+                               "parts: not completely written");
+      const auto parts = t.int64_table(
+          kPartsTable, {"W_STACK", "SUBGRID", "ROW_CHUNK_BEGIN", "ROW_CHUNK_END"}, missing);
+      if (!missing.empty())
+        throw UsageError(path, fmt::format("not a complete MeasurementSet: {} has no column {}",
+                                           kPartsTable, missing));
+      for (size_t i = 0; i + 3 < parts.size(); i += 4)
+        parts_.push_back({parts[i], parts[i + 1], parts[i + 2], parts[i + 3]});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(path, fmt::format("its {} keyword is malformed: {}", kLayoutKeyword, e.what()));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // casacore's, through ms_table
+    throw UsageError(path, e.what());
+  }
+}
+
+MsReader::~MsReader() {
+  const std::lock_guard<std::mutex> hold(library_lock());
+  table_.reset();
+}
+
+std::array<double, 3> MsReader::uvw(index_t row) const {
+  const std::lock_guard<std::mutex> hold(library_lock());
+  const auto v = table_->uvw(row);
+  return {-v[0], -v[1], -v[2]};  // iotest's: antenna 2 minus antenna 1
+}
+
+std::vector<WrittenPart> MsReader::written_parts() const { return parts_; }
+std::vector<ChunkChecksum> MsReader::checksums() const { return checksums_; }
+
+bool MsReader::chunk_present(index_t row, index_t channel) const {
+  return present_[static_cast<size_t>((row / chunk_rows_) * channel_chunks() +
+                                      channel / chunk_channels_)];
+}
+
+cplx MsReader::visibility(index_t row, index_t channel) const {
+  std::complex<float> v;
+  {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    try {
+      table_->get({row, 1, channel, 1}, &v);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(path_, e.what());
+    }
+  }
+  return {v.real(), -v.imag()};  // iotest's sign convention (ms_reader.hpp)
+}
+
+bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
+  if (!present_[static_cast<size_t>(key.row_chunk * channel_chunks() + key.freq_chunk)])
+    return false;
+  const Box box{key.row_chunk * chunk_rows_,
+                std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
+                key.freq_chunk * chunk_channels_,
+                std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};
+  std::vector<std::complex<float>> cube(static_cast<size_t>(box.rows * box.channels));
+  {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    try {
+      table_->get(box, cube.data());
+    } catch (const std::runtime_error& e) {
+      throw UsageError(path_, e.what());
+    }
+  }
+  std::fill(out, out + chunk_rows_ * chunk_channels_, cplx{});
+  const std::complex<float>* in = cube.data();
+  for (index_t r = 0; r < box.rows; ++r)
+    for (index_t c = 0; c < box.channels; ++c, ++in)
+      out[r * chunk_channels_ + c] = cplx(in->real(), -in->imag());
+  return true;
+}
+
+std::vector<ChunkKey> MsReader::stored_chunks() const {
+  std::vector<ChunkKey> keys;
+  keys.reserve(order_.size());
+  for (index_t i : order_) keys.push_back({i / channel_chunks(), i % channel_chunks()});
+  return keys;
+}
+
+}  // namespace iotest::storage::ms

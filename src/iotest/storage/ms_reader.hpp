@@ -1,0 +1,62 @@
+// The ms back-end's read half: MeasurementSets as iotest writes them
+// (ms_backend.cpp), through casacore. docs/storage.md, "MeasurementSets",
+// says how an iotest chunk maps onto the table's rows and tiles.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iotest/storage/ms_table.hpp"
+#include "iotest/storage/reader.hpp"
+
+namespace iotest::storage::ms {
+
+// What iotest keeps in a MeasurementSet besides the MS's own columns and
+// subtables, as the field's tools leave alone: keywords of the main table
+// and two subtables of its own (a table keyword names each, as the MS
+// names ANTENNA or FIELD).
+inline constexpr const char* kLayoutKeyword = "IOTEST_LAYOUT";  // JSON: axes, chunks, provenance
+inline constexpr const char* kChunksTable = "IOTEST_CHUNKS";    // CHUNK, CRC32: in write order
+inline constexpr const char* kPartsTable = "IOTEST_WRITTEN_PARTS";
+// The MS's visibilities are the conjugates of iotest's, against uvw of
+// the opposite sign (antenna 1 minus antenna 2), as pyuvdata writes
+// MeasurementSets: CASA's and WSClean's convention, which place the sky
+// where iotest's l and m do (docs/imaging.md, "Conventions").
+
+class MsReader final : public Reader {
+ public:
+  // Throws UsageError naming the folder when it is not a MeasurementSet
+  // written by iotest (a foreign MS, a missing column or subtable, a
+  // truncated table). Nothing proportional to the observation is read up
+  // front but the list of chunks.
+  explicit MsReader(const std::string& path);
+  ~MsReader() override;
+  MsReader(const MsReader&) = delete;
+  MsReader& operator=(const MsReader&) = delete;
+
+  std::string_view backend() const override { return "ms"; }
+  std::array<double, 3> uvw(index_t row) const override;
+  std::vector<WrittenPart> written_parts() const override;
+  std::vector<ChunkChecksum> checksums() const override;
+  index_t chunks_present() const override { return static_cast<index_t>(order_.size()); }
+  std::vector<bool> chunk_map() const override { return present_; }
+  bool chunk_present(index_t row, index_t channel) const override;
+  cplx visibility(index_t row, index_t channel) const override;
+  bool read_chunk(const ChunkKey& key, cplx* out) const override;
+  std::vector<ChunkKey> stored_chunks() const override;
+
+  // Whether `path` is a casacore table (a folder with table.dat).
+  static bool recognises(const std::string& path);
+
+ private:
+  std::unique_ptr<TableReader> table_;
+  std::string path_;
+  std::vector<bool> present_;   // per chunk
+  std::vector<index_t> order_;  // chunks present, in write order
+  std::vector<ChunkChecksum> checksums_;
+  std::vector<WrittenPart> parts_;
+};
+
+}  // namespace iotest::storage::ms
