@@ -15,8 +15,9 @@
 #                       system's.
 # Without --libraries-only it also installs what tools/cluster (the virtual
 # cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
-# peers bench/ compares with: fio (the storage scripts) and mpi4py for the
-# system python3 (bench/net_osu.sh's stand-in for OSU).
+# peers bench/ compares with: fio (the storage scripts), mpi4py for the
+# system python3 (bench/net_osu.sh's stand-in for OSU), and casacore-tools
+# and WSClean (the MeasurementSet checks, bench/wsclean.sh).
 set -euo pipefail
 libraries_only=false mpich=false containers=false cuda=false
 for option in "$@"; do
@@ -33,11 +34,15 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   libfftw3-dev liblapacke-dev libhdf5-dev libhdf5-openmpi-dev libisal-dev libcfitsio-dev
+  casacore-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   openmpi-bin libopenmpi-dev
   python3 python3-venv
 )
-$libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py)
+# casacore-tools (taql, showtableinfo) and WSClean, the field's imager: the
+# tests and bench/wsclean.sh hold iotest's MeasurementSets and images
+# against them.
+$libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py casacore-tools wsclean)
 # Debian ranks Open MPI's alternatives (mpirun, mpicc, h5pcc) above MPICH's,
 # so installing MPICH beside it changes no default: the mpich preset names
 # MPICH's own wrappers.

@@ -17,7 +17,8 @@ from conftest import MPI_TIMEOUT_S, MPIRUN, iotest_binary, load, mpi_env
 OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/384/16",
        "--freq=260e6:300e6/64/16", "--dec=-40", "--no-progress"]
 BACKENDS = {"hdf5": (["--storage=hdf5"], "h5"), "posix": (["--storage=posix"], "bin"),
-            "fork-writer": (["--storage=hdf5", "--fork-writer"], "h5")}
+            "fork-writer": (["--storage=hdf5", "--fork-writer"], "h5"),
+            "ms": (["--storage=ms"], "ms")}
 
 
 def start(out, seed, *args):

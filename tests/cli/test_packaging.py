@@ -79,14 +79,15 @@ DEBIAN_PACKAGES = {
     # build
     "build-essential", "cmake", "ninja-build", "pkg-config", "git", "ca-certificates",
     "libfftw3-dev", "liblapacke-dev", "libhdf5-dev", "libhdf5-openmpi-dev",
-    "libhdf5-mpich-dev", "zlib1g-dev", "libisal-dev", "libcfitsio-dev", "libcli11-dev", "libfmt-dev",
+    "libhdf5-mpich-dev", "zlib1g-dev", "libisal-dev", "libcfitsio-dev", "casacore-dev", "libcli11-dev", "libfmt-dev",
     "nlohmann-json3-dev", "libgtest-dev", "libopenmpi-dev", "libmpich-dev",
     "python3-venv",
     # run time
     "openmpi-bin", "libopenmpi3", "mpich", "libmpich12",
     "libfftw3-double3", "liblapacke", "liblapack3", "libblas3", "libopenblas0",
     "libhdf5-103-1", "libhdf5-openmpi-103-1", "libhdf5-mpich-103-1",
-    "zlib1g", "libisal2", "libcfitsio10", "libfmt9", "libgomp1", "libstdc++6", "libgfortran5",
+    "zlib1g", "libisal2", "libcfitsio10",
+    "libcasa-ms7", "libcasa-measures7", "libcasa-tables7", "libcasa-casa7", "libfmt9", "libgomp1", "libstdc++6", "libgfortran5",
     "python3", "python3-numpy", "python3-scipy", "python3-matplotlib", "python3-h5py",
 }
 

@@ -103,6 +103,8 @@ class Iotest(CMakePackage, CudaPackage):
     depends_on("isa-l")
     # The dirty image as FITS, with its WCS: cfitsio.pc.
     depends_on("cfitsio")
+    # MeasurementSets (--storage=ms): casacore's tables, measures and ms.
+    depends_on("casacore")
     depends_on("cli11@2:")
     depends_on("fmt@8:")
     depends_on("nlohmann-json@3.9:")

@@ -1,0 +1,145 @@
+"""MeasurementSets (--storage=ms, issue 36): a run's files verify, hold
+every row the observation has, and open in casacore as the field's tools
+open them; bad MeasurementSets and misplaced options get one line and
+exit status 2."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import MPI_TIMEOUT_S, iotest_binary
+
+tables = pytest.importorskip("casacore.tables")
+
+# T05_ + vlaa at dec 34 (w matters), 351 baselines x 32 times x 16 channels.
+OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--dec=34", "--time=-900:900/32/16",
+       "--freq=260e6:300e6/16/8"]
+ROWS = 351 * 32
+
+
+@pytest.fixture(scope="module")
+def ms_set(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ms")
+    proc = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3",
+                           iotest_binary(), *OBS, "--no-progress", "--storage=ms",
+                           str(out / "vis%d.ms")],
+                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    return sorted(out.glob("vis*.ms"))
+
+
+def test_a_run_writes_measurement_sets_that_verify(iotest, ms_set):
+    assert len(ms_set) == 2  # a file per streamer's writer
+    proc = iotest("verify", "--all", *map(str, ms_set), check=0)
+    assert ": passed" in proc.stdout
+    # Single precision, as MeasurementSets hold visibilities: the kernel's
+    # 2e-8 and float32's rounding (2^-24 relative) together.
+    rmse = float(proc.stdout.split("visibilities vs direct FT ")[1].split()[0])
+    assert 1e-9 < rmse < 5e-8, proc.stdout
+
+
+def test_every_file_holds_the_observation_in_the_field_s_layout(ms_set):
+    flagged = []
+    for path in ms_set:
+        main = tables.table(str(path), ack=False)
+        assert main.nrows() == ROWS
+        assert main.getcoldesc("DATA")["valueType"] == "complex"
+        assert main.getcolkeyword("DATA", "UNIT") == "Jy"
+        assert main.getcolkeyword("UVW", "MEASINFO")["Ref"] == "J2000"
+        pol = tables.table(str(path / "POLARIZATION"), ack=False)
+        assert list(pol.getcol("CORR_TYPE")[0]) == [9]  # XX
+        spw = tables.table(str(path / "SPECTRAL_WINDOW"), ack=False)
+        assert np.allclose(spw.getcol("CHAN_FREQ")[0], np.linspace(260e6, 300e6, 16))
+        field = tables.table(str(path / "FIELD"), ack=False)
+        assert np.isclose(np.degrees(field.getcol("PHASE_DIR")[0, 0, 1]), 34.0)
+        assert tables.table(str(path / "ANTENNA"), ack=False).nrows() == 27
+        flags = main.getcol("FLAG")
+        data = main.getcol("DATA")
+        # What a file does not hold is flagged, and only that.
+        assert np.all((data[flags] == 0)) and np.count_nonzero(data[~flags]) == np.sum(~flags)
+        flagged.append(flags)
+    # Every visibility is in exactly one file.
+    assert np.array_equal(flagged[0], ~flagged[1])
+
+
+def test_taql_counts_the_rows(ms_set):
+    taql = shutil.which("taql")
+    if taql is None:
+        pytest.skip("casacore-tools' taql is not installed")
+    for path in ms_set:
+        proc = subprocess.run([taql, f"select from {path} giving as memory"],
+                              capture_output=True, text=True, timeout=60)
+        assert f"select result of {ROWS} rows" in proc.stdout, proc.stdout
+
+
+def bad_copy(ms_set, tmp_path):
+    copies = []
+    for path in ms_set:
+        copy = tmp_path / path.name
+        shutil.copytree(path, copy)
+        copies.append(copy)
+    return copies
+
+
+def one_error_line(proc, *words):
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", [["verify"], ["read"], ["grid"]])
+def test_a_foreign_measurement_set_is_refused(iotest, tmp_path, command):
+    foreign = tmp_path / "foreign.ms"
+    tables.default_ms(str(foreign)).close()
+    proc = iotest(*command, str(foreign))
+    one_error_line(proc, str(foreign), "not iotest's")
+
+
+def test_a_missing_column_is_refused(iotest, ms_set, tmp_path):
+    copies = bad_copy(ms_set, tmp_path)
+    with tables.table(str(copies[0]), readonly=False, ack=False) as t:
+        t.removecols("DATA")
+    one_error_line(iotest("verify", *map(str, copies)), str(copies[0]), "no column DATA")
+
+
+def test_a_truncated_measurement_set_is_refused(iotest, ms_set, tmp_path):
+    copies = bad_copy(ms_set, tmp_path)
+    (copies[1] / "table.dat").write_bytes((copies[1] / "table.dat").read_bytes()[:100])
+    one_error_line(iotest("verify", *map(str, copies)), str(copies[1]))
+    # Its checksums' subtable gone: not completely written.
+    copies = bad_copy(ms_set, tmp_path / "b") if (tmp_path / "b").mkdir() is None else None
+    shutil.rmtree(copies[0] / "IOTEST_CHUNKS")
+    one_error_line(iotest("verify", *map(str, copies)), str(copies[0]))
+
+
+def test_an_ms_option_given_to_another_back_end_is_refused(tmp_path):
+    for args in (["--storage=hdf5", "--ms.stman=standard", str(tmp_path / "v%d.h5")],
+                 ["--ms.tile=chunk", str(tmp_path / "v%d.bin")],
+                 ["--storage=ms", "--ms.tile=0x4", str(tmp_path / "v%d.ms")],
+                 ["--storage=ms", "--ms.stman=standard", "--ms.tile=8x8",
+                  str(tmp_path / "v%d.ms")]):
+        proc = subprocess.run([iotest_binary(), *OBS, *args], capture_output=True, text=True,
+                              timeout=MPI_TIMEOUT_S)
+        one_error_line(proc, "--ms.")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_a_folder_that_is_no_measurement_set_is_never_replaced(tmp_path):
+    mine = tmp_path / "vis0.ms"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    proc = subprocess.run([iotest_binary(), "degrid", *OBS, "--storage=ms", str(mine)],
+                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S)
+    one_error_line(proc, "OUTPUT", "not a MeasurementSet")
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_a_standard_storage_manager_set_verifies_too(iotest, tmp_path):
+    proc = subprocess.run([iotest_binary(), "degrid", *OBS, "--storage=ms", "--ms.stman=standard",
+                           str(tmp_path / "vis.ms")], capture_output=True, text=True,
+                          timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    iotest("verify", "--all", str(tmp_path / "vis.ms"), check=0)
