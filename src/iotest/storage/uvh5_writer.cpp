@@ -214,14 +214,26 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   write_vector(header, "spw_array", H5T_NATIVE_LLONG, std::vector<long long>{0});
   write_vector(header, "flex_spw_id_array", H5T_NATIVE_LLONG,
                std::vector<long long>(static_cast<size_t>(nf), 0));
-  write_vector(header, "polarization_array", H5T_NATIVE_LLONG, std::vector<long long>{1});
+  // One linear polarisation, XX (AIPS code -5), for an unpolarised sky
+  // with CASA's and WSClean's convention I = (XX + YY) / 2: a source of S Jy
+  // gives XX = S. Not pseudo-Stokes I (code 1), which the MeasurementSet
+  // has no correlation type for: pyuvdata's write_ms refuses it.
+  write_vector(header, "polarization_array", H5T_NATIVE_LLONG, std::vector<long long>{-5});
+  // The convention is a property of calibrated data: pyuvdata refuses it
+  // beside "uncalib" (a synthetic pattern).
+  if (layout.provenance && layout.provenance->vis_units == kJanskyUnits)
+    write_string(header, "pol_convention", "avg");
   write_string(header, "blt_order", "baseline, time");
   write_scalar(header, "blts_are_rectangular", 1LL);
   write_scalar(header, "time_axis_faster_than_bls", 1LL);
   // The phase centre: the declination asked for, at hour angle 0 at JD0,
-  // in pyuvdata's catalog form. The apparent coordinates are given as the
-  // catalog ones (iotest's (u, v, w) ignore precession and nutation);
-  // without them pyuvdata would "fix" the phases of an old-style file.
+  // in pyuvdata's catalog form. Its apparent coordinates are those of the
+  // (u, v, w): right ascension the local apparent sidereal time at JD0,
+  // so pyuvdata's hour angles (apparent sidereal time minus it) are
+  // iotest's. The catalog entry repeats them: iotest does not turn them
+  // into ICRS (docs/imaging.md, "Coordinates: the uvw model"). Without
+  // apparent coordinates pyuvdata would "fix" the phases of an old-style
+  // file.
   const double ra = telescope::phase_centre_ra_rad(obs);
   const double dec = obs.dec_deg * std::numbers::pi / 180;
   {

@@ -231,13 +231,10 @@ Observation make_observation(const ObservationOptions& o) {
   return obs;
 }
 
-double local_sidereal_rad(double jd, double lon_deg) {
-  const double gmst_deg = 280.46061837 + 360.98564736629 * (jd - 2451545.0);
-  return std::fmod((gmst_deg + lon_deg) * std::numbers::pi / 180, 2 * std::numbers::pi);
-}
-
 double phase_centre_ra_rad(const Observation& obs) {
-  return local_sidereal_rad(kStartJd, obs.layout.centre.lon_deg);
+  // In [0, 2 pi): a western longitude would otherwise give a negative RA.
+  const double deg = std::fmod(kStartGastDeg + obs.layout.centre.lon_deg + 360, 360);
+  return deg * std::numbers::pi / 180;
 }
 
 std::string start_utc(const Observation& obs) {

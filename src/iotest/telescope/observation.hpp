@@ -89,12 +89,19 @@ inline constexpr std::string_view kPoleSuffix = "@pole";
 Observation make_observation(const ObservationOptions& options);
 
 // When and where on the sky the files place an observation: on 2023-02-25
-// (JD 2460000.5), hour angle 0 at that moment, so the phase centre's right
-// ascension is the local sidereal time then (mean sidereal time; pyuvdata
-// recomputes LSTs precisely), and its declination is --dec.
+// (JD 2460000.5, UTC), hour angle 0 at that moment, so the phase centre's
+// apparent right ascension is the local apparent sidereal time then, and
+// its apparent declination is --dec (docs/imaging.md, "Coordinates: the
+// uvw model").
 inline constexpr double kStartJd = 2460000.5;
 inline constexpr double kSiderealPerSolar = 1.00273790935;
-double local_sidereal_rad(double jd, double lon_deg);
+// Greenwich apparent sidereal time at kStartJd in degrees: IAU 2006/2000A
+// with UT1 - UTC = -0.0151458 s (IERS), as astropy's
+// Time(2460000.5, format="jd").sidereal_time("apparent", "greenwich") and
+// pyuvdata's LSTs give it. The date is fixed, so the time is a constant;
+// mean sidereal time from UTC would put every hour angle 8.71" (0.58 s)
+// out: 1.3 m in (u, v, w) at 36 km.
+inline constexpr double kStartGastDeg = 154.59950453183504;
 double phase_centre_ra_rad(const Observation& obs);
 // The first time step (UTC, ISO 8601, to the millisecond), the band's centre
 // and its width (channels x channel width), as images state them.
