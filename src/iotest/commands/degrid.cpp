@@ -320,6 +320,7 @@ report::Report degrid(const DegridRunOptions& o) {
   r.counts.visibilities_written = backend->stats().visibilities;
   r.settings->backend = std::string(backend->name());
   r.settings->durability = backend->durability();
+  r.settings->value_bytes = backend->stored_value_bytes();
   r.settings->nonce = layout.provenance->nonce;
   r.settings->output = o.output;
   timing.check_s = check_s;

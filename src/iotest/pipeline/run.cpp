@@ -914,6 +914,7 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.vis_samples = o.synthetic_vis ? 0 : o.vis_samples;
       s.backend = ctx.storage.backend;
       s.durability = ctx.storage.durability;
+      s.value_bytes = ctx.storage.value_bytes;
       s.nonce = ctx.nonce;
       s.output = o.output;
     }

@@ -46,6 +46,7 @@ struct RunSettings {  // what the user chose besides the recombination set
   index_t vis_samples = 0;         // visibilities checked against the direct transform
   std::string backend;             // storage back-end
   std::string durability;          // what the write time covers: "fsync at close", "O_DIRECT, ..."
+  index_t value_bytes = 16;        // bytes stored per visibility (ms: 8, single precision)
   std::uint32_t nonce = 0;         // the run's, recorded in its files (0: none)
   std::string output;              // output path, empty for a dry run
   // Files under the outputs' final names when the run began, which it

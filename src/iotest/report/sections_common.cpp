@@ -87,6 +87,7 @@ json config_json(const Report& r) {
     if (!s.backend.empty()) {  // with visibilities (degridded or synthetic)
       j["backend"] = s.backend;
       j["durability"] = s.durability;
+      j["value_bytes"] = s.value_bytes;
       j["nonce"] = s.nonce;
       j["output"] = s.output;
       j["outputs_replaced"] = s.outputs_replaced;
@@ -245,8 +246,10 @@ void summarise(const Rates* q, Summary& out) {
 std::optional<double> rewrite_factor(const Report& r) {
   const auto vis = r.counts.visibilities_written.value_or(0);
   if (!r.counts.bytes_written || vis <= 0) return std::nullopt;
-  return static_cast<double>(*r.counts.bytes_written) /
-         (static_cast<double>(vis) * static_cast<double>(sizeof(cplx)));
+  // Of the bytes the back-end stores per visibility (ms: single precision).
+  const double value_bytes =
+      r.settings ? static_cast<double>(r.settings->value_bytes) : static_cast<double>(sizeof(cplx));
+  return static_cast<double>(*r.counts.bytes_written) / (static_cast<double>(vis) * value_bytes);
 }
 
 json counts_json(const Report& r) {

@@ -197,10 +197,11 @@ class Backend {
   // Chunk buffers (values and presence bits) it holds besides the writer's
   // queue, for the memory model.
   virtual index_t held_chunks() const { return 0; }
-  // Whether it stores the values in less precision than given (ms: single
-  // precision, as MeasurementSets hold them): its checksums are then of the
-  // values it stores, as readers give them back.
-  virtual bool rounds_values() const { return false; }
+  // The bytes it stores per visibility: less than given (16) when it
+  // keeps them in less precision (ms: single precision, as MeasurementSets
+  // hold them). Its WriteStats count those bytes, and its checksums are of
+  // the values it stores, as readers give them back.
+  virtual index_t stored_value_bytes() const { return static_cast<index_t>(sizeof(cplx)); }
   virtual std::string_view name() const = 0;
   const WriteStats& stats() const { return stats_; }
   const VisibilityLayout& layout() const { return layout_; }

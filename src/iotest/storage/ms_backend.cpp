@@ -1,20 +1,22 @@
 // The ms back-end: one MeasurementSet per writer (the format the SKA's
 // visibility receive, CASA, WSClean and DP3 use), written through casacore.
 //
-// The main table has a row per baseline-time in iotest's order (baseline-
-// major, time fastest, as UVH5), so an iotest chunk is rows
-// [row_chunk * time_chunk, +time_chunk) x channels [freq_chunk *
-// freq_chunk_size, +freq_chunk_size) of DATA, the single-polarisation
-// (XX) complex float cube [1, channels, rows]. With TiledColumnStMan and
-// its default tile shape [1, freq_chunk, time_chunk] an iotest chunk is
-// one tile, written whole, in the pipeline's order (docs/storage.md,
-// "MeasurementSets").
+// The main table holds the baseline-time rows of the row chunks this
+// writer writes in, a row chunk's time_chunk rows added when its first
+// chunk comes (in the pipeline's order), so an iotest chunk is those rows
+// x channels [freq_chunk * freq_chunk_size, +freq_chunk_size) of DATA, the
+// single-polarisation (XX) complex float cube [1, channels, rows]. With
+// TiledColumnStMan and its default tile shape [1, freq_chunk, time_chunk]
+// an iotest chunk is one tile, written whole (docs/storage.md,
+// "MeasurementSets"). casacore writes every tile of the rows it has, so a
+// file holding every row would hold the whole observation's bytes, once
+// per writer.
 //
 // A MeasurementSet has no "absent" value: the tools read what FLAG says.
 // So FLAG is tiled as DATA is: a chunk's values present are unflagged as
-// they are written, and at completion every tile this writer never wrote
-// is flagged (one bit per visibility of the observation per file: 1/64
-// of the data's size).
+// they are written, and at completion the tiles of this file's rows that
+// its writer never wrote are flagged, as are the rows that pad a short
+// last row chunk to a whole tile.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -96,7 +98,9 @@ class MsBackend final : public Backend {
   // The chunk in single precision with its flags, and the data manager's
   // cache of two tiles of DATA and of FLAG.
   index_t held_chunks() const override { return 3; }
-  bool rounds_values() const override { return true; }
+  index_t stored_value_bytes() const override {
+    return static_cast<index_t>(sizeof(std::complex<float>));
+  }
 
   void abort() noexcept override {
     try {
@@ -119,7 +123,6 @@ class MsBackend final : public Backend {
     const auto& obs = *l.observation;
     folder_ = partial_of(path);
     ms::MainTable spec;
-    spec.rows = l.rows();
     spec.channels = l.channels;
     spec.tiled = options_.tiled;
     spec.tile_rows = options_.tile_rows ? options_.tile_rows : l.time_chunk;
@@ -130,7 +133,6 @@ class MsBackend final : public Backend {
     const std::lock_guard<std::mutex> hold(ms::library_lock());
     try {
       table_ = std::make_unique<ms::TableWriter>(folder_, spec);
-      write_rows();
       write_subtables();
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(fmt::format("'{}': {} (disk full?)", folder_, e.what()));
@@ -139,14 +141,22 @@ class MsBackend final : public Backend {
     flags_.reset(new bool[static_cast<size_t>(l.chunk_values())]);
     values_.assign(static_cast<size_t>(l.chunk_values()), cplx{});
     written_.assign(static_cast<size_t>(l.chunk_count()), false);
+    first_row_.assign(static_cast<size_t>(l.row_chunks()), -1);
+    order_.clear();
+    antenna_uvw_.clear();
+    baselines_ = obs.baselines();
+    for (index_t t = 0; t < l.times; ++t) {
+      const auto at = obs.antenna_uvw(t);
+      antenna_uvw_.insert(antenna_uvw_.end(), at.begin(), at.end());
+    }
   }
 
   void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate,
                       const PresenceWord* present) override {
     const auto& l = layout();
-    const ms::Box box = box_of(key);
     const std::lock_guard<std::mutex> hold(ms::library_lock());
     try {
+      const ms::Box box = box_of(key);
       if (accumulate) {
         table_->get(box, cube_.data(), flags_.get());
       } else {
@@ -171,8 +181,9 @@ class MsBackend final : public Backend {
     // The checksum is of the values as readers give them back: rounded to
     // single precision, in iotest's convention, zero where absent.
     std::fill(values_.begin(), values_.end(), cplx{});
-    for (index_t r = 0, o = 0; r < box.rows; ++r)
-      for (index_t c = 0; c < box.channels; ++c, ++o) {
+    const index_t rows = rows_inside(key.row_chunk), channels = channels_inside(key.freq_chunk);
+    for (index_t r = 0, o = 0; r < rows; ++r)
+      for (index_t c = 0; c < channels; ++c, ++o) {
         const auto v = cube_[static_cast<size_t>(o)];
         values_[static_cast<size_t>(r * l.freq_chunk + c)] = cplx(v.real(), -v.imag());
       }
@@ -193,6 +204,7 @@ class MsBackend final : public Backend {
     {
       const std::lock_guard<std::mutex> hold(ms::library_lock());
       try {
+        if (order_.empty()) keep_first_row();
         flag_unwritten();
         write_iotest_tables();
       } catch (const std::runtime_error& e) {
@@ -207,48 +219,58 @@ class MsBackend final : public Backend {
   }
 
  private:
-  // A chunk's place in the main table, clipped at the observation's edges.
-  ms::Box box_of(const ChunkKey& key) const {
+  index_t rows_inside(index_t row_chunk) const {
     const auto& l = layout();
-    ms::Box b;
-    b.row0 = key.row_chunk * l.time_chunk;
-    b.rows = std::min(l.time_chunk, l.rows() - b.row0);
-    b.channel0 = key.freq_chunk * l.freq_chunk;
-    b.channels = std::min(l.freq_chunk, l.channels - b.channel0);
-    return b;
+    return std::min(l.time_chunk, l.rows() - row_chunk * l.time_chunk);
+  }
+  index_t channels_inside(index_t freq_chunk) const {
+    const auto& l = layout();
+    return std::min(l.freq_chunk, l.channels - freq_chunk * l.freq_chunk);
   }
 
-  // Antennas, times and (u, v, w) a block of baselines at a time, so a
-  // writer holds a block, not the observation.
-  void write_rows() {
+  // A chunk's place in the main table: its row chunk's rows, added the
+  // first time one of its chunks comes.
+  ms::Box box_of(const ChunkKey& key) {
+    const auto& l = layout();
+    auto& first = first_row_[static_cast<size_t>(key.row_chunk)];
+    if (first < 0) first = add_row_chunk(key.row_chunk);
+    return {first, rows_inside(key.row_chunk), key.freq_chunk * l.freq_chunk,
+            channels_inside(key.freq_chunk)};
+  }
+
+  // A row chunk's time_chunk rows at the end of the table (the first uses
+  // the row the table was made with): antennas, times and (u, v, w). A
+  // short last row chunk is padded to a whole tile with copies of its last
+  // row, flagged. Returns its first row.
+  index_t add_row_chunk(index_t row_chunk) {
     const auto& l = layout();
     const auto& obs = *l.observation;
-    const index_t nt = l.times, nant = obs.antenna_count();
-    const auto baselines = obs.baselines();
-    std::vector<telescope::Uvw> antenna_uvw;  // [time][antenna]: O(times x antennas)
-    std::vector<double> times;
-    for (index_t t = 0; t < nt; ++t) {
-      const auto at = obs.antenna_uvw(t);
-      antenna_uvw.insert(antenna_uvw.end(), at.begin(), at.end());
-      times.push_back(time_s(obs, t));
-    }
-    const index_t block = std::max<index_t>(1, (index_t{1} << 18) / nt);  // baselines per put
+    const index_t first = order_.empty() ? 0 : table_->rows();
+    table_->add_rows(order_.empty() ? l.time_chunk - 1 : l.time_chunk);
+    order_.push_back(row_chunk);
+    const index_t inside = rows_inside(row_chunk), nant = obs.antenna_count();
     std::vector<int> a1, a2;
     std::vector<double> time, uvw;
-    for (index_t b0 = 0; b0 < l.baselines; b0 += block) {
-      const index_t b1 = std::min(l.baselines, b0 + block);
-      a1.clear(), a2.clear(), time.clear(), uvw.clear();
-      for (index_t b = b0; b < b1; ++b)
-        for (index_t t = 0; t < nt; ++t) {
-          const auto [p, q] = baselines[static_cast<size_t>(b)];
-          a1.push_back(p), a2.push_back(q), time.push_back(times[static_cast<size_t>(t)]);
-          // Antenna 1 minus antenna 2: the MS's convention (ms_reader.hpp).
-          const auto& u1 = antenna_uvw[static_cast<size_t>(t * nant + p)];
-          const auto& u2 = antenna_uvw[static_cast<size_t>(t * nant + q)];
-          uvw.insert(uvw.end(), {u1.u - u2.u, u1.v - u2.v, u1.w - u2.w});
-        }
-      table_->put_rows({b0 * nt, (b1 - b0) * nt, a1.data(), a2.data(), time.data(), uvw.data()});
+    for (index_t r = 0; r < l.time_chunk; ++r) {
+      const index_t row = row_chunk * l.time_chunk + std::min(r, inside - 1);
+      const index_t b = row / l.times, t = row % l.times;
+      const auto [p, q] = baselines_[static_cast<size_t>(b)];
+      a1.push_back(p), a2.push_back(q), time.push_back(time_s(obs, t));
+      // Antenna 1 minus antenna 2: the MS's convention (ms_reader.hpp).
+      const auto& u1 = antenna_uvw_[static_cast<size_t>(t * nant + p)];
+      const auto& u2 = antenna_uvw_[static_cast<size_t>(t * nant + q)];
+      uvw.insert(uvw.end(), {u1.u - u2.u, u1.v - u2.v, u1.w - u2.w});
     }
+    table_->put_rows({first, l.time_chunk, a1.data(), a2.data(), time.data(), uvw.data()});
+    if (inside < l.time_chunk)
+      table_->put_flags({first + inside, l.time_chunk - inside, 0, l.channels}, true);
+    return first;
+  }
+
+  // A writer that wrote nothing still leaves a valid MS: the row it was
+  // made with, as the observation's first, flagged.
+  void keep_first_row() {
+    (void)box_of({0, 0});
   }
 
   void write_subtables() {
@@ -286,12 +308,14 @@ class MsBackend final : public Backend {
     table_->set_keyword(ms::kLayoutKeyword, doc.dump());
   }
 
-  // Every tile this writer never wrote, flagged (its DATA stays unwritten).
+  // Every tile of this file's rows that its writer never wrote, flagged
+  // (its DATA stays zero).
   void flag_unwritten() {
     const auto& l = layout();
-    for (index_t i = 0; i < l.chunk_count(); ++i)
-      if (!written_[static_cast<size_t>(i)])
-        table_->put_flags(box_of({i / l.freq_chunks(), i % l.freq_chunks()}), true);
+    for (const index_t rc : order_)
+      for (index_t fc = 0; fc < l.freq_chunks(); ++fc)
+        if (!written_[static_cast<size_t>(rc * l.freq_chunks() + fc)])
+          table_->put_flags(box_of({rc, fc}), true);
   }
 
   // The chunks' checksums in write order, and a stonewalled run's written
@@ -301,6 +325,9 @@ class MsBackend final : public Backend {
     sums.reserve(2 * checksums().size());
     for (const auto& c : checksums()) sums.insert(sums.end(), {c.chunk, std::int64_t{c.crc32}});
     table_->put_int64_table(ms::kChunksTable, {"CHUNK", "CRC32"}, sums);
+    std::vector<std::int64_t> rows;
+    for (const index_t rc : order_) rows.insert(rows.end(), {rc, first_row_[static_cast<size_t>(rc)]});
+    table_->put_int64_table(ms::kRowChunksTable, {"ROW_CHUNK", "FIRST_ROW"}, rows);
     if (!layout().provenance || !layout().provenance->stonewalled) return;
     std::vector<std::int64_t> parts;
     for (const auto& p : written_parts())
@@ -316,6 +343,10 @@ class MsBackend final : public Backend {
   std::unique_ptr<bool[]> flags_;          // and its flags
   std::vector<cplx> values_;               // as readers give it back, for its checksum
   std::vector<bool> written_;              // per chunk
+  std::vector<index_t> first_row_;         // per row chunk: its first row here, -1: none
+  std::vector<index_t> order_;             // the row chunks here, in the table's order
+  std::vector<telescope::Uvw> antenna_uvw_;  // [time][antenna]: O(times x antennas)
+  std::vector<std::pair<int, int>> baselines_;
 };
 }  // namespace
 

@@ -36,10 +36,8 @@ MsReader::MsReader(const std::string& path) : path_(path) {
     chunk_rows_ = doc.at("time_chunk").get<index_t>();
     chunk_channels_ = doc.at("freq_chunk").get<index_t>();
     if (!doc.at("provenance").is_null()) provenance_ = provenance_from(doc.at("provenance"));
-    if (t.rows() != nbls_ * ntimes_ || chunk_rows_ < 1 || chunk_channels_ < 1)
-      throw UsageError(path, fmt::format("the main table has {} rows where its {} says {}: not "
-                                         "completely written",
-                                         t.rows(), kLayoutKeyword, nbls_ * ntimes_));
+    if (chunk_rows_ < 1 || chunk_channels_ < 1 || nbls_ < 1 || ntimes_ < 1 || nfreqs_ < 1)
+      throw UsageError(path, fmt::format("its {} keyword is malformed", kLayoutKeyword));
     if (t.spectral_windows() != 1) throw UsageError(path, "expected one spectral window");
     freq_ = t.channel_hz();
     if (static_cast<index_t>(freq_.size()) != nfreqs_)
@@ -52,12 +50,32 @@ MsReader::MsReader(const std::string& path) : path_(path) {
     if (!missing.empty())
       throw UsageError(path, fmt::format("not a complete MeasurementSet: {} has no column {}",
                                          kChunksTable, missing));
+    // Where each row chunk's rows are: time_chunk rows each.
+    if (!t.has_keyword(kRowChunksTable))
+      throw UsageError(path, fmt::format("has no {} subtable: not completely written",
+                                         kRowChunksTable));
+    const auto rows = t.int64_table(kRowChunksTable, {"ROW_CHUNK", "FIRST_ROW"}, missing);
+    if (!missing.empty())
+      throw UsageError(path, fmt::format("not a complete MeasurementSet: {} has no column {}",
+                                         kRowChunksTable, missing));
+    first_row_.assign(static_cast<size_t>(row_chunks()), -1);
+    for (size_t i = 0; i + 1 < rows.size(); i += 2) {
+      if (rows[i] < 0 || rows[i] >= row_chunks() || rows[i + 1] < 0 ||
+          rows[i + 1] + chunk_rows_ > t.rows())
+        throw UsageError(path, fmt::format("{} places row chunk {} at row {} of {}: not "
+                                           "completely written",
+                                           kRowChunksTable, rows[i], rows[i + 1], t.rows()));
+      first_row_[static_cast<size_t>(rows[i])] = rows[i + 1];
+    }
     present_.assign(static_cast<size_t>(chunks_expected()), false);
     for (size_t i = 0; i + 1 < sums.size(); i += 2) {
       const index_t chunk = sums[i];
       if (chunk < 0 || chunk >= chunks_expected())
         throw UsageError(path, fmt::format("{} lists chunk {} of {}", kChunksTable, chunk,
                                            chunks_expected()));
+      if (first_row_[static_cast<size_t>(chunk / channel_chunks())] < 0)
+        throw UsageError(path, fmt::format("{} lists chunk {}, whose rows are not in the table",
+                                           kChunksTable, chunk));
       checksums_.push_back({chunk, static_cast<std::uint32_t>(sums[i + 1])});
       if (!present_[static_cast<size_t>(chunk)]) order_.push_back(chunk);
       present_[static_cast<size_t>(chunk)] = true;
@@ -88,10 +106,26 @@ MsReader::~MsReader() {
   table_.reset();
 }
 
+index_t MsReader::table_row(index_t row) const {
+  const index_t first = first_row_[static_cast<size_t>(row / chunk_rows_)];
+  return first < 0 ? -1 : first + row % chunk_rows_;
+}
+
 std::array<double, 3> MsReader::uvw(index_t row) const {
-  const std::lock_guard<std::mutex> hold(library_lock());
-  const auto v = table_->uvw(row);
-  return {-v[0], -v[1], -v[2]};  // iotest's: antenna 2 minus antenna 1
+  if (const index_t at = table_row(row); at >= 0) {
+    const std::lock_guard<std::mutex> hold(library_lock());
+    const auto v = table_->uvw(at);
+    return {-v[0], -v[1], -v[2]};  // iotest's: antenna 2 minus antenna 1
+  }
+  // A row this file does not hold: as the writer computed it.
+  if (!provenance_) throw UsageError(path_, "holds no provenance to place rows it does not hold");
+  if (!observation_) observation_ = telescope::make_observation(provenance_->observation);
+  const auto& obs = *observation_;
+  const auto [a1, a2] = obs.baselines()[static_cast<size_t>(row / ntimes_)];
+  const auto at = obs.antenna_uvw(row % ntimes_);
+  const auto& p = at[static_cast<size_t>(a1)];
+  const auto& q = at[static_cast<size_t>(a2)];
+  return {q.u - p.u, q.v - p.v, q.w - p.w};
 }
 
 std::vector<WrittenPart> MsReader::written_parts() const { return parts_; }
@@ -107,7 +141,7 @@ cplx MsReader::visibility(index_t row, index_t channel) const {
   {
     const std::lock_guard<std::mutex> hold(library_lock());
     try {
-      table_->get({row, 1, channel, 1}, &v);
+      table_->get({table_row(row), 1, channel, 1}, &v);
     } catch (const std::runtime_error& e) {
       throw UsageError(path_, e.what());
     }
@@ -118,7 +152,7 @@ cplx MsReader::visibility(index_t row, index_t channel) const {
 bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
   if (!present_[static_cast<size_t>(key.row_chunk * channel_chunks() + key.freq_chunk)])
     return false;
-  const Box box{key.row_chunk * chunk_rows_,
+  const Box box{first_row_[static_cast<size_t>(key.row_chunk)],
                 std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
                 key.freq_chunk * chunk_channels_,
                 std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};

@@ -5,11 +5,13 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "iotest/storage/ms_table.hpp"
 #include "iotest/storage/reader.hpp"
+#include "iotest/telescope/observation.hpp"
 
 namespace iotest::storage::ms {
 
@@ -20,6 +22,8 @@ namespace iotest::storage::ms {
 inline constexpr const char* kLayoutKeyword = "IOTEST_LAYOUT";  // JSON: axes, chunks, provenance
 inline constexpr const char* kChunksTable = "IOTEST_CHUNKS";    // CHUNK, CRC32: in write order
 inline constexpr const char* kPartsTable = "IOTEST_WRITTEN_PARTS";
+// ROW_CHUNK, FIRST_ROW: where each row chunk's rows are in the main table.
+inline constexpr const char* kRowChunksTable = "IOTEST_ROW_CHUNKS";
 // The MS's visibilities are the conjugates of iotest's, against uvw of
 // the opposite sign (antenna 1 minus antenna 2), as pyuvdata writes
 // MeasurementSets: CASA's and WSClean's convention, which place the sky
@@ -51,7 +55,14 @@ class MsReader final : public Reader {
   static bool recognises(const std::string& path);
 
  private:
+  // The main table's row of an observation row here (-1: not in this file).
+  index_t table_row(index_t row) const;
+
   std::unique_ptr<TableReader> table_;
+  std::vector<index_t> first_row_;  // per row chunk: its first row here, -1: none
+  // The observation, rebuilt from the provenance when (u, v, w) of a row
+  // not in this file is asked (verify samples any row from one file).
+  mutable std::optional<telescope::Observation> observation_;
   std::string path_;
   std::vector<bool> present_;   // per chunk
   std::vector<index_t> order_;  // chunks present, in write order

@@ -124,7 +124,6 @@ TableWriter::TableWriter(const std::string& path, const MainTable& spec)
     cols.stateId().put(0, -1);
     cols.weight().put(0, cc::Vector<float>(1, 1.0f));
     cols.sigma().put(0, cc::Vector<float>(1, 1.0f));
-    if (spec.rows > 1) ms.addRow(static_cast<cc::rownr_t>(spec.rows - 1));
     impl_->data = std::make_unique<cc::ArrayColumn<cc::Complex>>(ms, column(cc::MS::DATA));
     impl_->flag = std::make_unique<cc::ArrayColumn<bool>>(ms, column(cc::MS::FLAG));
   });
@@ -135,6 +134,12 @@ TableWriter::~TableWriter() {
     close();
   } catch (...) {
   }
+}
+
+std::int64_t TableWriter::rows() const { return static_cast<std::int64_t>(impl_->ms->nrow()); }
+
+void TableWriter::add_rows(std::int64_t count) {
+  guarded("adding rows", [&] { impl_->ms->addRow(static_cast<cc::rownr_t>(count)); });
 }
 
 void TableWriter::put_rows(const RowBlock& b) {

@@ -20,9 +20,10 @@ namespace iotest::storage::ms {
 std::mutex& library_lock();
 
 // The main table: a row per baseline-time, DATA and FLAG cells of
-// [1 correlation (XX), channels].
+// [1 correlation (XX), channels]. It starts with one row holding the
+// constant columns, which the rows added after it repeat.
 struct MainTable {
-  std::int64_t rows = 0, channels = 0;
+  std::int64_t channels = 0;
   bool tiled = true;  // TiledColumnStMan (else StandardStMan)
   std::int64_t tile_rows = 0, tile_channels = 0;
   double integration_s = 1;  // INTERVAL and EXPOSURE
@@ -62,13 +63,15 @@ struct Box {
 
 class TableWriter {
  public:
-  // Creates the MS at `path` (a folder, empty or absent), its rows, their
-  // constant columns and the default subtables.
+  // Creates the MS at `path` (a folder, empty or absent), its first row
+  // with the constant columns, and the default subtables.
   TableWriter(const std::string& path, const MainTable& spec);
   ~TableWriter();
   TableWriter(const TableWriter&) = delete;
   TableWriter& operator=(const TableWriter&) = delete;
 
+  std::int64_t rows() const;
+  void add_rows(std::int64_t count);
   void put_rows(const RowBlock& block);
   void put_subtables(const Subtables& s);
   void put(const Box& box, const std::complex<float>* data, const bool* flags);

@@ -54,7 +54,8 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
   auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
   // Of the bytes given: a rewrite's are the sum, and a back-end that
   // rounds the values stores other bytes; both checksummed by the back-end.
-  given_crc32_ = seen || rounds_values() ? nullptr : crc32;
+  const bool rounds = stored_value_bytes() < static_cast<index_t>(sizeof(cplx));
+  given_crc32_ = seen || rounds ? nullptr : crc32;
   do_write_chunk(key, data, seen, present);
   given_crc32_ = nullptr;
   if (seen)
@@ -63,7 +64,7 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
     ++stats_.chunks_written;
   seen = true;
   ++stats_.chunk_writes;
-  stats_.bytes += layout_.chunk_bytes();
+  stats_.bytes += layout_.chunk_values() * stored_value_bytes();
   stats_.visibilities += visibilities;
   stats_.seconds += seconds_since(start);
 }
