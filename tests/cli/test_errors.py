@@ -60,12 +60,12 @@ def ends_with_one_error(proc, status, *words):
 
 def nothing_looks_complete(folder):
     """After a failure no output has its final name (.partial files may stay)."""
-    outputs = [p for ext in ("h5", "bin") for p in Path(folder).rglob(f"*.{ext}")]
+    outputs = [p for ext in ("h5", "bin", "ms") for p in Path(folder).rglob(f"*.{ext}")]
     assert not outputs, sorted(os.listdir(folder))
 
 
 # Every writing back-end, by its output's name (storage::backend_for).
-BACKENDS = ["h5", "bin"]
+BACKENDS = ["h5", "bin", "ms"]
 
 
 needs_prlimit = pytest.mark.skipif(shutil.which("prlimit") is None,
@@ -167,7 +167,9 @@ def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
         assert lines and all("failed" in line and f".{ext}" in line for line in lines), proc.stderr
         nothing_looks_complete(tmp_path)
         return
-    args = [*with_obs(time="-1800:1800/64/8"), *extra, str(tmp_path / f"out%d.{ext}")]
+    # ms stores 8 B per visibility, not 16: twice the time steps to pass the limit.
+    time = "-1800:1800/128/8" if ext == "ms" else "-1800:1800/64/8"
+    args = [*with_obs(time=time), *extra, str(tmp_path / f"out%d.{ext}")]
     proc = mpmd((2, [], args), (1, limit, args), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 1, "(rank 2)", f"out1.{ext}", "failed")
     nothing_looks_complete(tmp_path)
@@ -189,7 +191,7 @@ def small_disk(tmp_path):
 
 # Each back-end that writes: its options and output name.
 WRITERS = {"hdf5": ([], "out%d.h5"), "posix": ([], "out%d.bin"),
-           "phdf5": (["--storage=phdf5"], "out.h5")}
+           "phdf5": (["--storage=phdf5"], "out.h5"), "ms": ([], "out%d.ms")}
 
 
 @pytest.mark.parametrize("backend", sorted(WRITERS))

@@ -105,6 +105,7 @@ class MsBackend final : public Backend {
   void abort() noexcept override {
     try {
       const std::lock_guard<std::mutex> hold(ms::library_lock());
+      if (table_) table_->discard();
       table_.reset();
     } catch (...) {
     }
@@ -135,7 +136,7 @@ class MsBackend final : public Backend {
       table_ = std::make_unique<ms::TableWriter>(folder_, spec);
       write_subtables();
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("'{}': {} (disk full?)", folder_, e.what()));
+      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
     cube_.assign(static_cast<size_t>(l.chunk_values()), {});
     flags_.reset(new bool[static_cast<size_t>(l.chunk_values())]);
@@ -176,7 +177,7 @@ class MsBackend final : public Backend {
         }
       table_->put(box, cube_.data(), flags_.get());
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("'{}': {} (disk full?)", folder_, e.what()));
+      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
     // The checksum is of the values as readers give them back: rounded to
     // single precision, in iotest's convention, zero where absent.
@@ -196,7 +197,7 @@ class MsBackend final : public Backend {
     try {
       table_->flush();  // fsync: the write time is the device's
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("'{}': {} (disk full?)", folder_, e.what()));
+      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
   }
 
@@ -208,7 +209,7 @@ class MsBackend final : public Backend {
         flag_unwritten();
         write_iotest_tables();
       } catch (const std::runtime_error& e) {
-        throw std::runtime_error(fmt::format("'{}': {} (disk full?)", folder_, e.what()));
+        throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
       }
     }
     do_flush();

@@ -52,7 +52,7 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const cc::AipsError& e) {
-    throw std::runtime_error(std::string(what) + ": " + e.what());
+    throw std::runtime_error(std::string(what) + " failed: " + e.what());
   }
 }
 
@@ -314,6 +314,27 @@ void TableWriter::close() {
   guarded("closing", [&] { impl_->ms.reset(); });
 }
 
+void TableWriter::discard() noexcept {
+  if (!impl_->ms) return;
+  try {
+    // A table marked for delete is not flushed when closed, nor are its
+    // subtables (each marked too).
+    auto& ms = *impl_->ms;
+    const cc::TableRecord& keywords = ms.keywordSet();
+    for (cc::uInt i = 0; i < keywords.nfields(); ++i)
+      if (keywords.type(i) == cc::TpTable) keywords.asTable(i).markForDelete();
+    ms.markForDelete();
+    impl_->data.reset();
+    impl_->flag.reset();
+    impl_->ms.reset();
+  } catch (...) {
+    // Nothing more can be done: the claim removes the folder.
+    impl_->data.release();
+    impl_->flag.release();
+    impl_->ms.release();  // never closed: leaked rather than flushed into a full disk
+  }
+}
+
 struct TableReader::Impl {
   cc::MeasurementSet ms;
   std::unique_ptr<cc::ArrayColumn<cc::Complex>> data;
@@ -321,7 +342,7 @@ struct TableReader::Impl {
 };
 
 TableReader::TableReader(const std::string& path) {
-  guarded("cannot read as a MeasurementSet", [&] {
+  guarded("opening the MeasurementSet", [&] {
     // No locks: a published MS is never written again.
     impl_ = std::unique_ptr<Impl>(
         new Impl{cc::MeasurementSet(path, cc::TableLock(cc::TableLock::NoLocking), cc::Table::Old),

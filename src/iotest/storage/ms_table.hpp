@@ -84,6 +84,10 @@ class TableWriter {
                        const std::vector<std::int64_t>& values);
   void flush();  // to the device (fsync)
   void close();  // flushed by casacore, not synced
+  // After a failure: the tables dropped without casacore flushing them (a
+  // flush that fails in casacore's destructors, as on a full disk, ends
+  // the process) and their files deleted.
+  void discard() noexcept;
 
  private:
   struct Impl;
