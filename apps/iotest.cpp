@@ -222,6 +222,11 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
                  multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
+const char* const kImageHelp =
+    "write the dirty image to this file: FILE.fits as WSClean writes images (RA, Dec SIN "
+    "projection at the phase centre, east left, north up), any other name HDF5 (dataset "
+    "dirty_image: float64 [y][x][2], real and imaginary, the FITS image's rows and columns)";
+
 const char* const kVisSets =
     "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa "
     "(NAME@pole: at declination 90, every w 0)";
@@ -426,12 +431,7 @@ int main(int argc, char** argv) {
   cli::add_process_threads_option(grid, grid_opts.threads);
   std::string grid_device = "cpu";
   cli::add_device_option(grid, grid_device);
-  grid->add_option("--image", grid_opts.image,
-                   "write the dirty image to this file: FILE.fits as WSClean writes images "
-                   "(RA, Dec SIN projection at the phase centre, east left, north up), any "
-                   "other name HDF5 (dataset dirty_image: float64 [used, used, 2], real and "
-                   "imaginary)")
-      ->group(cli::kOutput);
+  grid->add_option("--image", grid_opts.image, kImageHelp)->group(cli::kOutput);
   cli::add_report_options(grid, out);
   cli::add_storage_options(grid, grid_opts.storage, false);
   cli::set_example(grid,
@@ -660,6 +660,10 @@ int main(int argc, char** argv) {
                 "the writing rank will write there (default: a warning)")
       ->group("Storage");
   cli::add_report_options(run, out, true);
+  run->add_option("--image", run_opts.image,
+                  std::string("--direction=image or both: ") + kImageHelp +
+                      "; rank 0 writes it after the walk, taking the facets a block at a time")
+      ->group(cli::kOutput);
   std::vector<std::string> run_paths;
   run->add_option("paths", run_paths,
                   "predict: OUT%d.h5, one file per writer, %d its number, %h the host's name "

@@ -100,8 +100,8 @@ def test_a_one_jansky_source_reads_one_in_the_dirty_image(iotest, tmp_path, sour
     r = json.loads(report.read_text())
     (y0, y1), = r["sky"]["sources"]
     used = r["config"]["used_size"]
-    with h5py.File(image, "r") as f:
-        peak = f["dirty_image"][y0 + used // 2, y1 + used // 2]
+    with h5py.File(image, "r") as f:  # [y][x]: m = y - used/2 north, l = used/2 - x east
+        peak = f["dirty_image"][used // 2 + y1, used // 2 - y0]
     assert abs(complex(*peak) - 1) < 1e-4, peak
 
 
@@ -114,8 +114,10 @@ def test_grid_rejects_impossible_options(iotest):
 
 
 def test_grid_writes_the_dirty_image(iotest, tmp_path):
-    """--image: the dirty image as one HDF5 dataset, bright where the
-    sources are; an unwritable path is a usage error before any work."""
+    """--image: the dirty image as one HDF5 dataset laid out as the FITS
+    image (row y: m = y - used/2 north; column x: l = used/2 - x east),
+    bright where the sources are; an unwritable path is a usage error
+    before any work."""
     import h5py
     import numpy as np
     vis, image, report = tmp_path / "vis.h5", tmp_path / "dirty.h5", tmp_path / "r.json"
@@ -126,11 +128,13 @@ def test_grid_writes_the_dirty_image(iotest, tmp_path):
     with h5py.File(image, "r") as f:
         d = f["dirty_image"]
         assert d.shape == (used, used, 2) and d.attrs["rec_set"] == b"T05_"
-        assert d.attrs["units"] == b"Jy/beam"
+        assert d.attrs["units"] == b"Jy/beam" and d.attrs["phase_centre_pixel"] == used // 2
         assert d.attrs["visibilities"] == r["counts"]["visibilities"]
         dirty = d[..., 0] + 1j * d[..., 1]
-    assert np.all(np.isfinite(dirty)) and not (tmp_path / "dirty.h5.partial").exists()
-    at_sources = [abs(dirty[y0 + used // 2, y1 + used // 2]) for y0, y1 in r["sky"]["sources"]]
+    assert np.all(np.isfinite(dirty)) and not list(tmp_path.glob("*.partial"))
+    assert not dirty[:, 0].any()  # l = used/2: outside the image iotest makes
+    assert r["image"]["path"] == str(image) and r["image"]["format"] == "hdf5"
+    at_sources = [abs(dirty[used // 2 + y1, used // 2 - y0]) for y0, y1 in r["sky"]["sources"]]
     assert np.mean(at_sources) > 3 * np.median(abs(dirty))
     proc = iotest("grid", str(vis), f"--image={tmp_path}/no/such/folder/dirty.h5", check=2)
     assert "--image" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

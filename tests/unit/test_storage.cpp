@@ -1,5 +1,6 @@
 // Storage back-ends: the null back-end counts chunks, unknown names are usage
 // errors, and the HDF5 back-end leaves nothing behind when aborted.
+#include <fitsio.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/chunk_assembler.hpp"
+#include "iotest/storage/image_file.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/telescope/geodesy.hpp"
@@ -512,6 +514,116 @@ TEST(Storage, ChunkCrcIsZlibsAndCombinesOverParts) {
             chunk_crc32(whole.data(), 4096));
   EXPECT_EQ(combine_part_crc32({chunk_crc32(whole.data(), 4096)}, 4096),
             chunk_crc32(whole.data(), 4096));
+}
+
+// The image file's layout: the facets' regions tile the pixel array once,
+// but for column 0 (l = used/2, outside the image iotest makes); a
+// facet's block holds its pixel (a, b) at row used/2 + m, column used/2 - l.
+TEST(ImageFile, FacetRegionsTileThePixelArrayAndBlocksHoldTheirPixels) {
+  for (const char* name : {"T05_", "8k-2k-512", "2k-1k-256"}) {
+    const auto p = config::resolve_rec_set(name);
+    const auto tiles = swiftly::facet_tiles(p);
+    const index_t used = p.used_size, half = used / 2, nf = p.facets_per_axis;
+    std::vector<int> covered(static_cast<size_t>(used * used), 0);
+    for (index_t f = 0; f < p.facet_count(); ++f) {
+      const auto& t0 = tiles[static_cast<size_t>(f / nf)];
+      const auto& t1 = tiles[static_cast<size_t>(f % nf)];
+      const auto r = facet_region(t0, t1, used);
+      EXPECT_EQ(r.centre, half);
+      for (index_t y = r.row; y < r.row + r.rows; ++y)
+        for (index_t x = r.column; x < r.column + r.columns; ++x)
+          ++covered[static_cast<size_t>(y * used + x)];
+      if (f != p.facet_count() / 2) continue;
+      // One facet, its pixels numbered: every block's values where they belong.
+      const index_t yB = p.yB;
+      Array2D facet(yB, yB);
+      for (index_t a = 0; a < yB; ++a)
+        for (index_t b = 0; b < yB; ++b) facet(a, b) = cplx(static_cast<double>(a), b);
+      const index_t step = std::max<index_t>(1, r.rows / 3);
+      std::vector<cplx> block(static_cast<size_t>(step * r.columns));
+      for (index_t first = 0; first < r.rows; first += step) {
+        const index_t rows = std::min(step, r.rows - first);
+        facet_block(facet, t0, t1, yB, r, first, rows, block.data());
+        for (index_t i = 0; i < rows; ++i)
+          for (index_t c = 0; c < r.columns; ++c) {
+            const index_t l = half - (r.column + c), m = r.row + first + i - half;
+            ASSERT_EQ(block[static_cast<size_t>(i * r.columns + c)],
+                      cplx(static_cast<double>(l - t0.offset + yB / 2), m - t1.offset + yB / 2));
+          }
+      }
+    }
+    for (index_t y = 0; y < used; ++y)
+      for (index_t x = 0; x < used; ++x)
+        ASSERT_EQ(covered[static_cast<size_t>(y * used + x)], x == 0 ? 0 : 1) << name;
+  }
+}
+
+// Facets written in any order, a block at a time, read back from the
+// file: FITS's pixel (x + 1, y + 1) holds l = used/2 - x, m = y - used/2,
+// column 0 zero; the file only under its partial name until published.
+// (HDF5's [y][x], the same writer's, is read by h5py in
+// tests/cli/test_run_image_file.py: these tests have no HDF5 headers.)
+TEST(ImageFile, WriterPutsEveryFacetWhereItsPixelsLie) {
+  const auto p = config::resolve_rec_set("T05_");
+  const auto tiles = swiftly::facet_tiles(p);
+  const index_t used = p.used_size, half = used / 2, nf = p.facets_per_axis;
+  // Pixel (l, m) of the image holds l + i m.
+  std::vector<Array2D> facets;
+  for (index_t f = 0; f < p.facet_count(); ++f) {
+    const auto& t0 = tiles[static_cast<size_t>(f / nf)];
+    const auto& t1 = tiles[static_cast<size_t>(f % nf)];
+    facets.emplace_back(p.yB, p.yB);
+    for (index_t a = 0; a < p.yB; ++a)
+      for (index_t b = 0; b < p.yB; ++b)
+        facets.back()(a, b) = cplx(static_cast<double>(a - p.yB / 2 + t0.offset),
+                                   static_cast<double>(b - p.yB / 2 + t1.offset));
+  }
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_image_file";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ImageDescription what;
+  what.rec_set = "T05_";
+  what.used_size = used;
+  what.pixel_lm = 1e-5;
+  what.visibilities = 7;
+  for (const char* name : {"img.fits", "img.h5"}) {
+    const std::string path = (dir / name).string();
+    {
+      auto claim = claim_image_path(path, 42);
+      ImageWriter writer(claim, what);
+      for (index_t f = p.facet_count() - 1; f >= 0; --f)  // against the file's order
+        writer.write_facet(facets[static_cast<size_t>(f)], tiles[static_cast<size_t>(f / nf)],
+                           tiles[static_cast<size_t>(f % nf)], p.yB);
+      writer.finish();
+      EXPECT_FALSE(std::filesystem::exists(path));
+      EXPECT_EQ(writer.bytes(), static_cast<index_t>(std::filesystem::file_size(claim.partial())));
+      publish(claim);
+    }
+    if (!is_fits_path(name)) {
+      EXPECT_GT(std::filesystem::file_size(path), static_cast<uintmax_t>(used * used * 16));
+      continue;
+    }
+    fitsfile* file = nullptr;
+    int status = 0, any = 0;
+    ASSERT_EQ(fits_open_diskfile(&file, path.c_str(), READONLY, &status), 0);
+    long naxes[4] = {};
+    int naxis = 0;
+    fits_get_img_dim(file, &naxis, &status);
+    fits_get_img_size(file, 4, naxes, &status);
+    EXPECT_EQ(naxis, 4);
+    EXPECT_EQ(naxes[0], used);
+    EXPECT_EQ(naxes[1], used);
+    std::vector<double> real(static_cast<size_t>(used * used), -1.0);
+    long first[4] = {1, 1, 1, 1};
+    fits_read_pix(file, TDOUBLE, first, used * used, nullptr, real.data(), &any, &status);
+    fits_close_file(file, &status);
+    ASSERT_EQ(status, 0);
+    for (index_t y = 0; y < used; ++y)
+      for (index_t x = 0; x < used; ++x)
+        ASSERT_EQ(real[static_cast<size_t>(y * used + x)], x == 0 ? 0.0 : half - x)
+            << "y " << y << " x " << x;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -87,6 +87,10 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
                           add("producer", "dirty image facets", own * m.facet_bytes) +
                           add("producer", "imaging facet and column workspaces", workspaces) +
                           add("producer", "receive slots", s.send_queue * t * m.contribution_bytes);
+    // Rank 0 writes the image (the others send it blocks: less).
+    if (images && s.image)
+      m.producer_bytes +=
+          add("producer", "image writer (rank 0)", storage::image_writer_bytes(s.image_fits, p.yB));
   }
 
   // A streamer: receive slots (one contribution per facet each), towers

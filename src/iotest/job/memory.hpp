@@ -19,6 +19,7 @@
 #include "iotest/job/job.hpp"
 #include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/image_file.hpp"
 #include "iotest/swiftly/direction.hpp"
 
 namespace iotest::job {
@@ -56,6 +57,10 @@ struct RunShape {
   // thread and hold the chunks a task reads instead of writers' queues.
   // Both: the producers hold both sides, the streamers a model tower more.
   swiftly::Direction direction = swiftly::Direction::predict;
+  // --image (the imaging direction): rank 0, a producer, writes the dirty
+  // image, holding a block of a facet and the file library's buffers
+  // (storage::image_writer_bytes; FITS or HDF5).
+  bool image = false, image_fits = false;
   bool network_only = false;  // producers hold no facets, streamers no towers
   // --device=cuda: each streamer holds its GPU's share too (the items of
   // role "streamer GPU", Memory::streamer_gpu_bytes).
@@ -130,6 +135,10 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   s.fork_writer = o.fork_writer;
   s.synthetic = o.synthetic_vis;
   if constexpr (requires { o.direction; }) s.direction = o.direction;
+  if constexpr (requires { o.image; }) {
+    s.image = !o.image.empty();
+    s.image_fits = storage::is_fits_path(o.image);
+  }
   if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
   if constexpr (requires { o.device; }) s.device = o.device;
   return s;  // writer_held_chunks: the back-end's (storage::StorageChoice), set by the caller

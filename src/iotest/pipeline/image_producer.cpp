@@ -7,14 +7,18 @@
 // (correct_facet_adjoint) and added to the dirty image, over the sum of
 // the weights (in Jy/beam, degrid::dirty_image_scale). The split parts of
 // a visit each send their own contribution; the transform is linear, so
-// they are added one after the other.
+// they are added one after the other. With --image the producers then
+// hand the finished facets to rank 0, the image writer (write_image).
 #include <algorithm>
+#include <numeric>
+#include <optional>
 
 #include "iotest/common/openmp.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/pipeline/image_receiver.hpp"
+#include "iotest/storage/image_file.hpp"
 
 namespace iotest::pipeline {
 
@@ -183,6 +187,69 @@ RankResult run_image_producer(Context& ctx) {
   st.wait_s = waited;
   st.busy_s = total - waited;
   return out;
+}
+
+report::ImageFile write_image(Context& ctx) {
+  const auto& p = ctx.job.p;
+  const auto& roles = ctx.roles;
+  const auto t_start = Clock::now();
+  // The facets in the order their regions lie in the file: by rows (m,
+  // south to north), then by columns (l, east to west).
+  std::vector<index_t> order(static_cast<size_t>(p.facet_count()));
+  std::iota(order.begin(), order.end(), index_t{0});
+  const auto region_of = [&](index_t f) {
+    return storage::facet_region(ctx.facet_tile0(f), ctx.facet_tile1(f), p.used_size);
+  };
+  std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+    const auto ra = region_of(a), rb = region_of(b);
+    return std::pair{ra.row, ra.column} < std::pair{rb.row, rb.column};
+  });
+  std::optional<storage::ImageWriter> writer;
+  if (roles.rank == 0)
+    writer.emplace(
+        *ctx.image_claim,
+        storage::describe_image(p.name, p.used_size, ctx.job.geometry->pixel_lm, *ctx.job.obs));
+  std::vector<cplx> block;
+  for (const index_t f : order) {
+    const int owner = roles.facet_owner(f);
+    if (roles.rank != 0 && roles.rank != owner) continue;
+    const auto& t0 = ctx.facet_tile0(f);
+    const auto& t1 = ctx.facet_tile1(f);
+    // The producers' facets are those of facets_of_producer, in order.
+    const auto facet = [&]() -> const Array2D& {
+      return ctx.image_facets[static_cast<size_t>(f / roles.producers)];
+    };
+    if (owner == 0) {  // the writer's own
+      writer->write_facet(facet(), t0, t1, p.yB);
+      continue;
+    }
+    const auto region = region_of(f);
+    const index_t step = storage::block_rows(region);
+    block.resize(static_cast<size_t>(step * region.columns));
+    for (index_t first = 0; first < region.rows; first += step) {
+      const index_t rows = std::min(step, region.rows - first);
+      const int values = static_cast<int>(rows * region.columns);
+      if (writer) {
+        MPI_Recv(block.data(), values, MPI_C_DOUBLE_COMPLEX, owner, kTagImage, ctx.control,
+                 MPI_STATUS_IGNORE);
+        writer->write_block(region, first, rows, block.data());
+      } else {
+        storage::facet_block(facet(), t0, t1, p.yB, region, first, rows, block.data());
+        MPI_Send(block.data(), values, MPI_C_DOUBLE_COMPLEX, 0, kTagImage, ctx.control);
+      }
+    }
+  }
+  report::ImageFile figures;
+  if (!writer) return figures;
+  writer->finish();
+  figures.path = ctx.options.image;
+  figures.format = writer->fits() ? "fits" : "hdf5";
+  figures.used_size = p.used_size;
+  figures.bytes = writer->bytes();
+  figures.write_s = writer->write_s();
+  figures.wall_s = seconds_since(t_start);
+  figures.writer_rank = 0;
+  return figures;
 }
 
 }  // namespace iotest::pipeline

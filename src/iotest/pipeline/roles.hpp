@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -41,6 +42,8 @@ inline constexpr int kTagAssign = 3;   // assigner -> producers: int64 pairs (pa
                                        // the pair (-1, K): the walk ends before visit K
 inline constexpr int kTagEnd = 4;      // producer 0 -> streamers (--duration, static
                                        // assignment): int64 K, the walk ends before visit K
+inline constexpr int kTagImage = 5;    // producers -> rank 0 (--image, after the walk): a
+                                       // block of rows of a facet's region, complex doubles
 
 // A check made on some ranks only, agreed on by all (collective): the
 // first rank's non-empty message, or empty when every rank passed. Every
@@ -136,6 +139,8 @@ struct Context {
   // rank), claimed before the work (storage/output_claim.hpp). Before the
   // writers: they go after them, when their partial files are let go.
   std::vector<storage::OutputClaim> claims;
+  // --image: the dirty image's claim, held by rank 0, its writer.
+  std::optional<storage::OutputClaim> image_claim;
   // A streamer's writers and the layout they write (with visibilities),
   // opened before the start barrier (open_writers).
   std::unique_ptr<Writers> writers;
@@ -324,5 +329,12 @@ RankResult run_writer_rank(Context& ctx);
 // The imaging direction (image_producer.cpp, image_streamer.cpp).
 RankResult run_image_producer(Context& ctx);
 RankResult run_image_streamer(Context& ctx);
+// --image, after the walk (image_producer.cpp; every producer): rank 0
+// writes the dirty image into the claim's partial file facet by facet in
+// the file's order, the other producers send it theirs a block of rows at
+// a time (kTagImage), so it holds one block and its own facets, never the
+// image. The figures on rank 0; the claim is published with the run's
+// outputs.
+report::ImageFile write_image(Context& ctx);
 
 }  // namespace iotest::pipeline

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/image_file.hpp"
 #include "iotest/storage/output_set.hpp"
 #include "iotest/swiftly/fft.hpp"
 
@@ -366,6 +368,21 @@ void check_direction(const RunOptions& o) {
                      "expected at least 1 with " + d + ": producers hold the dirty image");
 }
 
+// --image: the imaging direction's dirty image, into a file of its own
+// (never one of the files read).
+void check_image(const RunOptions& o) {
+  if (o.image.empty()) return;
+  if (o.direction == swiftly::Direction::predict)
+    throw UsageError("--image", "expected --direction=image or both: predict makes no image");
+  if (o.synthetic_vis)
+    throw UsageError("--image", "does not apply to --synthetic-vis (nothing is gridded)");
+  std::error_code ignored;
+  const auto image = std::filesystem::weakly_canonical(o.image, ignored);
+  for (const auto& input : o.inputs)
+    if (std::filesystem::weakly_canonical(input, ignored) == image)
+      throw UsageError("--image", fmt::format("'{}' is one of the files to read", input));
+}
+
 // The roles against the ranks there are.
 void check_rank_counts(const RunOptions& o, int size) {
   const int others = size - (o.assigner ? 1 : 0) - o.writer_ranks;
@@ -402,6 +419,7 @@ storage::StorageChoice check_run_options(const RunOptions& o, int size) {
   check_writer_ranks(o);
   check_network_only(o);
   check_direction(o);
+  check_image(o);
   check_device(o);
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
@@ -736,6 +754,13 @@ void claim_outputs(Context& ctx) {
   }
 }
 
+// --image: rank 0, its writer, claims it for the run (its partial file
+// named by the run's nonce), before any work.
+void claim_image(Context& ctx) {
+  if (!ctx.options.image.empty() && ctx.roles.rank == 0)
+    ctx.image_claim.emplace(storage::claim_image_path(ctx.options.image, ctx.nonce));
+}
+
 // The visits and their figures: counted in parallel over the ranks, the
 // memory model checked against every node before the large allocations.
 void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
@@ -766,6 +791,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
   // are planned and the facets touched.
   agree_on_usage(comm, [&] {
     claim_outputs(ctx);
+    claim_image(ctx);
     check_free_space(ctx);
   });
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
@@ -927,6 +953,12 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
     r.reading = report::Reading{};
     r.reading->files = o.inputs;
   }
+  if (!o.image.empty()) {  // the rest once written
+    r.image = report::ImageFile{};
+    r.image->path = o.image;
+    r.image->format = storage::is_fits_path(o.image) ? "fits" : "hdf5";
+    r.image->used_size = ctx.job.p.used_size;
+  }
   if (ctx.job.obs && !o.synthetic_vis)
     r.sky = job::sky_of(ctx.job.sources, ctx.job.geometry->pixel_lm);
   return r;
@@ -940,6 +972,7 @@ struct Outcome {
   std::vector<std::vector<TimeSample>> samples;  // rank 0: every rank's time line
   std::vector<cplx> pixel_sums;  // the sampled pixels' direct sums, then image values
   index_t outputs_replaced = 0;  // rank 0: files there before the run, replaced
+  report::ImageFile image;       // rank 0, with --image: the dirty image's file
 };
 
 // The imaging direction's check: the sampled pixels' direct sums (from
@@ -973,28 +1006,31 @@ std::vector<cplx> pixel_sums(const Context& ctx, const RankResult& mine, MPI_Com
 // the run, every output kept under its run's name (output_claim.hpp).
 // Returns, on rank 0, how many replaced a file there before the run.
 index_t publish_outputs(Context& ctx, MPI_Comm comm) {
+  std::vector<storage::OutputClaim*> claims;  // the outputs', and the image's
+  for (auto& claim : ctx.claims) claims.push_back(&claim);
+  if (ctx.image_claim) claims.push_back(&*ctx.image_claim);
   std::string clash;
-  for (auto& claim : ctx.claims) {
+  for (auto* claim : claims) {
     try {
-      clash = claim.take();
+      clash = claim->take();
     } catch (const std::exception& e) {  // agreed too: no rank keeps a name alone
       clash = e.what();
     }
     if (!clash.empty()) {
       clash += fmt::format("; this run's outputs are kept, '.run-{}' before their extension ('{}')",
-                           ctx.nonce, storage::kept_path(claim.path(), ctx.nonce));
+                           ctx.nonce, storage::kept_path(claim->path(), ctx.nonce));
       break;
     }
   }
   const std::string agreed = agree_on_error(comm, clash);
   if (!agreed.empty()) {
-    for (auto& claim : ctx.claims) claim.keep();
+    for (auto* claim : claims) claim->keep();
     throw AgreedFailure("OUTPUT: " + agreed);
   }
   index_t replaced = 0, in_all = 0;
-  for (auto& claim : ctx.claims) {
-    replaced += claim.replaces() ? 1 : 0;
-    claim.commit();
+  for (auto* claim : claims) {
+    replaced += claim->replaces() ? 1 : 0;
+    claim->commit();
   }
   MPI_Reduce(&replaced, &in_all, 1, MPI_INT64_T, MPI_SUM, 0, comm);
   return in_all;
@@ -1033,6 +1069,9 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
   MPI_Barrier(comm);
   Outcome out;
   out.stream_s = MPI_Wtime() - ctx.start_s;
+  // The dirty image into its file, after the walk and apart from it, as
+  // opening the outputs is apart from it; published with the outputs.
+  if (!o.image.empty() && roles.is_producer()) out.image = write_image(ctx);
   out.outputs_replaced = publish_outputs(ctx, comm);
   out.pixel_sums = pixel_sums(ctx, mine, comm);
   const Wire wire = to_wire(mine, roles.rank, role);
@@ -1238,6 +1277,7 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   report::Reading reading = r.reading.value_or(report::Reading{});
   const Totals t = add_up(out.all, o, r, reading);
   if (r.settings) r.settings->outputs_replaced = out.outputs_replaced;
+  if (r.image) r.image = out.image;
   r.pipeline->bound = bound_of(ctx, t, out.stream_s);
   if (r.device && r.device->cuda()) {
     r.device->kernel_s = t.gpu.kernel_s;

@@ -88,6 +88,11 @@ struct RunOptions {
   swiftly::Direction direction = swiftly::Direction::predict;
   std::vector<std::string> inputs;
   index_t pixel_samples = 64;
+  // --image=FILE (the imaging direction): the dirty image written to FILE
+  // after the walk, by rank 0 (the first producer), which takes the other
+  // producers' facets a block of rows at a time (FILE.fits: FITS, else
+  // HDF5; storage/image_file.hpp). Empty: the image stays on the producers.
+  std::string image;
   // The network alone (issue 12's collective pattern): the walk's
   // contributions sent and received with the same slots and
   // back-pressure, nothing computed (no facets, transforms, assembly or

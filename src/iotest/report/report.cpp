@@ -86,6 +86,7 @@ const std::vector<Section>& sections() {
        .text = text_of<&Report::rates>,
        .summary = summary_of<&Report::rates>},
       {.key = "counts", .to_json = counts_json, .text = counts_text, .summary = counts_summary},
+      {.key = "image", .to_json = json_of<&Report::image>, .text = text_of<&Report::image>},
       {.key = "timing",
        .to_json = timing_json,
        .text = text_of<&Report::timing>,
@@ -355,6 +356,7 @@ std::string render_run_plan(const Report& r) {
                     r.reading->files.front(), r.reading->files.size() > 1 ? " ..." : "");
   if (imaging && r.settings->direction == "both")
     where += " (the residual: observed minus the model degridded from the facets)";
+  if (imaging && r.image) where += " -> " + r.image->path;
   if (r.observation)
     s += fmt::format("  {} visibilities ({}) of {} over {} subgrids {}\n",
                      r.counts.visibilities.value_or(0),

@@ -340,6 +340,20 @@ struct Checkpoint {
   index_t values_wrong = 0;
 };
 
+// The dirty image as a file (grid --image, run --direction=image|both
+// --image): where, how large, and how long it took to write.
+struct ImageFile {
+  std::string path;
+  std::string format;     // "fits" or "hdf5"
+  index_t used_size = 0;  // pixels on each axis
+  index_t bytes = 0;      // the file's
+  // Inside the file library's calls (creating, writing, closing, syncing),
+  // and the writing as a whole (run: the facets' blocks received by the
+  // writer, rank 0, after the walk).
+  double write_s = 0, wall_s = 0;
+  int writer_rank = 0;
+};
+
 struct Stonewall {
   double duration_s = 0;
   bool ended_early = false;                     // the deadline came before the walk's end
@@ -549,6 +563,7 @@ struct Report {
   std::optional<Device> device;  // run, degrid, grid; plan with --device=cuda
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;
+  std::optional<ImageFile> image;
   std::optional<Transit> transit;
   std::optional<Timeline> timeline;
   std::optional<Repetitions> repetitions;

@@ -179,6 +179,8 @@ json to_json(const Repetitions& p);
 std::string render_text(const Repetitions& p, const Report& r);
 void csv_tables(const Repetitions& p, Tables& out);
 void summarise(const Repetitions* p, Summary& out);
+json to_json(const ImageFile& f);
+std::string render_text(const ImageFile& f, const Report& r);
 json to_json(const Stonewall& w);
 std::string render_text(const Stonewall& w, const Report& r);
 void summarise(const Stonewall* w, Summary& out);

@@ -1,6 +1,6 @@
 // The sections of `iotest run`: the pipeline and its ranks, in situ or in
-// transit, repetitions, stonewalling and the time line. Each: its JSON, its
-// text and its CSV next to each other.
+// transit, repetitions, stonewalling, the time line and the dirty image
+// file. Each: its JSON, its text and its CSV next to each other.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -222,6 +222,25 @@ void csv_tables(const Repetitions& p, Tables& out) {
 
 void summarise(const Repetitions* p, Summary& out) {
   out.add("repetitions", p, &Repetitions::count);
+}
+
+// image: the dirty image as a file
+
+json to_json(const ImageFile& f) {
+  return {{"path", f.path},
+          {"format", f.format},
+          {"used_size", f.used_size},
+          {"bytes", f.bytes},
+          {"write_s", f.write_s},
+          {"wall_s", f.wall_s},
+          {"writer_rank", f.writer_rank}};
+}
+
+std::string render_text(const ImageFile& f, const Report& r) {
+  return fmt::format(
+      "  dirty image -> {} ({}, {} x {} pixels, {}; written in {:.3f} s{})\n", f.path,
+      f.format == "fits" ? "FITS" : "HDF5", f.used_size, f.used_size, bytes_text(f.bytes), f.wall_s,
+      r.mode == "run" ? fmt::format(" by rank {}, after the walk", f.writer_rank) : std::string());
 }
 
 // stonewall

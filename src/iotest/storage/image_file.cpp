@@ -1,82 +1,25 @@
 #include "iotest/storage/image_file.hpp"
 
+#include <fcntl.h>
 #include <fitsio.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numbers>
 #include <stdexcept>
+#include <utility>
 
-#include "iotest/common/errors.hpp"
+#include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
 
 namespace iotest::storage {
 namespace {
-
-// Every handle closed on return, so that the file is complete on disk.
-void write_to(const std::string& temp, const std::vector<Array2D>& facets,
-              const std::vector<swiftly::Tile>& tiles, index_t yB, index_t used_size,
-              const ImageDescription& what) {
-  using hdf5::check;
-  using hdf5::check_id;
-  using hdf5::Id;
-  const Id file(check_id(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, hdf5::output_access()),
-                         "H5Fcreate (dirty image)"),
-                H5Fclose);
-  const hsize_t dims[3] = {static_cast<hsize_t>(used_size), static_cast<hsize_t>(used_size), 2};
-  const Id space(check_id(H5Screate_simple(3, dims, nullptr), "H5Screate_simple"), H5Sclose);
-  const Id set(check_id(H5Dcreate2(file, "dirty_image", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT,
-                                   H5P_DEFAULT, H5P_DEFAULT),
-                        "H5Dcreate2 (dirty_image)"),
-               H5Dclose);
-  const auto attribute = [&](const char* name, hid_t type, const void* value) {
-    const Id scalar(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
-    const Id a(
-        check_id(H5Acreate2(set, name, type, scalar, H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2"),
-        H5Aclose);
-    check(H5Awrite(a, type, value), "H5Awrite");
-  };
-  attribute("pixel_lm", H5T_NATIVE_DOUBLE, &what.pixel_lm);
-  const long long vis = what.visibilities;
-  attribute("visibilities", H5T_NATIVE_LLONG, &vis);
-  const auto text_attribute = [&](const char* name, const std::string& value) {
-    const Id text(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
-    check(H5Tset_size(text, std::max<size_t>(1, value.size())), "H5Tset_size");
-    attribute(name, text, value.c_str());
-  };
-  text_attribute("rec_set", what.rec_set);
-  text_attribute("units", kDirtyImageUnits);
-  // Row by row: the facets of one tile row give one image row each.
-  const index_t nf = static_cast<index_t>(tiles.size()), half = used_size / 2;
-  std::vector<double> row(static_cast<size_t>(2 * used_size));
-  const hsize_t count[3] = {1, static_cast<hsize_t>(used_size), 2};
-  const Id memory(check_id(H5Screate_simple(3, count, nullptr), "H5Screate_simple"), H5Sclose);
-  for (index_t j0 = 0; j0 < nf; ++j0) {
-    const auto& t0 = tiles[static_cast<size_t>(j0)];
-    for (index_t y0 = t0.offset + t0.lo; y0 < t0.offset + t0.hi; ++y0) {
-      const index_t a = y0 - t0.offset + yB / 2;
-      for (index_t j1 = 0; j1 < nf; ++j1) {
-        const auto& t1 = tiles[static_cast<size_t>(j1)];
-        const Array2D& facet = facets[static_cast<size_t>(j0 * nf + j1)];
-        for (index_t y1 = t1.offset + t1.lo; y1 < t1.offset + t1.hi; ++y1) {
-          const cplx v = facet(a, y1 - t1.offset + yB / 2);
-          row[static_cast<size_t>(2 * (y1 + half))] = v.real();
-          row[static_cast<size_t>(2 * (y1 + half) + 1)] = v.imag();
-        }
-      }
-      const hsize_t start[3] = {static_cast<hsize_t>(y0 + half), 0, 0};
-      check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr),
-            "H5Sselect_hyperslab");
-      check(H5Dwrite(set, H5T_NATIVE_DOUBLE, memory, space, H5P_DEFAULT, row.data()),
-            "H5Dwrite (dirty_image)");
-    }
-  }
-  check(H5Fflush(file, H5F_SCOPE_GLOBAL), "H5Fflush");
-}
 
 // CFITSIO's status, thrown with its text.
 void check_fits(int status, const char* what) {
@@ -86,31 +29,50 @@ void check_fits(int status, const char* what) {
   throw std::runtime_error(fmt::format("{} (dirty image): {}", what, text));
 }
 
-// The dirty image's real part as WSClean writes its images: 4 axes (RA,
-// DEC, FREQ, STOKES), a SIN projection at the phase centre, float64.
-// East is left and north up: column x (from 0) holds l = (used/2 - x)
-// pixels east (RA's CDELT1 negative), row y holds m = (y - used/2) pixels
-// north, so the phase centre is pixel used/2 + 1 on both axes counted
-// from 1, where WSClean puts it. The image iotest makes spans l in
-// [-used/2, used/2): column 0 (l = used/2) lies outside it and holds 0,
-// and l = -used/2 has no column. CDELT is the pixel's direction cosine in
-// degrees (SIN's intermediate coordinates are (180/pi) l, (180/pi) m).
-void write_fits(const std::string& temp, const std::vector<Array2D>& facets,
-                const std::vector<swiftly::Tile>& tiles, index_t yB, index_t used_size,
-                const ImageDescription& what) {
+std::runtime_error system_error(const std::string& what, const std::string& path) {
+  return std::runtime_error(fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
+}
+
+// The file's contents on the device before it is published: a crash after
+// the rename never leaves a name on a file half there.
+void sync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw system_error("opening", path);
+  const int synced = ::fsync(fd);
+  ::close(fd);
+  if (synced != 0) throw system_error("syncing", path);
+}
+
+// The FITS header of the image, as WSClean writes its images: 4 axes (RA,
+// DEC, FREQ, STOKES), a SIN projection at the phase centre, float64. East
+// is left and north up: column x (from 0) holds l = (used/2 - x) pixels
+// east (RA's CDELT1 negative), row y holds m = (y - used/2) pixels north,
+// so the phase centre is pixel used/2 + 1 on both axes counted from 1,
+// where WSClean puts it. CDELT is the pixel's direction cosine in degrees
+// (SIN's intermediate coordinates are (180/pi) l, (180/pi) m).
+//
+// CFITSIO formats every card, in memory: an image of 1 x 1 pixels whose
+// NAXIS1 and NAXIS2 are then set to the image's size (a header of the
+// real size would have CFITSIO reserve the whole data unit in memory).
+// The claim's partial file then takes the header where it is (the claim
+// holds that file, its inode and its lock: CFITSIO's own creation would
+// replace it with another file).
+std::string fits_header(const ImageDescription& what) {
+  struct Memory {
+    void* data = std::malloc(2880);
+    size_t size = 2880;
+    ~Memory() { std::free(data); }
+  } memory;
+  if (!memory.data) throw std::bad_alloc();
   int status = 0;
   fitsfile* file = nullptr;
-  check_fits(fits_create_file(&file, fmt::format("!{}", temp).c_str(), &status),
-             "fits_create_file");
-  const auto close = [&] {
-    int ignored = 0;
-    if (file) fits_close_file(file, &ignored);
-    file = nullptr;
-  };
+  check_fits(fits_create_memfile(&file, &memory.data, &memory.size, 2880, std::realloc, &status),
+             "fits_create_memfile");
+  std::string header;
   try {
-    long axes[4] = {static_cast<long>(used_size), static_cast<long>(used_size), 1, 1};
+    long axes[4] = {1, 1, 1, 1};
     check_fits(fits_create_img(file, DOUBLE_IMG, 4, axes, &status), "fits_create_img");
-    const double deg = 180 / std::numbers::pi, centre = static_cast<double>(used_size / 2 + 1);
+    const double deg = 180 / std::numbers::pi, centre = static_cast<double>(what.used_size / 2 + 1);
     const auto text = [&](const char* key, const std::string& value, const char* comment) {
       check_fits(fits_update_key_str(file, key, value.c_str(), comment, &status), key);
     };
@@ -149,44 +111,46 @@ void write_fits(const std::string& temp, const std::vector<Array2D>& facets,
     check_fits(fits_update_key_lng(file, "IOTNVIS", static_cast<LONGLONG>(what.visibilities),
                                    "visibilities gridded", &status),
                "IOTNVIS");
-    // Row by row (north from the bottom): row y is the image's column
-    // y1 = y - used/2, gathered across the facets of that column.
-    const index_t nf = static_cast<index_t>(tiles.size()), half = used_size / 2;
-    const auto tile_of = [&](index_t y) -> index_t {
-      for (index_t j = 0; j < nf; ++j) {
-        const auto& t = tiles[static_cast<size_t>(j)];
-        if (y >= t.offset + t.lo && y < t.offset + t.hi) return j;
-      }
-      return -1;
-    };
-    std::vector<double> row(static_cast<size_t>(used_size));
-    for (index_t y = 0; y < used_size; ++y) {
-      const index_t y1 = y - half, j1 = tile_of(y1);
-      std::fill(row.begin(), row.end(), 0.0);
-      for (index_t x = 1; x < used_size && j1 >= 0; ++x) {
-        const index_t y0 = half - x, j0 = tile_of(y0);
-        if (j0 < 0) continue;
-        const Array2D& facet = facets[static_cast<size_t>(j0 * nf + j1)];
-        const auto& t0 = tiles[static_cast<size_t>(j0)];
-        const auto& t1 = tiles[static_cast<size_t>(j1)];
-        row[static_cast<size_t>(x)] =
-            facet(y0 - t0.offset + yB / 2, y1 - t1.offset + yB / 2).real();
-      }
-      long first[4] = {1, static_cast<long>(y + 1), 1, 1};
-      check_fits(fits_write_pix(file, TDOUBLE, first, static_cast<LONGLONG>(used_size), row.data(),
-                                &status),
-                 "fits_write_pix");
-    }
     check_fits(fits_flush_file(file, &status), "fits_flush_file");
+    LONGLONG head = 0, data = 0, end = 0;
+    check_fits(fits_get_hduaddrll(file, &head, &data, &end, &status), "fits_get_hduaddrll");
+    header.assign(static_cast<const char*>(memory.data), static_cast<size_t>(data));
     check_fits(fits_close_file(file, &status), "fits_close_file");
     file = nullptr;
   } catch (...) {
-    close();
+    int ignored = 0;
+    if (file) fits_close_file(file, &ignored);
     throw;
   }
+  // The axes' lengths: an integer card's value is right-justified in
+  // columns 11 to 30 (the FITS standard's fixed format).
+  for (const char* key : {"NAXIS1  = ", "NAXIS2  = "}) {
+    size_t at = 0;
+    while (at < header.size() && header.compare(at, 10, key) != 0) at += 80;
+    if (at >= header.size()) throw std::logic_error(fmt::format("no {} card", key));
+    header.replace(at + 10, 20, fmt::format("{:>20}", what.used_size));
+  }
+  return header;
 }
 
 }  // namespace
+
+ImageDescription describe_image(const std::string& rec_set, index_t used_size, double pixel_lm,
+                                const telescope::Observation& obs) {
+  ImageDescription d;
+  d.rec_set = rec_set;
+  d.used_size = used_size;
+  d.pixel_lm = pixel_lm;
+  d.visibilities = obs.visibility_count();
+  d.ra_deg = telescope::phase_centre_ra_rad(obs) * 180 / std::numbers::pi;
+  d.dec_deg = obs.dec_deg;
+  d.freq_hz = telescope::band_centre_hz(obs);
+  d.bandwidth_hz = telescope::bandwidth_hz(obs);
+  d.telescope = obs.vis_set;
+  d.date_obs = telescope::start_utc(obs);
+  d.mjd_obs = telescope::start_mjd(obs);
+  return d;
+}
 
 bool is_fits_path(const std::string& path) {
   for (const char* suffix : {".fits", ".fit", ".fts"}) {
@@ -198,18 +162,193 @@ bool is_fits_path(const std::string& path) {
 }
 
 OutputClaim claim_image_path(const std::string& path) {
-  return OutputClaim(path, draw_nonce(), "--image");
+  return claim_image_path(path, draw_nonce());
 }
 
-void write_dirty_image(OutputClaim& claim, const std::vector<Array2D>& facets,
-                       const std::vector<swiftly::Tile>& tiles, index_t yB, index_t used_size,
-                       const ImageDescription& what) {
-  // A failure leaves the partial file to the claim, which removes it.
-  if (is_fits_path(claim.path()))
-    write_fits(claim.partial(), facets, tiles, yB, used_size, what);
-  else
-    write_to(claim.partial(), facets, tiles, yB, used_size, what);
-  publish(claim);
+OutputClaim claim_image_path(const std::string& path, std::uint32_t nonce) {
+  return OutputClaim(path, nonce, "--image");
+}
+
+ImageRegion facet_region(const swiftly::Tile& t0, const swiftly::Tile& t1, index_t used_size) {
+  const index_t half = used_size / 2;
+  ImageRegion r;
+  r.centre = half;
+  r.row = t1.offset + t1.lo + half;
+  r.rows = t1.hi - t1.lo;
+  // x = half - l for l from t0.offset + t0.hi - 1 down to t0.offset + t0.lo,
+  // within [0, used).
+  r.column = std::max<index_t>(0, half - (t0.offset + t0.hi - 1));
+  r.columns = std::min(used_size, half - (t0.offset + t0.lo) + 1) - r.column;
+  if (r.row < 0 || r.row + r.rows > used_size || r.columns < 0)
+    throw std::logic_error("a facet outside the used image");
+  return r;
+}
+
+index_t block_rows(const ImageRegion& region) {
+  const index_t row_bytes = std::max<index_t>(1, region.columns) * sizeof(cplx);
+  return std::clamp<index_t>(kImageBlockBytes / row_bytes, 1, std::max<index_t>(1, region.rows));
+}
+
+index_t image_writer_bytes(bool fits, index_t yB) {
+  // CFITSIO's 40 record buffers of 2880 bytes; HDF5's metadata cache
+  // (2 MiB at first) and sieve buffer for one dataset.
+  const index_t library = fits ? 40 * 2880 : index_t{2} << 20;
+  const index_t block = std::max<index_t>(kImageBlockBytes, yB * sizeof(cplx));
+  return block + (fits ? block / 2 : 0) + library;
+}
+
+void facet_block(const Array2D& facet, const swiftly::Tile& t0, const swiftly::Tile& t1, index_t yB,
+                 const ImageRegion& region, index_t first, index_t rows, cplx* block) {
+  const index_t half = region.centre;
+  // Column by column: a facet's row a (one l) holds the m of a block's
+  // rows next to each other.
+  for (index_t c = 0; c < region.columns; ++c) {
+    const index_t a = half - (region.column + c) - t0.offset + yB / 2;
+    const cplx* from = &facet(a, region.row + first - half - t1.offset + yB / 2);
+    for (index_t r = 0; r < rows; ++r) block[r * region.columns + c] = from[r];
+  }
+}
+
+struct ImageWriter::Fits {
+  fitsfile* file = nullptr;
+  ~Fits() {
+    int ignored = 0;
+    if (file) fits_close_file(file, &ignored);
+  }
+};
+
+struct ImageWriter::Hdf5 {
+  hdf5::Id file, space, set;
+};
+
+ImageWriter::ImageWriter(const OutputClaim& claim, const ImageDescription& what)
+    : partial_(claim.partial()), fits_(is_fits_path(claim.path())), used_(what.used_size) {
+  const auto t0 = Clock::now();
+  if (fits_) {
+    const std::string header = fits_header(what);
+    {
+      // The claim's file, truncated where it is (the same inode).
+      const int fd = ::open(partial_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+      if (fd < 0) throw system_error("opening", partial_);
+      const bool written =
+          ::write(fd, header.data(), header.size()) == static_cast<ssize_t>(header.size());
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      if (!written) throw system_error("writing the header of", partial_);
+    }
+    fits_file_ = std::make_unique<Fits>();
+    int status = 0;
+    // No extended file name syntax: the name is the file's.
+    check_fits(fits_open_diskfile(&fits_file_->file, partial_.c_str(), READWRITE, &status),
+               "fits_open_diskfile");
+  } else {
+    using hdf5::check;
+    using hdf5::check_id;
+    using hdf5::Id;
+    auto h = std::make_unique<Hdf5>();
+    // H5F_ACC_TRUNC truncates the claim's file where it is.
+    h->file =
+        Id(check_id(H5Fcreate(partial_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, hdf5::output_access()),
+                    "H5Fcreate (dirty image)"),
+           H5Fclose);
+    const hsize_t dims[3] = {static_cast<hsize_t>(used_), static_cast<hsize_t>(used_), 2};
+    h->space = Id(check_id(H5Screate_simple(3, dims, nullptr), "H5Screate_simple"), H5Sclose);
+    h->set = Id(check_id(H5Dcreate2(h->file, "dirty_image", H5T_NATIVE_DOUBLE, h->space,
+                                    H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         "H5Dcreate2 (dirty_image)"),
+                H5Dclose);
+    const auto attribute = [&](const char* name, hid_t type, const void* value) {
+      const Id scalar(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+      const Id a(
+          check_id(H5Acreate2(h->set, name, type, scalar, H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2"),
+          H5Aclose);
+      check(H5Awrite(a, type, value), "H5Awrite");
+    };
+    attribute("pixel_lm", H5T_NATIVE_DOUBLE, &what.pixel_lm);
+    const long long vis = what.visibilities, centre = used_ / 2;
+    attribute("visibilities", H5T_NATIVE_LLONG, &vis);
+    attribute("phase_centre_pixel", H5T_NATIVE_LLONG, &centre);
+    const auto text_attribute = [&](const char* name, const std::string& value) {
+      const Id text(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+      check(H5Tset_size(text, std::max<size_t>(1, value.size())), "H5Tset_size");
+      attribute(name, text, value.c_str());
+    };
+    text_attribute("rec_set", what.rec_set);
+    text_attribute("units", kDirtyImageUnits);
+    text_attribute("layout", kDirtyImageLayout);
+    hdf5_file_ = std::move(h);
+  }
+  write_s_ += seconds_since(t0);
+}
+
+ImageWriter::~ImageWriter() = default;
+
+void ImageWriter::write_block(const ImageRegion& region, index_t first, index_t rows,
+                              const cplx* block) {
+  if (rows <= 0 || region.columns <= 0) return;
+  const auto t0 = Clock::now();
+  const index_t values = rows * region.columns;
+  if (fits_) {
+    real_.resize(static_cast<size_t>(values));
+    for (index_t i = 0; i < values; ++i) real_[static_cast<size_t>(i)] = block[i].real();
+    // Counted from 1, both corners inclusive.
+    long lower[4] = {static_cast<long>(region.column + 1),
+                     static_cast<long>(region.row + first + 1), 1, 1};
+    long upper[4] = {static_cast<long>(region.column + region.columns),
+                     static_cast<long>(region.row + first + rows), 1, 1};
+    int status = 0;
+    check_fits(fits_write_subset(fits_file_->file, TDOUBLE, lower, upper, real_.data(), &status),
+               "fits_write_subset");
+  } else {
+    using hdf5::check;
+    const hsize_t start[3] = {static_cast<hsize_t>(region.row + first),
+                              static_cast<hsize_t>(region.column), 0};
+    const hsize_t count[3] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(region.columns), 2};
+    const hdf5::Id memory(hdf5::check_id(H5Screate_simple(3, count, nullptr), "H5Screate_simple"),
+                          H5Sclose);
+    check(H5Sselect_hyperslab(hdf5_file_->space, H5S_SELECT_SET, start, nullptr, count, nullptr),
+          "H5Sselect_hyperslab");
+    check(
+        H5Dwrite(hdf5_file_->set, H5T_NATIVE_DOUBLE, memory, hdf5_file_->space, H5P_DEFAULT, block),
+        "H5Dwrite (dirty_image)");
+  }
+  write_s_ += seconds_since(t0);
+}
+
+void ImageWriter::write_facet(const Array2D& facet, const swiftly::Tile& t0,
+                              const swiftly::Tile& t1, index_t yB) {
+  const ImageRegion region = facet_region(t0, t1, used_);
+  const index_t step = block_rows(region);
+  block_.resize(static_cast<size_t>(step * region.columns));
+  for (index_t first = 0; first < region.rows; first += step) {
+    const index_t rows = std::min(step, region.rows - first);
+    facet_block(facet, t0, t1, yB, region, first, rows, block_.data());
+    write_block(region, first, rows, block_.data());
+  }
+}
+
+void ImageWriter::finish() {
+  const auto t0 = Clock::now();
+  if (fits_) {
+    int status = 0;
+    fitsfile* file = std::exchange(fits_file_->file, nullptr);
+    // Closing pads the data unit to whole records of zeros.
+    check_fits(fits_close_file(file, &status), "fits_close_file");
+  } else {
+    auto& h = *hdf5_file_;
+    h.set.reset();
+    h.space.reset();
+    const hid_t file = h.file;
+    h.file.release();
+    hdf5_file_.reset();
+    hdf5::check(H5Fclose(file), "H5Fclose (dirty image)");  // complete on disk
+  }
+  sync_file(partial_);
+  struct stat st {};
+  if (::stat(partial_.c_str(), &st) != 0) throw system_error("looking at", partial_);
+  bytes_ = static_cast<index_t>(st.st_size);
+  write_s_ += seconds_since(t0);
 }
 
 }  // namespace iotest::storage
