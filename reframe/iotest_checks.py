@@ -400,7 +400,7 @@ class IotestCheck(rfm.RunOnlyRegressionTest):
 
 
 # Output names per back-end: one file per writer (%d), or one shared file.
-OUTPUT_NAMES = {'hdf5': 'vis%d.h5', 'posix': 'vis%d.bin', 'phdf5': 'vis.h5'}
+OUTPUT_NAMES = {'hdf5': 'vis%d.h5', 'posix': 'vis%d.bin', 'phdf5': 'vis.h5', 'ms': 'vis%d.ms'}
 
 
 # ---- the checks ---------------------------------------------------------------
@@ -510,7 +510,7 @@ class IotestStorage(IotestCheck):
     descr = 'iotest --synthetic-vis write, iotest read --check, verify --all'
     num_tasks = 2
     #: The storage back-end (--storage).
-    backend = parameter(['posix', 'hdf5', 'phdf5'])
+    backend = parameter(['posix', 'hdf5', 'phdf5', 'ms'])
     #: --synthetic-vis order: walk (as the pipeline completes chunks) or
     #: sequential (file order: the storage's ceiling, as IOR writes).
     synthetic_order = variable(str, value='walk')

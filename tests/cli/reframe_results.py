@@ -11,6 +11,7 @@ CONFIG = os.path.join(REPO, "reframe", "config.py")
 CHECKS = os.path.join(REPO, "reframe")
 # Every check of reframe/iotest_checks.py, as ReFrame names its variants.
 CHECK_NAMES = {"IotestPredict", "IotestStorage %backend=posix", "IotestStorage %backend=hdf5",
+               "IotestStorage %backend=ms",
                "IotestStorage %backend=phdf5", "IotestNet", "IotestImaging %direction=image",
                "IotestImaging %direction=both", "IotestScale"}
 

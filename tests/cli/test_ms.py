@@ -148,3 +148,17 @@ def test_a_standard_storage_manager_set_verifies_too(iotest, tmp_path):
                           timeout=MPI_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     iotest("verify", "--all", str(tmp_path / "vis.ms"), check=0)
+
+
+def test_a_synthetic_set_reads_back_and_verifies_exactly(iotest, tmp_path):
+    # The pattern's values are large integers that single precision rounds:
+    # the checks expect them as the MS stores them, and find every one.
+    out = str(tmp_path / "vis%d.ms")
+    proc = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                           iotest_binary(), "run", "--synthetic-vis=walk", *OBS, out],
+                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(str(p) for p in tmp_path.glob("vis*.ms"))
+    read = iotest("read", "--check", *files, check=0)
+    assert "0 wrong" in read.stdout and ": passed" in read.stdout, read.stdout
+    assert ": passed" in iotest("verify", "--all", *files, check=0).stdout

@@ -47,9 +47,11 @@ Reference sky_reference(const storage::Reader& first, const storage::Provenance&
   };
 }
 
-Reference pattern_reference(index_t times, std::uint32_t nonce) {
-  return [times, nonce](const Sample& s) {
-    return degrid::synthetic_visibility(s.row / times, s.row % times, s.chan, nonce);
+// As the files store it (an MS in single precision).
+Reference pattern_reference(const storage::Reader& first, std::uint32_t nonce) {
+  return [&first, nonce](const Sample& s) {
+    return first.as_stored(degrid::synthetic_visibility(s.row / first.times(),
+                                                        s.row % first.times(), s.chan, nonce));
   };
 }
 
@@ -273,7 +275,7 @@ report::Report verify(const VerifyOptions& o) {
   // written once, zeros elsewhere, and the values are small integers).
   v.synthetic = pv.synthetic;
   const auto reference =
-      pv.synthetic ? pattern_reference(first.times(), pv.nonce) : sky_reference(first, pv, o);
+      pv.synthetic ? pattern_reference(first, pv.nonce) : sky_reference(first, pv, o);
   RelativeError e;
   index_t compared = 0, wrong = 0;
   const Sample* first_wrong = nullptr;

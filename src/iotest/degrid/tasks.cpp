@@ -66,7 +66,7 @@ void PatternCheck::add(const storage::Reader& file, const std::string& name,
       const cplx got = values[r * chans + c];
       ++checked;
       if (got == cplx{}) continue;  // held by another file (the pattern is never zero)
-      if (got == synthetic_visibility(row / times, row % times, chan, nonce)) {
+      if (got == file.as_stored(synthetic_visibility(row / times, row % times, chan, nonce))) {
         ++right;
       } else if (wrong++ == 0) {
         first_wrong =

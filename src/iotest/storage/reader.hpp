@@ -21,6 +21,9 @@ class Reader {
   virtual std::string_view backend() const = 0;  // the back-end that wrote it
   // Whether reads bypass the page cache (O_DIRECT, as opened).
   virtual bool direct() const { return false; }
+  // A value as this output stores it (ms: rounded to single precision):
+  // what an exact comparison with the synthetic pattern must expect.
+  virtual cplx as_stored(cplx v) const { return v; }
 
   index_t baselines() const { return nbls_; }
   index_t times() const { return ntimes_; }
