@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 #include <utility>
@@ -279,7 +280,19 @@ ImageWriter::ImageWriter(const OutputClaim& claim, const ImageDescription& what)
     text_attribute("layout", kDirtyImageLayout);
     hdf5_file_ = std::move(h);
   }
+  write_undefined_column();
   write_s_ += seconds_since(t0);
+}
+
+// Column 0 (l = used/2, the image's east edge as WSClean lays it out, its
+// phase centre at pixel used/2) lies outside the facets, which cover l in
+// [-used/2, used/2): NaN, the FITS way to say a pixel is undefined, rather
+// than a 0 that reads as a value.
+void ImageWriter::write_undefined_column() {
+  const std::vector<cplx> nan(static_cast<size_t>(used_),
+                              cplx(std::numeric_limits<double>::quiet_NaN(),
+                                   std::numeric_limits<double>::quiet_NaN()));
+  write_block(ImageRegion{0, used_, 0, 1, used_ / 2}, 0, used_, nan.data());
 }
 
 ImageWriter::~ImageWriter() = default;

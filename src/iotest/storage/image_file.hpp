@@ -57,8 +57,8 @@ OutputClaim claim_image_path(const std::string& path, std::uint32_t nonce);
 
 // Where one facet's owned pixels lie in the image's pixel array (rows y,
 // columns x as above). A facet owns l in [t0.offset + t0.lo, t0.offset +
-// t0.hi) and m likewise on t1; l = used/2 has no column (x = 0 stays 0)
-// and l = -used/2 none either.
+// t0.hi) and m likewise on t1; l = -used/2 has no column, and column
+// x = 0 (l = used/2) no facet: it is NaN, undefined.
 struct ImageRegion {
   index_t row = 0, rows = 0, column = 0, columns = 0;
   index_t centre = 0;  // used / 2: the phase centre's row and column
@@ -107,6 +107,7 @@ class ImageWriter {
  private:
   struct Fits;
   struct Hdf5;
+  void write_undefined_column();
   std::string partial_;
   bool fits_ = false;
   index_t used_ = 0;
