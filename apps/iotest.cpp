@@ -528,6 +528,11 @@ int main(int argc, char** argv) {
                   "--iterations)");
   net->add_option("--window", net_opts.window, "messages in flight per bandwidth iteration")
       ->capture_default_str();
+  net->add_option("--time-per-size", net_opts.time_per_size,
+                  "seconds a size's timed iterations may take, all its tests together (IMB's "
+                  "-time): each test times as many of its iterations as fit its share (at least "
+                  "one) and a window holds as many messages as fit it")
+      ->capture_default_str();
   net->add_option("--transport", net_opts.transports, "mpi, tcp or mpi,tcp")
       ->delimiter(',')
       ->capture_default_str();

@@ -42,8 +42,9 @@ constexpr index_t kStreamBytes = index_t{2} << 30;
 constexpr index_t kCheckBytes = index_t{64} << 20;
 constexpr int kCheckRoundTrips = 2;
 constexpr int kMaxWindow = 4096;
+constexpr double kMaxTimePerSize = 86400;
 constexpr int kConnectTimeoutMs = 5000, kAcceptTimeoutMs = 60000;
-constexpr int kTagPing = 1, kTagData = 2, kTagAck = 3, kTagAddress = 4;
+constexpr int kTagPing = 1, kTagData = 2, kTagAck = 3, kTagAddress = 4, kTagCount = 5;
 constexpr int kTextBytes = 64;  // host names and addresses gathered to rank 0
 
 [[noreturn]] void fail(const std::string& call) {
@@ -255,11 +256,67 @@ int count(index_t bytes) {
   return static_cast<int>(bytes);
 }
 
-// Seconds one way: blocking ping-pong, half the round trip (osu_latency).
-double mpi_latency(const Link& l, index_t bytes, int warmup, int iterations) {
+// The counts a test used: the sender decides them, the receiver is told
+// (untimed, on the pair's communicator), so both run as many iterations.
+struct Used {
+  int warmup = 0, iterations = 0;
+};
+
+void agree(const Link& l, int* values, int n) {
+  if (l.sender)
+    MPI_Send(values, n, MPI_INT, l.peer, kTagCount, l.comm);
+  else
+    MPI_Recv(values, n, MPI_INT, l.peer, kTagCount, l.comm, MPI_STATUS_IGNORE);
+}
+
+// As many of `planned` as fit `budget` seconds at `one` second each, at
+// least 1; the warm-up scaled alike (at least 1 where any was planned).
+Used fit(int planned_warmup, int planned, double budget, double one) {
+  const double fits = budget / std::max(one, 1e-12);
+  Used u;
+  u.iterations = fits >= planned ? planned : std::max(1, static_cast<int>(fits));
+  u.warmup = planned_warmup == 0
+                 ? 0
+                 : std::max(1, static_cast<int>((static_cast<std::int64_t>(planned_warmup) *
+                                                     u.iterations +
+                                                 planned - 1) /
+                                                planned));
+  return u;
+}
+
+// One test of one size, its counts fitted to `budget` seconds of timed
+// iterations. The first iteration (the first warm-up, or the first timed
+// one where there is none) measures one; from it the sender fits the
+// warm-up and tells the receiver. The warm-ups left then measure again (a
+// first iteration alone may have waited on a busy core), and from their
+// mean the sender fits the timed count and tells the receiver. Then the
+// timed iterations. Returns their seconds, the exchanges left out.
+template <class Step>
+double run_test(const Link& l, int planned_warmup, int planned, double budget, Used& used,
+                Step step) {
   double start = MPI_Wtime();
-  for (int i = 0; i < warmup + iterations; ++i) {
-    if (i == warmup) start = MPI_Wtime();
+  step();
+  double one = MPI_Wtime() - start;
+  if (l.sender) used = fit(planned_warmup, planned, budget, one);
+  agree(l, &used.warmup, 1);
+  const bool probe_timed = used.warmup == 0;
+  if (used.warmup > 1) {
+    start = MPI_Wtime();
+    for (int i = 1; i < used.warmup; ++i) step();
+    one = (MPI_Wtime() - start) / (used.warmup - 1);
+  }
+  if (l.sender) used.iterations = fit(planned_warmup, planned, budget, one).iterations;
+  agree(l, &used.iterations, 1);
+  const int timed_left = used.iterations - (probe_timed ? 1 : 0);
+  start = MPI_Wtime();
+  for (int i = 0; i < timed_left; ++i) step();
+  return MPI_Wtime() - start + (probe_timed ? one : 0.0);
+}
+
+// Seconds one way: blocking ping-pong, half the round trip (osu_latency).
+double mpi_latency(const Link& l, index_t bytes, int warmup, int iterations, double budget,
+                   Used& used) {
+  const double s = run_test(l, warmup, iterations, budget, used, [&] {
     if (l.sender) {
       MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
       MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
@@ -267,20 +324,19 @@ double mpi_latency(const Link& l, index_t bytes, int warmup, int iterations) {
       MPI_Recv(l.in, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm, MPI_STATUS_IGNORE);
       MPI_Send(l.out, count(bytes), MPI_BYTE, l.peer, kTagPing, l.comm);
     }
-  }
-  return (MPI_Wtime() - start) / (2.0 * iterations);
+  });
+  return s / (2.0 * used.iterations);
 }
 
 // Bytes per second, sender to receiver: a window of non-blocking sends met
 // by as many receives, then a 4-byte acknowledgement (osu_bw). The window's
 // receives share one buffer, as OSU's do, so that the figures compare
 // (distinct buffers would leave the cache at large windows).
-double mpi_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows) {
+double mpi_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows,
+                     double budget, Used& used) {
   std::vector<MPI_Request> requests(static_cast<size_t>(window));
   std::byte ack[4] = {};
-  double start = MPI_Wtime();
-  for (int i = 0; i < warmup + windows; ++i) {
-    if (i == warmup) start = MPI_Wtime();
+  const double s = run_test(l, warmup, windows, budget, used, [&] {
     for (auto& r : requests) {
       if (l.sender)
         MPI_Isend(l.out, count(bytes), MPI_BYTE, l.peer, kTagData, l.comm, &r);
@@ -292,16 +348,15 @@ double mpi_bandwidth(const Link& l, index_t bytes, int window, int warmup, int w
       MPI_Recv(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm, MPI_STATUS_IGNORE);
     else
       MPI_Send(ack, sizeof ack, MPI_BYTE, l.peer, kTagAck, l.comm);
-  }
-  return static_cast<double>(bytes) * window * windows / (MPI_Wtime() - start);
+  });
+  return static_cast<double>(bytes) * window * used.iterations / s;
 }
 
-double tcp_latency(const Link& l, index_t bytes, int warmup, int iterations) {
+double tcp_latency(const Link& l, index_t bytes, int warmup, int iterations, double budget,
+                   Used& used) {
   const int fd = l.tcp.fd();
   const auto n = static_cast<size_t>(bytes);
-  double start = MPI_Wtime();
-  for (int i = 0; i < warmup + iterations; ++i) {
-    if (i == warmup) start = MPI_Wtime();
+  const double s = run_test(l, warmup, iterations, budget, used, [&] {
     if (l.sender) {
       send_all(fd, l.out, n);
       recv_all(fd, l.in, n);
@@ -309,19 +364,18 @@ double tcp_latency(const Link& l, index_t bytes, int warmup, int iterations) {
       recv_all(fd, l.in, n);
       send_all(fd, l.out, n);
     }
-  }
-  return (MPI_Wtime() - start) / (2.0 * iterations);
+  });
+  return s / (2.0 * used.iterations);
 }
 
 // The window's messages streamed on the connection, then a 1-byte
 // acknowledgement.
-double tcp_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows) {
+double tcp_bandwidth(const Link& l, index_t bytes, int window, int warmup, int windows,
+                     double budget, Used& used) {
   const int fd = l.tcp.fd();
   const auto n = static_cast<size_t>(bytes);
   std::byte ack[1] = {};
-  double start = MPI_Wtime();
-  for (int i = 0; i < warmup + windows; ++i) {
-    if (i == warmup) start = MPI_Wtime();
+  const double s = run_test(l, warmup, windows, budget, used, [&] {
     for (int m = 0; m < window; ++m) {
       if (l.sender)
         send_all(fd, l.out, n);
@@ -332,8 +386,19 @@ double tcp_bandwidth(const Link& l, index_t bytes, int window, int warmup, int w
       recv_all(fd, ack, sizeof ack);
     else
       send_all(fd, ack, sizeof ack);
-  }
-  return static_cast<double>(bytes) * window * windows / (MPI_Wtime() - start);
+  });
+  return static_cast<double>(bytes) * window * used.iterations / s;
+}
+
+// The bandwidth test's window: as many of `window` messages as fit the
+// test's budget at the latency test's one-way time for this size (at least
+// one), decided by the sender and told to the receiver.
+int fit_window(const Link& l, int window, double budget, double one_way_s) {
+  int w = window;
+  if (l.sender && budget / std::max(one_way_s, 1e-12) < window)
+    w = std::max(1, static_cast<int>(budget / std::max(one_way_s, 1e-12)));
+  agree(l, &w, 1);
+  return w;
 }
 
 // How many of a window's messages the --check slots hold at once.
@@ -572,6 +637,9 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
       throw UsageError("--iterations", fmt::format("expected at least 1, got {}", *o.iterations));
     if (o.warmup && *o.warmup < 0)
       throw UsageError("--warmup", fmt::format("expected 0 or more, got {}", *o.warmup));
+    if (!(o.time_per_size > 0) || o.time_per_size > kMaxTimePerSize)
+      throw UsageError("--time-per-size", fmt::format("expected more than 0 to {} seconds, got {}",
+                                                      kMaxTimePerSize, o.time_per_size));
     if (o.window < 1 || o.window > kMaxWindow)
       throw UsageError("--window",
                        fmt::format("expected 1 to {} messages, got {}", kMaxWindow, o.window));
@@ -616,9 +684,13 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
   }
 
   // Per transport and size: latency us, bandwidth MB/s, messages checked
-  // and wrong. Every pair measures at once, each test from a barrier.
-  constexpr size_t kFields = 4;
+  // and wrong, then the counts used: latency round trips timed and warm-up,
+  // bandwidth windows timed and warm-up, messages per window. Every pair
+  // measures at once, each test from a barrier. Each test has its share of
+  // --time-per-size.
+  constexpr size_t kFields = 9;
   const size_t n_sizes = sizes.size();
+  const double budget = o.time_per_size / (2.0 * static_cast<double>(transports.size()));
   std::vector<double> mine(transports.size() * n_sizes * kFields, 0.0);
   for (size_t z = 0; z < n_sizes; ++z) {
     const auto& size = sizes[z];
@@ -628,16 +700,28 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
       // Waited for by sleeping (iotest::barrier): ranks done measuring leave
       // the cores to the pairs still measuring.
       barrier(comm);
-      if (paired)
-        figures[0] = 1e6 * (over_tcp ? tcp_latency : mpi_latency)(link, size.bytes, size.warmup,
-                                                                  size.iterations);
+      double one_way_s = 0;
+      if (paired) {
+        Used used;
+        one_way_s = (over_tcp ? tcp_latency : mpi_latency)(link, size.bytes, size.warmup,
+                                                           size.iterations, budget, used);
+        figures[0] = 1e6 * one_way_s;
+        figures[4] = used.iterations;
+        figures[5] = used.warmup;
+      }
       barrier(comm);
       if (paired) {
-        figures[1] = (over_tcp ? tcp_bandwidth : mpi_bandwidth)(link, size.bytes, o.window,
-                                                                size.window_warmup, size.windows) /
+        const int window = fit_window(link, o.window, budget, one_way_s);
+        Used used;
+        figures[1] = (over_tcp ? tcp_bandwidth : mpi_bandwidth)(link, size.bytes, window,
+                                                                size.window_warmup, size.windows,
+                                                                budget, used) /
                      1e6;
+        figures[6] = used.iterations;
+        figures[7] = used.warmup;
+        figures[8] = window;
         if (o.check) {  // after the timing, before the next test's barrier
-          const Tally tally = (over_tcp ? tcp_check : mpi_check)(link, size.bytes, o.window);
+          const Tally tally = (over_tcp ? tcp_check : mpi_check)(link, size.bytes, window);
           figures[2] = static_cast<double>(tally.checked);
           figures[3] = static_cast<double>(tally.wrong);
         }
@@ -668,6 +752,7 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
   n.ranks = ranks;
   for (int k = 0; k < ranks; ++k) n.nodes += node_of[static_cast<size_t>(k)] == k ? 1 : 0;
   n.window = o.window;
+  n.time_per_size_s = o.time_per_size;
   n.transports = transports;
   n.sizes = sizes;
   n.checked = o.check;
@@ -689,6 +774,11 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
         f.bandwidth_mb_per_s = sender[at + 1];
         f.messages_checked = static_cast<index_t>(sender[at + 2] + receiver[at + 2]);
         f.messages_wrong = static_cast<index_t>(sender[at + 3] + receiver[at + 3]);
+        f.iterations = static_cast<int>(sender[at + 4]);
+        f.warmup = static_cast<int>(sender[at + 5]);
+        f.windows = static_cast<int>(sender[at + 6]);
+        f.window_warmup = static_cast<int>(sender[at + 7]);
+        f.window = static_cast<int>(sender[at + 8]);
         n.messages_checked += f.messages_checked;
         n.messages_wrong += f.messages_wrong;
         p.figures[t].push_back(f);

@@ -29,6 +29,13 @@ struct NetOptions {
   // a hundredth above (at least one). None: 1000, and a tenth of the timed.
   std::optional<int> iterations, warmup;
   int window = 64;  // messages in flight per bandwidth iteration
+  // Seconds a size's tests may take, timed iterations: each test (latency,
+  // bandwidth, per transport) has an equal share. The first iteration of a
+  // test measures one; the timed count is then as many of the planned as
+  // fit the share, at least 1, and the warm-up scales alike. A bandwidth
+  // window holds as many of --window messages as fit the share at the
+  // latency test's one-way time for the size. (IMB's -time, per size.)
+  double time_per_size = 6;
   std::vector<std::string> transports{"mpi", "tcp"};
   bool check = false;
 };

@@ -467,8 +467,9 @@ struct Environment {
 struct Interconnect {
   int ranks = 0, nodes = 0;
   int window = 0;                       // messages in flight per bandwidth iteration
+  double time_per_size_s = 0;           // --time-per-size: the budget of a size's timed tests
   std::vector<std::string> transports;  // "mpi", "tcp": the order of every pair's figures
-  struct Size {
+  struct Size {  // the counts planned: at most these (Figure's, the counts used)
     index_t bytes = 0;
     int iterations = 0, warmup = 0;      // latency round trips, timed and not
     int windows = 0, window_warmup = 0;  // bandwidth windows, timed and not
@@ -479,6 +480,10 @@ struct Interconnect {
     double latency_us = 0;          // half the mean round trip
     double bandwidth_mb_per_s = 0;  // MB = 10^6 B (as OSU): bytes streamed over their time
     index_t messages_checked = 0, messages_wrong = 0;  // --check, both ways
+    // The counts used (at most the size's, fewer where --time-per-size bound)
+    int iterations = 0, warmup = 0;      // latency round trips, timed and not
+    int windows = 0, window_warmup = 0;  // bandwidth windows, timed and not
+    int window = 0;                      // messages per bandwidth window
   };
   struct Pair {
     int sender = 0, receiver = 0;  // ranks; the bandwidth flows from sender to receiver

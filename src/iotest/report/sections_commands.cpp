@@ -67,7 +67,12 @@ json to_json(const Interconnect& n) {
                            {"latency_us", f.latency_us},
                            {"bandwidth_mb_per_s", f.bandwidth_mb_per_s},
                            {"messages_checked", f.messages_checked},
-                           {"messages_wrong", f.messages_wrong}});
+                           {"messages_wrong", f.messages_wrong},
+                           {"iterations", f.iterations},
+                           {"warmup", f.warmup},
+                           {"windows", f.windows},
+                           {"window_warmup", f.window_warmup},
+                           {"window", f.window}});
       }
       pair[n.transports[t]] = figures;
     }
@@ -76,6 +81,7 @@ json to_json(const Interconnect& n) {
   return {{"ranks", n.ranks},
           {"nodes", n.nodes},
           {"window", n.window},
+          {"time_per_size_s", n.time_per_size_s},
           {"transports", n.transports},
           {"units",
            {{"latency_us", "microseconds, half the mean round trip"},
@@ -125,6 +131,39 @@ std::string render_text(const Interconnect& n, const Report&) {
     }
     s += "\n";
   }
+  // Where --time-per-size bound: the sizes it bound, with the counts used
+  // (the fewest over the pairs), against the counts planned.
+  std::string bound;
+  for (size_t z = 0; z < n.sizes.size(); ++z) {
+    const auto& size = n.sizes[z];
+    std::string row = fmt::format("  {:<8}", message_size_text(size.bytes));
+    bool fewer = false;
+    for (size_t t = 0; t < n.transports.size(); ++t) {
+      Interconnect::Figure least = n.pairs.empty() ? Interconnect::Figure{}
+                                                   : n.pairs.front().figures[t][z];
+      for (const auto& p : n.pairs) {
+        const auto& f = p.figures[t][z];
+        least.iterations = std::min(least.iterations, f.iterations);
+        least.windows = std::min(least.windows, f.windows);
+        least.window = std::min(least.window, f.window);
+      }
+      fewer = fewer || least.iterations < size.iterations || least.windows < size.windows ||
+              least.window < n.window;
+      row += fmt::format(" {:>12} {:>14}", fmt::format("{}/{}", least.iterations, size.iterations),
+                         fmt::format("{}/{} x {}", least.windows, size.windows, least.window));
+    }
+    if (fewer) bound += row + "\n";
+  }
+  if (!bound.empty()) {
+    s += fmt::format(
+        "  --time-per-size={} s bound these sizes' timed counts (used/planned; windows x "
+        "messages of {}; the fewest over the pairs):\n",
+        figure_text(n.time_per_size_s), n.window);
+    s += fmt::format("  {:<8}", "size");
+    for (size_t t = 0; t < n.transports.size(); ++t)
+      s += fmt::format(" {:>12} {:>14}", "round trips", "windows x msgs");
+    s += "\n" + bound;
+  }
   if (n.checked) {
     s += fmt::format("  --check: {} messages checked, {} wrong", n.messages_checked,
                      n.messages_wrong);
@@ -144,7 +183,7 @@ std::string render_text(const Interconnect& n, const Report&) {
 void csv_tables(const Interconnect& n, Tables& out) {
   CsvTable table{"interconnect",
                  {"sender", "receiver", "sender_host", "receiver_host", "tcp_address", "transport",
-                  "bytes", "iterations", "warmup", "windows", "window_warmup", "latency_us",
+                  "bytes", "iterations", "warmup", "windows", "window_warmup", "window", "latency_us",
                   "bandwidth_mb_per_s", "messages_checked", "messages_wrong"},
                  {}};
   for (const auto& p : n.pairs)
@@ -154,8 +193,8 @@ void csv_tables(const Interconnect& n, Tables& out) {
         const auto& f = p.figures[t][z];
         table.rows.push_back({csv_cell(p.sender), csv_cell(p.receiver), p.sender_host,
                               p.receiver_host, p.tcp_address, n.transports[t], csv_cell(size.bytes),
-                              csv_cell(size.iterations), csv_cell(size.warmup),
-                              csv_cell(size.windows), csv_cell(size.window_warmup),
+                              csv_cell(f.iterations), csv_cell(f.warmup), csv_cell(f.windows),
+                              csv_cell(f.window_warmup), csv_cell(f.window),
                               csv_cell(f.latency_us), csv_cell(f.bandwidth_mb_per_s),
                               csv_cell(f.messages_checked), csv_cell(f.messages_wrong)});
       }
