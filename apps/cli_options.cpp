@@ -214,11 +214,11 @@ std::string shared_arguments(const CLI::App& from, const CLI::App& to) {
     if (opt->count() == 0 || !is_job_option(opt) || opt->get_positional()) continue;
     const std::string key = opt->get_single_name();
     if (to.get_option_no_throw("--" + key) == nullptr) continue;
-    if (opt->get_expected_min() == 0) {
-      words += " --" + key;
-      continue;
+    for (const auto& v : opt->results()) {
+      // A flag as given: bare, or with its value (--synthetic-vis=sequential).
+      const bool bare = opt->get_expected_min() == 0 && (v.empty() || v == "true" || v == "1");
+      words += " " + job::shell_quote(bare ? "--" + key : "--" + key + "=" + v);
     }
-    for (const auto& v : opt->results()) words += " " + job::shell_quote("--" + key + "=" + v);
   }
   return words.empty() ? words : words.substr(1);
 }

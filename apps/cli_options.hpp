@@ -27,6 +27,17 @@ inline constexpr const char* kQueues = "Queues";
 inline constexpr const char* kWriters = "Writers";
 inline constexpr const char* kOutput = "Report and configuration";
 
+// The --vis-set help of the commands that take a visibility set.
+inline constexpr const char* kVisSets =
+    "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa "
+    "(NAME@pole: at declination 90, every w 0)";
+
+// --image's help (run and grid): the dirty image's file.
+inline constexpr const char* kImageHelp =
+    "write the dirty image to this file: FILE.fits as WSClean writes images (RA, Dec SIN "
+    "projection at the phase centre, east left, north up), any other name HDF5 (dataset "
+    "dirty_image: float64 [y][x][2], real and imaginary, the FITS image's rows and columns)";
+
 // CLI11's own non-negative check prints its range up to DBL_MAX.
 extern const CLI::Validator kNonNegative;
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli_options.hpp"
+#include "run_options.hpp"
 #include "iotest/checkpoint/h5_checkpoint.hpp"
 #include "iotest/commands/degrid.hpp"
 #include "iotest/commands/grid.hpp"
@@ -222,14 +223,30 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
                  multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
 }
 
-const char* const kImageHelp =
-    "write the dirty image to this file: FILE.fits as WSClean writes images (RA, Dec SIN "
-    "projection at the phase centre, east left, north up), any other name HDF5 (dataset "
-    "dirty_image: float64 [y][x][2], real and imaginary, the FITS image's rows and columns)";
-
-const char* const kVisSets =
-    "visibility set: lowbd2 lowbd2-core lowr3 lowr4 low-aa0.5 midr5 mkatplus askap lofar vlaa "
-    "(NAME@pole: at declination 90, every w 0)";
+// What the plan lays out: the run's rec-set, observation, shape, output
+// and device, as `iotest run` would take them.
+void plan_the_run(const iotest::pipeline::RunOptions& r, iotest::commands::PlanOptions& p) {
+  p.rec_set = r.rec_set;
+  p.observation = r.observation;
+  p.facet_workers = r.facet_workers;
+  p.assigner = r.assigner;
+  p.threads = r.threads;
+  p.producer_threads = r.producer_threads;
+  p.send_queue = r.send_queue;
+  p.subgrid_queue = r.subgrid_queue;
+  p.task_queue = r.task_queue;
+  p.bls_per_task = r.bls_per_task;
+  p.visibility_queue = r.visibility_queue;
+  p.writer_count = r.writer_count;
+  p.writer_ranks = r.writer_ranks;
+  p.transit_queue = r.transit_queue;
+  p.fork_writer = r.fork_writer;
+  p.synthetic_vis = r.synthetic_vis;
+  p.synthetic_sequential = r.synthetic_sequential;
+  p.synthetic_order = r.synthetic_order;
+  p.output = r.output;
+  p.device = r.device;
+}
 
 // SIGTERM (a batch system's time limit, scancel) or SIGINT: one line naming
 // the signal and this host, then the default action, so the process ends
@@ -302,14 +319,11 @@ int main(int argc, char** argv) {
   cli::set_example(recombine, "  iotest recombine --rec-set=small --check=16 --report=small.json");
 
   iotest::commands::PlanOptions plan_opts;
-  iotest::telescope::ObservationOptions obs_opts;
   auto* plan = app.add_subcommand(
       "plan",
       "resolved parameters, counts and memory per role of a set, and its ranks laid out on "
       "--nodes against the memory of a node; --slurm: the job script");
-  cli::add_rec_set_option(plan, plan_opts.rec_set);
-  cli::add_window_width_option(plan, plan_opts.window_width);
-  auto* plan_vis_set = cli::add_observation_options(plan, obs_opts, kVisSets, true);
+  // The plan's own options first: the allocation and the job script.
   plan->add_option("--nodes", plan_opts.nodes, "nodes the job will use")
       ->capture_default_str()
       ->group("Allocation");
@@ -323,9 +337,9 @@ int main(int argc, char** argv) {
                    "default: what this machine has available, as run checks)")
       ->transform(CLI::AsSizeValue(false))
       ->group("Allocation");
-  cli::add_shape_options(plan, plan_opts, "one per facet");
-  std::string plan_device = "cpu";
-  cli::add_device_option(plan, plan_device);
+  plan->add_option("--cores-per-node", plan_opts.cores_per_node,
+                   "cores of a node, which its ranks' threads share (default: this machine's)")
+      ->group("Allocation");
   plan->add_option("--gpus-per-node", plan_opts.gpus_per_node,
                    "--device=cuda: GPUs of a node, which its streamers share round-robin "
                    "(default: this machine's, else 1; and one streamer per GPU)")
@@ -335,18 +349,12 @@ int main(int argc, char** argv) {
                    "(80G = 80 GiB; default: this machine's first GPU's)")
       ->transform(CLI::AsSizeValue(false))
       ->group("Allocation");
-  plan->add_option("--rates-from", plan_opts.rates_from,
-                   "a run's JSON report: suggest --writer-ranks from its measured compute and "
-                   "write rates")
-      ->group(cli::kWriters);
   bool plan_slurm = false;
   iotest::job::JobScriptOptions slurm_opts;
-  plan->add_option("--cores-per-node", plan_opts.cores_per_node,
-                   "cores of a node, which its ranks' threads share (default: this machine's)")
-      ->group("Allocation");
   plan->add_flag("--slurm", plan_slurm,
                  "print the Slurm job script for this layout on stdout (the plan's summary goes "
-                 "to stderr): #SBATCH lines, threads, binding, the srun or mpirun line")
+                 "to stderr): #SBATCH lines, threads, binding, the srun or mpirun line running "
+                 "`iotest run` with every run option given here")
       ->group("Slurm");
   plan->add_option(
           "--launcher", slurm_opts.launcher,
@@ -361,14 +369,24 @@ int main(int argc, char** argv) {
   plan->add_option("--binary", slurm_opts.iotest, "iotest as the compute nodes find it")
       ->capture_default_str()
       ->group("Slurm");
-  // The run's back-end and its options, checked here and carried into the
-  // job script's run line.
-  iotest::storage::StorageOptions plan_storage;
-  cli::add_storage_options(plan, plan_storage);
+  // Then every option of `iotest run`, registered and checked as run's
+  // (run_options.hpp): the plan lays out the run they describe, and --slurm
+  // carries each one given into the job script's run line.
+  cli::RunCommand plan_run;
+  cli::add_run_options(plan, plan_run,
+                       "the run's paths, as `iotest run` takes them: predict: OUT%d.h5 it would "
+                       "write (counts the writers' HDF5 caches); image: the files it would read. "
+                       "plan writes and reads nothing");
+  plan->get_option("--facet-workers")
+      ->description(
+          "producer ranks, each holding facets (default: one per facet; 0: streamers degrid "
+          "zeros; always 0 with --synthetic-vis)");
+  cli::add_window_width_option(plan, plan_opts.window_width);
+  plan->add_option("--rates-from", plan_opts.rates_from,
+                   "a run's JSON report: suggest --writer-ranks from its measured compute and "
+                   "write rates")
+      ->group(cli::kWriters);
   cli::add_report_options(plan, out);
-  plan->add_option("output", plan_opts.output,
-                   "OUT%d.h5 the run would write (counts the writers' HDF5 caches; plan writes "
-                   "nothing)");
   cli::set_example(plan,
                    "  iotest plan --rec-set=small --vis-set=vlaa --nodes=4 --node-memory=256G\n"
                    "  iotest plan --rec-set=small --vis-set=vlaa --nodes=16 --slurm "
@@ -377,7 +395,7 @@ int main(int argc, char** argv) {
   iotest::commands::LayoutOptions layout_opts;
   auto* layout = app.add_subcommand(
       "layout", "a visibility set's antennas and the (u, v, w) of a few baselines");
-  cli::add_observation_options(layout, layout_opts.observation, kVisSets, false)->required();
+  cli::add_observation_options(layout, layout_opts.observation, cli::kVisSets, false)->required();
   layout->add_option("--baselines", layout_opts.baselines, "baselines whose (u, v, w) to show")
       ->capture_default_str();
   cli::add_report_options(layout, out);
@@ -389,7 +407,7 @@ int main(int argc, char** argv) {
       "the whole predict chain in one process (facets, subgrids, w-towers, "
       "degridding) without writing, checked against the direct Fourier transform");
   cli::add_rec_set_option(degrid, degrid_opts.rec_set);
-  cli::add_observation_options(degrid, degrid_opts.observation, kVisSets, false)->required();
+  cli::add_observation_options(degrid, degrid_opts.observation, cli::kVisSets, false)->required();
   cli::add_sky_options(degrid, degrid_opts.source_count, degrid_opts.seed);
   cli::add_kernel_options(degrid, degrid_opts.kernel, degrid_opts.margin, &degrid_opts.target_err);
   degrid
@@ -420,7 +438,7 @@ int main(int argc, char** argv) {
                    "in memory; the files give the rec-set, observation and sky)");
   cli::add_rec_set_option(grid, grid_opts.rec_set, "without files: T05_");
   cli::add_observation_options(grid, grid_opts.observation,
-                               std::string(kVisSets) + " (default without files: vlaa)", false);
+                               std::string(cli::kVisSets) + " (default without files: vlaa)", false);
   cli::add_sky_options(grid, grid_opts.source_count, grid_opts.seed);
   cli::add_kernel_options(grid, grid_opts.kernel, grid_opts.margin, nullptr);
   grid->add_option("--pixel-samples", grid_opts.pixel_samples,
@@ -431,7 +449,7 @@ int main(int argc, char** argv) {
   cli::add_process_threads_option(grid, grid_opts.threads);
   std::string grid_device = "cpu";
   cli::add_device_option(grid, grid_device);
-  grid->add_option("--image", grid_opts.image, kImageHelp)->group(cli::kOutput);
+  grid->add_option("--image", grid_opts.image, cli::kImageHelp)->group(cli::kOutput);
   cli::add_report_options(grid, out);
   cli::add_storage_options(grid, grid_opts.storage, false);
   cli::set_example(grid,
@@ -601,80 +619,13 @@ int main(int argc, char** argv) {
   cli::add_report_options(verify, out);
   cli::set_example(verify, "  iotest verify out/vis*.h5 --all --nonce=123456789");
 
-  iotest::pipeline::RunOptions run_opts;
-  iotest::telescope::ObservationOptions run_obs;
-  bool no_progress = false;
+  cli::RunCommand run_cmd;
   auto* run = app.add_subcommand(
       "run",
       "the predict pipeline over MPI ranks (the default command): producers, streamers, "
       "writers; run under mpirun");
-  cli::add_rec_set_option(run, run_opts.rec_set);
-  auto* run_vis_set = cli::add_observation_options(
-      run, run_obs,
-      std::string(kVisSets) + " (omit: recombination only, subgrids checked, nothing degridded)",
-      true);
-  cli::add_sky_options(run, run_opts.source_count, run_opts.seed);
-  cli::add_kernel_options(run, run_opts.kernel, run_opts.margin, &run_opts.target_err);
-  run->add_option("--check", run_opts.check_subgrids,
-                  "subgrids checked against the direct transform")
-      ->capture_default_str()
-      ->group(cli::kChecks);
-  run->add_option("--vis-samples", run_opts.vis_samples,
-                  "visibilities checked against the direct transform")
-      ->capture_default_str()
-      ->group(cli::kChecks);
-  run->add_option("--pixel-samples", run_opts.pixel_samples,
-                  "--direction=image: dirty image pixels checked against the direct adjoint "
-                  "transform")
-      ->capture_default_str()
-      ->group(cli::kChecks);
-  std::string run_direction = "predict";
-  run->add_option("--direction", run_direction,
-                  "predict (write visibilities), image (read and grid them into the dirty "
-                  "image) or both (the self-calibration major cycle)")
-      ->capture_default_str()
-      ->group(cli::kMode);
-  cli::add_shape_options(run, run_opts,
-                         "a third of the ranks with --vis-set, else half, at most one per facet");
-  std::string run_device = "cpu";
-  cli::add_device_option(run, run_device);
-  run->add_flag("--network-only", run_opts.network_only,
-                "the network alone: the walk's contributions sent and received with the same "
-                "slots, nothing computed (no facets, transforms, assembly or degridding)")
-      ->group(cli::kMode);
-  run->add_option("--duration", run_opts.duration,
-                  "stonewall: start no new work after this many seconds, drain, report the "
-                  "fraction done and the projected time of the whole observation")
-      ->group(cli::kMode);
-  int run_repetitions = 1;
-  run->add_option("--repetitions", run_repetitions,
-                  "run the job this many times in the same processes and report the min, median "
-                  "and max of every rate (IOR's and fio's repetitions)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str()
-      ->group(cli::kMode);
-  run->add_option("--timeline", run_opts.timeline_s,
-                  "the report's time line: each rank's busy and wait time and rates per "
-                  "interval of this many seconds (0: none; tools/timeline_plot.py draws it)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
-      ->group(cli::kOutput);
-  run->add_flag("--no-progress", no_progress, "no progress line on stderr")->group(cli::kOutput);
-  run->add_flag("--require-space", run_opts.require_space,
-                "exit 2 before any work when an output's file system has less free space than "
-                "the writing rank will write there (default: a warning)")
-      ->group("Storage");
+  cli::add_run_options(run, run_cmd);
   cli::add_report_options(run, out, true);
-  run->add_option("--image", run_opts.image,
-                  std::string("--direction=image or both: ") + kImageHelp +
-                      "; rank 0 writes it after the walk, taking the facets a block at a time")
-      ->group(cli::kOutput);
-  std::vector<std::string> run_paths;
-  run->add_option("paths", run_paths,
-                  "predict: OUT%d.h5, one file per writer, %d its number, %h the host's name "
-                  "(omit: a dry run); image: a predict run's files to read (omit: the streamers "
-                  "predict the visibilities of --vis-set themselves)");
-  cli::add_storage_options(run, run_opts.storage);
   cli::set_example(run,
                    "  mpirun -np 3 iotest --rec-set=T05_ --vis-set=vlaa out/vis%d.h5 "
                    "--report=run.json\n"
@@ -723,7 +674,7 @@ int main(int argc, char** argv) {
         (config ? "--config: " : "") + std::string(e.what()) + " (see iotest --help)";
     // Under mpirun every rank gets the same error: said once, by rank 0
     // (run and the other commands that start MPI).
-    if (is_run) return run_pipeline(run_opts, 1, {}, line);
+    if (is_run) return run_pipeline(run_cmd.options, 1, {}, line);
     if (command_name == "read" || command_name == "h5" || command_name == "net")
       return run_mpi([](MPI_Comm) { return iotest::report::Report{}; }, {}, line, "");
     print_error(line);
@@ -759,26 +710,14 @@ int main(int argc, char** argv) {
     return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(read_opts, comm); }, out, "",
                    read_opts.files.front());
   if (*run) {
-    if (*run_vis_set) run_opts.observation = run_obs;
-    run_opts.progress = !no_progress;
-    run_opts.command_line = command_line;
     std::string bad;
     try {
-      run_opts.direction = iotest::swiftly::parse_direction(run_direction);
-      run_opts.device = iotest::job::parse_device(run_device);
-      if (run_opts.direction == iotest::swiftly::Direction::predict) {
-        if (run_paths.size() > 1)
-          throw iotest::UsageError("OUTPUT", fmt::format("expected one output pattern (OUT%d.h5) "
-                                                         "for --direction=predict, got {} paths",
-                                                         run_paths.size()));
-        if (!run_paths.empty()) run_opts.output = run_paths.front();
-      } else {
-        run_opts.inputs = run_paths;
-      }
+      cli::check_run_command(run_cmd);
     } catch (const iotest::UsageError& e) {
       bad = e.one_line();
     }
-    return run_pipeline(run_opts, run_repetitions, out, bad);
+    run_cmd.options.command_line = command_line;
+    return run_pipeline(run_cmd.options, run_cmd.repetitions, out, bad);
   }
   try {
     check_outputs(out);
@@ -807,12 +746,20 @@ int main(int argc, char** argv) {
     } else if (*layout) {
       emit(iotest::commands::layout(layout_opts), out);
     } else if (*plan) {
-      if (*plan_vis_set) plan_opts.observation = obs_opts;
-      plan_opts.device = iotest::job::parse_device(plan_device);
-      iotest::storage::check_storage(plan_storage, plan_opts.output);
+      cli::check_run_command(plan_run);
+      plan_the_run(plan_run.options, plan_opts);
+      iotest::storage::check_storage(plan_run.options.storage,
+                                     plan_run.options.inputs.empty()
+                                         ? plan_run.options.output
+                                         : plan_run.options.inputs.front());
       if (plan_slurm) {
+        const auto& r = plan_run.options;
         slurm_opts.run_arguments = cli::shared_arguments(*plan, *run);
-        slurm_opts.output = plan_opts.output;
+        slurm_opts.paths = plan_run.paths;
+        slurm_opts.repetitions = plan_run.repetitions;
+        // The run refuses --duration where it has no walk to stonewall.
+        slurm_opts.stonewall = r.direction == iotest::swiftly::Direction::predict &&
+                               !r.network_only && !r.synthetic_sequential;
         plan_opts.slurm = slurm_opts;
       }
       emit(iotest::commands::plan(plan_opts), out);

@@ -2,6 +2,8 @@
 each node's estimate from the memory model `run` checks, against the
 memory of a node, with a warning where it does not fit."""
 import json
+import re
+import shlex
 
 import pytest
 
@@ -202,3 +204,154 @@ def test_ska1_low_on_30_nodes_writes_its_visibilities(iotest):
     check_layout(a)
     assert (a["producers"], a["streamers"], a["ranks_per_node"]) == (9, 51, 2)
     assert a["warnings"] == []
+
+
+# ---- plan --slurm takes every option of `iotest run` (issue 37) ----------------
+
+T05_SLURM = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+             "--freq=260e6:300e6/32/16", "--nodes=3", "--cores-per-node=2", "--slurm"]
+# A value for each run option whose --help shows no default (or none that
+# is a value). A new run option without a default must get one here: the
+# test below names it.
+RUN_VALUES = {
+    "--rec-set": "T05_", "--vis-set": "vlaa", "--time": "-1800:1800/16/8",
+    "--freq": "260e6:300e6/32/16", "--dec": "-40", "--margin": "3", "--wstep": "4",
+    "--target-err": "1e-05", "--facet-workers": "2", "--threads": "1",
+    "--producer-threads": "1", "--visibility-queue": "32", "--duration": "30",
+    "--image": "dirty image.fits", "--storage": "posix", "--phdf5.alignment": "4096",
+    "--phdf5.chunk-cache": "1048576", "--phdf5.hints": "striping_factor=4",
+}
+# Each command's own, never carried: where its report goes, its --config.
+NOT_CARRIED = {"--help", "--report", "--csv", "--config"}
+
+
+def run_help_options(iotest):
+    """`iotest run --help`'s options: (name, value or None for a flag,
+    --storage=BACKEND for a back-end's option or None)."""
+    options, backend = [], None
+    lines = iotest("run", "--help", check=0).stdout.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith(" "):  # a group's title
+            group = re.match(r"Storage: --storage=(\w+) ", line)
+            backend = f"--storage={group.group(1)}" if group else None
+            continue
+        # CLI11's option column is 30 wide; a longer one puts the
+        # description on the next line.
+        below = lines[i + 1] if i + 1 < len(lines) else ""
+        overflows = re.match(r" {30}\S", below) is not None
+        column = (line if overflows else line[:30]).strip()
+        match = re.match(r"(?:-h,)?(--[\w.-]+)(\{\w+\})?(?: (.*))?$", column)
+        if not match or match.group(1) in NOT_CARRIED:
+            continue
+        name, flag_value, kind = match.groups()
+        if kind is None or flag_value:  # a flag (--synthetic-vis{walk} too)
+            options.append((name, None, backend))
+            if flag_value:  # and its values
+                for value in re.search(r"\{([\w,]+)\}", kind).group(1).split(","):
+                    options.append((name, value, backend))
+            continue
+        default = re.search(r"=([^\s\]]+)$", kind)
+        described = re.search(r"\(default: ([\w.-]+)\)$", below if overflows else line)
+        value = RUN_VALUES.get(name) or (default and default.group(1)) or \
+            (described and described.group(1))
+        assert value, f"{name}: give tests/cli/test_plan.py RUN_VALUES a value for it"
+        options.append((name, value, backend))
+    return options
+
+
+def script_run_words(script):
+    """The words of the job script's `iotest run` line, as the shell splits them."""
+    joined = script.replace("\\\n", " ")
+    line = [l for l in joined.splitlines() if re.match(r"\s*(srun|mpirun|\S*mpiexec\S*) ", l)]
+    assert len(line) == 1, script
+    words = shlex.split(line[0])
+    return words[words.index("run") + 1:]
+
+
+def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
+    options = run_help_options(iotest)
+    names = {name for name, _, _ in options}
+    # The parse found run's options, of every kind.
+    assert {"--source-count", "--seed", "--support", "--w-support", "--margin", "--wstep",
+            "--target-err", "--direction", "--network-only", "--repetitions", "--timeline",
+            "--check", "--vis-samples", "--pixel-samples", "--require-space", "--image",
+            "--duration", "--synthetic-vis", "--posix.direct", "--phdf5.hints"} <= names
+    out = str(tmp_path / "vis%d")
+    for name, value, backend in options:
+        given = name if value is None else f"{name}={value}"
+        base = [a for a in T05_SLURM if not a.startswith(name + "=")]
+        extra = [backend] if backend and backend != given else []
+        proc = iotest("plan", *base, given, *extra, out)
+        assert proc.returncode == 0, (given, proc.stderr)
+        words = script_run_words(proc.stdout)
+        carried = [w for w in words if w == name or w.startswith(name + "=")]
+        # A bare flag may be carried with the value it stands for
+        # (--synthetic-vis as --synthetic-vis=walk), =true bare.
+        assert carried == [given] or (value in (None, "true") and len(carried) == 1), \
+            (given, words)
+        assert not any(w.startswith(("--nodes", "--cores-per-node", "--slurm")) for w in words)
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--source-count=many"], "--source-count"),
+    (["--seed=-1"], "--seed"),
+    (["--direction=sideways"], "--direction"),
+    (["--repetitions=0"], "--repetitions"),
+    (["--timeline=-1"], "--timeline"),
+    (["--device=fpga"], "--device"),
+    (["--synthetic-vis=random"], "--synthetic-vis"),
+    (["--posix.fsync=always"], "--posix.fsync"),
+    (["a%d.h5", "b%d.h5"], "OUTPUT"),  # predict writes one output pattern
+])
+def test_plan_slurm_refuses_what_run_refuses(iotest, args, option):
+    for command in (["plan", *T05_SLURM], ["run", *T05_SLURM[:4]]):
+        proc = iotest(*command, *args, check=2)
+        assert proc.stderr.startswith("iotest: error: ") and option in proc.stderr, \
+            (command, proc.stderr)
+        assert proc.stdout == ""
+
+
+def test_plan_slurm_quotes_the_run_line_for_the_shell(iotest, tmp_path):
+    image = str(tmp_path / "it's dirty.fits")
+    inputs = [str(tmp_path / "vis 0.h5"), str(tmp_path / "vis$1.h5")]
+    proc = iotest("plan", *T05_SLURM, "--direction=image", f"--image={image}", *inputs,
+                  check=0)
+    words = script_run_words(proc.stdout)
+    assert f"--image={image}" in words and words[-2:] == inputs, words
+    # Nothing to stonewall: the imaging direction takes no --duration.
+    assert not any(w.startswith("--duration") for w in words)
+
+
+@pytest.mark.parametrize("args,duration", [
+    ([], 2700),
+    (["--repetitions=2"], 1350),  # 1800 s each less 180 + 180 + 90
+    (["--duration=99"], 99),      # the user's own
+    (["--network-only"], None),   # the run refuses --duration with these
+    (["--direction=both"], None),
+    (["--synthetic-vis=sequential"], None),
+])
+def test_plan_slurm_stonewalls_only_runs_that_take_a_duration(iotest, args, duration):
+    words = script_run_words(iotest("plan", *T05_SLURM, *args, check=0).stdout)
+    durations = [w for w in words if w.startswith("--duration")]
+    assert durations == ([f"--duration={duration}"] if duration else []), words
+
+
+@pytest.mark.parametrize("cores,ranks_per_node", [(2, 4), (1, 4), (4, 4), (64, 4)])
+def test_plan_slurm_overcommits_with_ntasks_where_ranks_exceed_cores(iotest, cores,
+                                                                      ranks_per_node):
+    # 9 producers and 3 streamers on 3 nodes: 4 ranks a node. An exclusive
+    # allocation of --ntasks-per-node=4 on 2 cores is refused by sbatch
+    # ("Requested node configuration is not available"); --ntasks=12 with
+    # --overcommit is not, and srun's --ntasks-per-node places 4 on each.
+    args = [*T05_SLURM[:-2], f"--cores-per-node={cores}", "--slurm"]
+    script = iotest("plan", *args, check=0).stdout
+    sbatch = dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(\S+))?$", script, re.M))
+    assert sbatch["nodes"] == "3" and "overcommit" in sbatch and "exclusive" in sbatch
+    launch = [l for l in script.replace("\\\n", " ").splitlines() if l.startswith("srun")][0]
+    assert f"--ntasks=12 --ntasks-per-node={ranks_per_node}" in launch
+    if ranks_per_node > cores:
+        assert sbatch["ntasks"] == "12" and "ntasks-per-node" not in sbatch
+        assert "Requested node configuration is not available" in script  # why, said
+        assert " --overcommit " in launch
+    else:
+        assert sbatch["ntasks-per-node"] == str(ranks_per_node) and "ntasks" not in sbatch

@@ -63,17 +63,37 @@ double time_limit_seconds(const std::string& limit) {
   return seconds;
 }
 
-StreamBudget stream_budget(const std::string& time_limit) {
+namespace {
+
+StreamBudget budget_of(double limit_s) {
   StreamBudget b;
-  b.limit_s = time_limit_seconds(time_limit);
+  b.limit_s = limit_s;
   b.setup_s = std::clamp(0.10 * b.limit_s, 10.0, 600.0);
   b.drain_s = std::clamp(0.10 * b.limit_s, 10.0, 600.0);
   b.margin_s = std::clamp(0.05 * b.limit_s, 5.0, 300.0);
   b.duration_s = std::floor(b.limit_s - b.setup_s - b.drain_s - b.margin_s);
+  return b;
+}
+
+}  // namespace
+
+StreamBudget stream_budget(const std::string& time_limit) {
+  const auto b = budget_of(time_limit_seconds(time_limit));
   if (b.duration_s < 10)
     throw UsageError("--time-limit", fmt::format("{} leaves {:.0f} s to stream after setup, "
                                                  "drain and margin; expected at least 10 s",
                                                  time_limit, b.duration_s));
+  return b;
+}
+
+StreamBudget stream_budget(const std::string& time_limit, int repetitions) {
+  if (repetitions <= 1) return stream_budget(time_limit);
+  const auto b = budget_of(time_limit_seconds(time_limit) / repetitions);
+  if (b.duration_s < 10)
+    throw UsageError("--repetitions",
+                     fmt::format("{} runs in --time-limit={} leave each {:.0f} s to stream after "
+                                 "setup, drain and margin; expected at least 10 s",
+                                 repetitions, time_limit, b.duration_s));
   return b;
 }
 
@@ -100,8 +120,10 @@ std::string local_launcher() {
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   const index_t tasks = a.nodes * a.ranks_per_node;
   const int cpus = std::max<int>(1, o.cores_per_node / static_cast<int>(a.ranks_per_node));
-  // Threads beyond the task's cores are what --overcommit is for.
+  // Threads beyond the task's cores are what --overcommit is for; ranks
+  // beyond a node's cores too.
   const int threads = std::max(a.threads, a.producer_threads);
+  const bool overcommitted = a.ranks_per_node > o.cores_per_node;
   std::string s = "#!/bin/bash\n";
   s += fmt::format(
       "# iotest: {} node(s) x {} rank(s): {} producer(s), {} streamer(s){}{}; {} thread(s) per "
@@ -112,7 +134,16 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   s += "# Made by `iotest plan --slurm` (its report holds the memory per node).\n";
   s += fmt::format("#SBATCH --job-name={}\n", o.job_name);
   s += fmt::format("#SBATCH --nodes={}\n", a.nodes);
-  s += fmt::format("#SBATCH --ntasks-per-node={}\n", a.ranks_per_node);
+  if (overcommitted) {
+    s += fmt::format(
+        "# {0} ranks per node on {1} cores: Slurm refuses --ntasks-per-node={0} with\n"
+        "# --exclusive (\"Requested node configuration is not available\"), but takes\n"
+        "# --ntasks with --overcommit; the launch below places {0} ranks on each node.\n",
+        a.ranks_per_node, o.cores_per_node);
+    s += fmt::format("#SBATCH --ntasks={}\n", tasks);
+  } else {
+    s += fmt::format("#SBATCH --ntasks-per-node={}\n", a.ranks_per_node);
+  }
   s += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
   // --device=cuda: the node's GPUs, which its streamers share round-robin.
   if (a.gpus_per_node > 0) s += fmt::format("#SBATCH --gpus-per-node={}\n", a.gpus_per_node);
@@ -143,8 +174,12 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   if (!has("--threads")) arguments += fmt::format(" --threads={}", a.threads);
   if (a.producers > 0 && !has("--producer-threads"))
     arguments += fmt::format(" --producer-threads={}", a.producer_threads);
-  if (!has("--duration")) {
-    const auto b = stream_budget(o.time_limit);
+  if (o.stonewall && !has("--duration")) {
+    const auto b = stream_budget(o.time_limit, o.repetitions);
+    if (o.repetitions > 1)
+      s += fmt::format(
+          "# --repetitions={0}: the {1:.0f} s time limit is shared by {0} runs, {2:.0f} s each.\n",
+          o.repetitions, time_limit_seconds(o.time_limit), b.limit_s);
     s += fmt::format(
         "# The run stops taking new work after --duration={:.0f} s (stonewalling) and ends\n"
         "# by itself, its files whole, before Slurm's SIGTERM at the time limit: {:.0f} s\n"
@@ -153,15 +188,25 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
         "# leaves only .partial files.\n\n",
         b.duration_s, b.limit_s, b.setup_s, b.drain_s, b.margin_s);
     arguments += fmt::format(" --duration={:.0f}", b.duration_s);
+  } else if (!o.stonewall) {
+    s += "# No --duration: the run takes none with its options (no walk to stonewall);\n"
+         "# it must end within the time limit, or leave only .partial files.\n\n";
   }
-  const std::string run = fmt::format(
-      "{} run {} --report=iotest-${{SLURM_JOB_ID}}.json --no-progress{}{}", o.iotest, arguments,
-      o.output.empty() ? "" : " ", o.output.empty() ? std::string() : shell_quote(o.output));
+  std::string words = " ";  // the arguments as whole words
+  words += arguments;
+  words += " ";
+  if (words.find(" --no-progress ") == std::string::npos) arguments += " --no-progress";
+  std::string paths;
+  for (const auto& path : o.paths) paths += " " + shell_quote(path);
+  const std::string run = fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json{}",
+                                      o.iotest, arguments, paths);
   if (o.launcher == "srun") {
     s += fmt::format(
-        "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={} --cpu-bind=verbose,cores \\\n"
+        "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={}{} "
+        "--cpu-bind=verbose,cores \\\n"
         "     --distribution=block:block \\\n     {}\n",
-        open_mpi ? "" : " --mpi=pmi2", tasks, a.ranks_per_node, cpus, run);
+        open_mpi ? "" : " --mpi=pmi2", tasks, a.ranks_per_node, cpus,
+        overcommitted ? " --overcommit" : "", run);
   } else if (!open_mpi) {  // Hydra's mpiexec: it starts its proxies through Slurm
     s += fmt::format("{} -n {} -ppn {} -bind-to {} \\\n     {}\n", mpiexec_path(), tasks,
                      a.ranks_per_node,

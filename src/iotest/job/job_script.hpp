@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "iotest/report/report.hpp"
 
@@ -20,8 +21,15 @@ struct JobScriptOptions {
   std::string job_name = "iotest";
   int cores_per_node = 0;         // what a node's ranks share (--cpus-per-task)
   std::string run_arguments;      // `iotest run`'s options, shell-quoted
-  std::string output;             // its output pattern (empty: a dry run)
+  // Its positional paths: the output pattern (none: a dry run), or with
+  // --direction=image the files it reads.
+  std::vector<std::string> paths;
   std::string iotest = "iotest";  // the binary, as the nodes find it
+  // Whether the run takes a --duration (stonewalling): not with
+  // --direction=image or both, --network-only or --synthetic-vis=sequential,
+  // which it refuses.
+  bool stonewall = true;
+  int repetitions = 1;  // --repetitions: the time limit is shared by them all
 };
 
 // Throws UsageError for a launcher other than srun or mpirun, or a time
@@ -42,10 +50,17 @@ struct StreamBudget {
   double limit_s = 0, setup_s = 0, drain_s = 0, margin_s = 0, duration_s = 0;
 };
 StreamBudget stream_budget(const std::string& time_limit);
+// As above for each of `repetitions` runs in one limit: each is given an
+// equal share of the limit (its own setup, drain and margin); UsageError
+// names --repetitions when a share leaves nothing to stream.
+StreamBudget stream_budget(const std::string& time_limit, int repetitions);
 
-// The script: #SBATCH lines for a.nodes x a.ranks_per_node tasks, the
+// The script: #SBATCH lines for a.nodes x a.ranks_per_node tasks (with
+// more ranks than cores on a node, --ntasks and --overcommit: Slurm refuses
+// --ntasks-per-node beyond a node's CPUs in an exclusive allocation), the
 // environment, and the launch of `iotest run` with a's threads and, unless
-// the run's options give one, the --duration of stream_budget.
+// the run's options give one or the run takes none, the --duration of
+// stream_budget.
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o);
 
 // A word for the shell: quoted when it holds anything but safe characters.
