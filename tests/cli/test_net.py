@@ -17,8 +17,9 @@ RUN_TIMEOUT_S = 60
 def test_net_measures_every_size_both_transports_every_pair_checked(mpirun, tmp_path, ranks,
                                                                     pairs):
     report = tmp_path / "net.json"
-    proc = mpirun(ranks, "net", "--max-size=1048576", "--check", *QUICK, f"--report={report}",
-                  check=0, timeout=RUN_TIMEOUT_S)
+    # A budget of an hour: the planned counts, all of them.
+    proc = mpirun(ranks, "net", "--max-size=1048576", "--check", *QUICK, "--time-per-size=3600",
+                  f"--report={report}", check=0, timeout=RUN_TIMEOUT_S)
     r = load(report)
     assert r["mode"] == "net"
     n = r["net"]
@@ -26,6 +27,7 @@ def test_net_measures_every_size_both_transports_every_pair_checked(mpirun, tmp_
     assert n["transports"] == ["mpi", "tcp"]
     assert [z["bytes"] for z in n["sizes"]] == SIZES
     assert all(z["iterations"] >= 1 and z["windows"] >= 1 for z in n["sizes"])
+    assert n["time_per_size_s"] == 3600
     # One node: consecutive ranks pair up, all measured at once.
     assert [(p["sender"], p["receiver"]) for p in n["pairs"]] == pairs
     for p in n["pairs"]:
@@ -38,6 +40,10 @@ def test_net_measures_every_size_both_transports_every_pair_checked(mpirun, tmp_
                 assert f["latency_us"] > 0 and f["bandwidth_mb_per_s"] > 0, (transport, f)
                 # Two round trips and a window, each message checked on arrival.
                 assert f["messages_checked"] == 2 * 2 + 8 and f["messages_wrong"] == 0, f
+            for z, f in zip(n["sizes"], figures):
+                assert (f["iterations"], f["warmup"], f["windows"], f["window_warmup"],
+                        f["window"]) == (z["iterations"], z["warmup"], z["windows"],
+                                         z["window_warmup"], 8), (z, f)
     assert n["checked"] and n["passed"] and n["messages_wrong"] == 0
     assert n["messages_checked"] == len(pairs) * 2 * len(SIZES) * 12
     assert r["environment"]["command_line"].endswith(f"--report={report}")
@@ -53,6 +59,32 @@ def test_net_measures_every_size_both_transports_every_pair_checked(mpirun, tmp_
         f"{s} B" if s < 1024 else f"{s // 1024} KiB" if s < 2**20 else "1 MiB" for s in SIZES]
     assert all(float(v) > 0 for _, figures in rows for v in figures.split())
     assert "messages checked, 0 wrong: passed" in out
+    assert "--time-per-size" not in out
+
+
+def test_a_tiny_time_budget_times_one_iteration_and_one_message_and_says_so(mpirun, tmp_path):
+    """--time-per-size (IMB's -time): a budget no iteration fits leaves each
+    test its first warm-up and one timed iteration, each bandwidth window one
+    message; the report and the table give the counts used."""
+    report = tmp_path / "net.json"
+    proc = mpirun(2, "net", "--max-size=4096", "--check", *QUICK, "--time-per-size=1e-9",
+                  f"--report={report}", check=0, timeout=RUN_TIMEOUT_S)
+    n = load(report)["net"]
+    assert n["time_per_size_s"] == 1e-9 and n["window"] == 8
+    # The sizes keep the counts planned; each figure has the counts used.
+    assert all((z["iterations"], z["warmup"]) == (20, 2) for z in n["sizes"])
+    (p,) = n["pairs"]
+    for transport in ("mpi", "tcp"):
+        for f in p[transport]:
+            assert (f["iterations"], f["warmup"], f["windows"], f["window_warmup"],
+                    f["window"]) == (1, 1, 1, 1, 1), (transport, f)
+            assert f["latency_us"] > 0 and f["bandwidth_mb_per_s"] > 0, (transport, f)
+            # --check sends the window used: two round trips and one message.
+            assert f["messages_checked"] == 2 * 2 + 1 and f["messages_wrong"] == 0, f
+    out = proc.stdout
+    assert "--time-per-size=1e-09 s bound these sizes' timed counts" in out, out
+    bound = re.findall(r"^  (\d+ [KM]?i?B)\s+1/20\s+1/20 x 1\s+1/20\s+1/20 x 1$", out, re.M)
+    assert len(bound) == len(n["sizes"]), out
 
 
 def test_net_explicit_pairs_and_one_transport(mpirun, tmp_path):
@@ -83,6 +115,8 @@ def test_net_refuses_bad_pairs_on_every_rank(mpirun, pairs):
     (["--transport=udp"], "--transport"),
     (["--window=0"], "--window"),
     (["--iterations=0"], "--iterations"),
+    (["--time-per-size=0"], "--time-per-size"),
+    (["--time-per-size=-1"], "--time-per-size"),
     (["--pairs"], "--pairs"),  # a parse error, said once too
 ])
 def test_net_refuses_bad_options(mpirun, args, option):

@@ -156,9 +156,9 @@ std::string render_text(const Interconnect& n, const Report&) {
   }
   if (!bound.empty()) {
     s += fmt::format(
-        "  --time-per-size={} s bound these sizes' timed counts (used/planned; windows x "
+        "  --time-per-size={:g} s bound these sizes' timed counts (used/planned; windows x "
         "messages of {}; the fewest over the pairs):\n",
-        figure_text(n.time_per_size_s), n.window);
+        n.time_per_size_s, n.window);
     s += fmt::format("  {:<8}", "size");
     for (size_t t = 0; t < n.transports.size(); ++t)
       s += fmt::format(" {:>12} {:>14}", "round trips", "windows x msgs");
