@@ -194,7 +194,7 @@ def test_plan_without_a_gpu_here_needs_its_memory(iotest):
 def test_plan_slurm_asks_for_the_gpus_and_runs_on_them(iotest):
     proc = iotest("plan", "--rec-set=small", "--vis-set=vlaa", "--node-memory=1T", "--threads=1",
                   "--device=cuda", "--gpus-per-node=4", "--gpu-memory=80G", "--nodes=2",
-                  "--slurm", check=0)
+                  "--cores-per-node=64", "--slurm", check=0)
     script = proc.stdout
     assert "#SBATCH --gpus-per-node=4\n" in script
     assert "#SBATCH --ntasks-per-node=8\n" in script
