@@ -349,6 +349,8 @@ def test_plan_slurm_overcommits_with_ntasks_where_ranks_exceed_cores(iotest, cor
     assert sbatch["nodes"] == "3" and "overcommit" in sbatch and "exclusive" in sbatch
     launch = [l for l in script.replace("\\\n", " ").splitlines() if l.startswith("srun")][0]
     assert f"--ntasks=12 --ntasks-per-node={ranks_per_node}" in launch
+    # The plan's producers, one per facet, not run's default of a third.
+    assert " --facet-workers=9 " in launch
     if ranks_per_node > cores:
         assert sbatch["ntasks"] == "12" and "ntasks-per-node" not in sbatch
         assert "Requested node configuration is not available" in script  # why, said

@@ -161,6 +161,53 @@ def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir, 
     cluster.verify_published(f"{workdir}/vis*.h5", 4, report)
 
 
+# Job scripts of runs that plan --slurm once refused (issue 37): every run
+# option is carried into the run line, and a plan of more ranks than cores
+# asks for an allocation sbatch takes.
+@pytest.mark.parametrize("case", ["overcommitted", "both", "network-only", "repetitions"])
+def test_plan_slurm_scripts_of_run_options_run_under_sbatch(cluster, workdir, case):
+    args, out = {
+        # One producer per facet and streamers on 3 nodes of 2 cores: 4 ranks a node.
+        "overcommitted": (["--threads=1"], f"{workdir}/vis%d.h5"),
+        "both": (["--ranks-per-node=2", "--facet-workers=2", "--threads=1",
+                  "--direction=both"], None),
+        "network-only": (["--ranks-per-node=2", "--facet-workers=2", "--threads=1",
+                          "--network-only"], None),
+        "repetitions": (["--ranks-per-node=2", "--facet-workers=2", "--threads=1",
+                         "--repetitions=2", "--source-count=3", "--seed=7"],
+                        f"{workdir}/vis%d.h5"),
+    }[case]
+    script = subprocess.run(
+        [iotest_binary(), "plan", *T05[:5], "--nodes=3", "--cores-per-node=2", *args,
+         "--slurm", f"--binary={iotest_binary()}", "--time-limit=5",
+         *([out] if out else [])],
+        capture_output=True, text=True, check=True, timeout=60).stdout
+    if case == "overcommitted":
+        assert re.search(r"^#SBATCH --ntasks=12$", script, re.M)
+        assert not re.search(r"^#SBATCH --ntasks-per-node", script, re.M)
+    report = cluster.sbatch(workdir, script)
+    assert sorted(report["environment"]["hosts"]) == HOSTS
+    if case == "overcommitted":
+        # The plan's layout (its --facet-workers carried): a streamer and
+        # three of the nine producers on each host.
+        assert roles_by_host(report) == {h: {"producer": 3, "streamer": 1} for h in HOSTS}
+        streamers = sum(1 for r in report["pipeline"]["per_rank"] if r["role"] == "streamer")
+        cluster.verify_published(f"{workdir}/vis*.h5", streamers, report)
+    elif case == "both":
+        assert report["config"]["direction"] == "both" and report["accuracy"]
+    elif case == "network-only":
+        assert report["pipeline"]["network_only"] is True
+    else:
+        assert report["repetitions"]
+        assert (report["config"]["seed"], report["config"]["source_count"]) == (7, 3)
+        files = sorted(glob.glob(f"{workdir}/vis*.h5"))
+        cluster.exec(iotest_binary(), "verify", *files, "--seed=7", "--source-count=3",
+                     check=0)
+        # Another sky's visibilities are not these: the seed was the run's.
+        cluster.exec(iotest_binary(), "verify", *files, "--seed=8", "--source-count=3",
+                     check=1)
+
+
 def test_node_local_outputs_land_on_their_own_host(cluster, workdir):
     report = os.path.join(workdir, "run.json")
     cluster.srun(3, 6, "run", *T05, "--facet-workers=1", f"--report={report}",

@@ -166,11 +166,15 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   } else {
     s += "# MPICH (or an MPI of its ABI): srun starts the ranks through Slurm's PMI-2.\n\n";
   }
-  // The plan's threads unless the run's options say.
+  // The plan's producers and threads unless the run's options say: run's
+  // own defaults differ (a third of the ranks are producers), and the job
+  // is the plan's layout.
   std::string arguments = o.run_arguments;
   const auto has = [&](const char* option) {
     return (" " + arguments).find(std::string(" ") + option + "=") != std::string::npos;
   };
+  if (a.producers > 0 && !has("--facet-workers"))
+    arguments += fmt::format(" --facet-workers={}", a.producers);
   if (!has("--threads")) arguments += fmt::format(" --threads={}", a.threads);
   if (a.producers > 0 && !has("--producer-threads"))
     arguments += fmt::format(" --producer-threads={}", a.producer_threads);

@@ -58,9 +58,9 @@ StreamBudget stream_budget(const std::string& time_limit, int repetitions);
 // The script: #SBATCH lines for a.nodes x a.ranks_per_node tasks (with
 // more ranks than cores on a node, --ntasks and --overcommit: Slurm refuses
 // --ntasks-per-node beyond a node's CPUs in an exclusive allocation), the
-// environment, and the launch of `iotest run` with a's threads and, unless
-// the run's options give one or the run takes none, the --duration of
-// stream_budget.
+// environment, and the launch of `iotest run` with a's producers
+// (--facet-workers) and threads and, unless the run's options give one or
+// the run takes none, the --duration of stream_budget.
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o);
 
 // A word for the shell: quoted when it holds anything but safe characters.
