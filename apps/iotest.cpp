@@ -29,6 +29,7 @@
 #include "iotest/commands/scale.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/net/net.hpp"
@@ -162,7 +163,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body,
                                "this MPI library lacks MPI_THREAD_MULTIPLE, which a shared "
                                "output's writer threads need (use --storage=hdf5 or posix)");
     // Rank 0 alone writes the report, so its check is agreed.
-    iotest::pipeline::agree_on_usage(MPI_COMM_WORLD, [&] {
+    iotest::agree_on_usage(MPI_COMM_WORLD, [&] {
       if (rank == 0) check_outputs(out);
     });
     report = body(MPI_COMM_WORLD);

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "iotest/common/errors.hpp"
-#include "iotest/pipeline/run.hpp"
+#include "iotest/common/mpi_agree.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
 #include "iotest/storage/mpio_hints.hpp"
 
@@ -18,7 +18,7 @@ namespace iotest::checkpoint {
 #ifndef H5_HAVE_PARALLEL
 
 report::Report h5(const H5Options&, MPI_Comm comm) {
-  pipeline::agree_on_usage(comm, [] {
+  agree_on_usage(comm, [] {
     throw UsageError("h5",
                      "needs parallel HDF5 (this iotest was built with the serial one; "
                      "install libhdf5-openmpi-dev and rebuild)");
@@ -88,7 +88,7 @@ report::Report h5(const H5Options& o, MPI_Comm comm) {
   MPI_Comm_size(comm, &size);
   std::array<int, 3> grid = o.grid;
   std::array<long long, 3> chunk = o.chunk;
-  pipeline::agree_on_usage(comm, [&] {
+  agree_on_usage(comm, [&] {
     if (o.path.empty()) throw UsageError("FILE", "expected the shared file to write");
     if (o.steps < 1) throw UsageError("--steps", "expected at least 1 step");
     for (int a = 0; a < 3; ++a) {

@@ -26,7 +26,7 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
-#include "iotest/pipeline/run.hpp"
+#include "iotest/common/mpi_agree.hpp"
 
 namespace iotest::net {
 namespace {
@@ -625,7 +625,7 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
   std::vector<std::pair<int, int>> pairs;
   std::vector<std::string> transports;
   std::vector<Size> sizes;
-  pipeline::agree_on_usage(world, [&] {
+  agree_on_usage(world, [&] {
     if (ranks < 2)
       throw UsageError("-np", "expected at least 2 ranks to pair (mpirun -np 2 iotest net)");
     if (o.min_size < 1)

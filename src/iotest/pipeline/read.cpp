@@ -10,6 +10,7 @@
 #include <new>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/pipeline/run.hpp"

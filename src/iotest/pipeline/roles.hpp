@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "iotest/common/accuracy.hpp"
+#include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
@@ -44,11 +45,6 @@ inline constexpr int kTagEnd = 4;      // producer 0 -> streamers (--duration, s
                                        // assignment): int64 K, the walk ends before visit K
 inline constexpr int kTagImage = 5;    // producers -> rank 0 (--image, after the walk): a
                                        // block of rows of a facet's region, complex doubles
-
-// A check made on some ranks only, agreed on by all (collective): the
-// first rank's non-empty message, or empty when every rank passed. Every
-// rank then ends the same way, so none waits for a peer that left.
-std::string agree_on_error(MPI_Comm comm, const std::string& mine);
 
 // ---- what every rank knows --------------------------------------------------
 struct Roles {

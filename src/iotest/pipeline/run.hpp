@@ -110,10 +110,5 @@ struct RunOptions {
 // must end the job (MPI_Abort).
 report::Report run(const RunOptions& options, MPI_Comm comm);
 
-// Runs `check`, which may throw UsageError on some ranks only (a path that
-// one node cannot write), and agrees on the outcome (collective): the
-// first failing rank's error is thrown on every rank, so all end with the
-// usage status and none waits for a peer that left.
-void agree_on_usage(MPI_Comm comm, const std::function<void()>& check);
 
 }  // namespace iotest::pipeline
