@@ -1,7 +1,8 @@
 """`iotest grid --image=FILE.fits`: the dirty image as FITS with a celestial
 WCS, read by astropy (a reader no one here wrote): the source where its
 direction cosines put it on the sky, east to the left, north up, the phase
-centre at pixel used/2 + 1 as WSClean puts it."""
+centre at pixel used/2 + 1 as WSClean puts it, and at its true ICRS
+position (docs/imaging.md, "Coordinates: the uvw model")."""
 import json
 import math
 
@@ -12,6 +13,10 @@ astropy_wcs = pytest.importorskip("astropy.wcs")
 np = pytest.importorskip("numpy")
 
 OBS = ["--time=-300:300/16/16", "--freq=260e6:300e6/32/32", "--dec=34"]
+# vlaa's array centre (observation.cpp's kVlaCentre): lon, lat (deg), height (m).
+VLAA_SITE = (-107.6184, 34.0784, 2124.0)
+JD0 = 2460000.5  # telescope::kStartJd: hour angle 0
+ARCSEC = 1 / 3600
 
 
 def sin_deprojection(l, m, ra0, dec0):
@@ -43,7 +48,7 @@ def test_a_single_source_lands_where_astropy_reads_its_coordinates(iotest, tmp_p
     assert header["CRPIX1"] == header["CRPIX2"] == used // 2 + 1
     assert header["CDELT1"] == pytest.approx(-math.degrees(pixel_lm), rel=1e-12)
     assert header["CDELT2"] == pytest.approx(math.degrees(pixel_lm), rel=1e-12)
-    assert header["CRVAL2"] == pytest.approx(34)
+    assert header["RADESYS"] == "ICRS"  # CRVAL: test_the_wcs_places_the_sky_in_icrs
     assert header["CRVAL3"] == pytest.approx(280e6)
 
     plane = data[0, 0]
@@ -69,6 +74,80 @@ def test_a_single_source_lands_where_astropy_reads_its_coordinates(iotest, tmp_p
     centre = wcs.pixel_to_world(used // 2, used // 2)
     assert centre.ra.deg == pytest.approx(header["CRVAL1"], abs=1e-9)
     assert centre.dec.deg == pytest.approx(header["CRVAL2"], abs=1e-9)
+
+
+def apparent_to_icrs(ra, dec):
+    """ICRS (astropy SkyCoord) of apparent directions of date at JD0 seen
+    from the VLA, apparent as iotest and pyuvdata mean it: hour angle (the
+    local apparent sidereal time minus RA) and declination about the ITRS
+    pole. The way pyuvdata's transform_app_to_icrs goes with astropy (to
+    AltAz, then ICRS): astropy's TETE frame, about the CIP, puts the phase
+    centre 0.30" away from pyuvdata's apparent one (polar motion)."""
+    from astropy import units as u
+    from astropy.coordinates import AltAz, EarthLocation, ICRS, SkyCoord
+    from astropy.time import Time
+    import erfa
+    site = EarthLocation.from_geodetic(*VLAA_SITE)
+    t = Time(JD0, format="jd", scale="utc", location=site)
+    az, alt = erfa.hd2ae(t.sidereal_time("apparent").rad - np.asarray(ra), np.asarray(dec),
+                         site.lat.rad)
+    return SkyCoord(az * u.rad, alt * u.rad, frame=AltAz(obstime=t, location=site)) \
+        .transform_to(ICRS())
+
+
+@pytest.mark.filterwarnings("error")
+def test_the_wcs_places_the_sky_in_icrs(iotest, tmp_path):
+    """iotest's phase centre is apparent RA (the local apparent sidereal
+    time at JD0) and Dec (--dec) of date; the FITS WCS (RADESYS ICRS) puts
+    it, and a source off it, at their ICRS positions. Before, CRVAL were the
+    apparent coordinates themselves, 17.6' east and 5.4' north of the truth."""
+    from astropy import units as u
+    from astropy.coordinates import SkyCoord
+    from astropy.time import Time
+    image, report = tmp_path / "dirty.fits", tmp_path / "r.json"
+    iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--source-count=1",
+           f"--image={image}", f"--report={report}", check=0)
+    r = json.loads(report.read_text())
+    (y0, y1), = r["sky"]["sources"]
+    pixel_lm = r["sky"]["pixel_lm"]
+    header = astropy_fits.getheader(image)
+    wcs = astropy_wcs.WCS(header).celestial
+    used = header["NAXIS1"]
+    # The apparent phase centre, as pyuvdata reads it from iotest's UVH5.
+    lst = Time(JD0, format="jd", scale="utc").sidereal_time(
+        "apparent", longitude=VLAA_SITE[0] * u.deg).rad
+    dec0 = math.radians(34)
+    centre = apparent_to_icrs(lst, dec0)
+    at_centre = wcs.pixel_to_world(used // 2, used // 2)
+    assert centre.separation(at_centre).arcsec < 0.02  # 5 mas: the Sun's deflection
+    assert header["CRVAL1"] == pytest.approx(46.62683, abs=1e-5)
+    assert header["CRVAL2"] == pytest.approx(33.90986, abs=1e-5)
+    # The source: y0 pixels east, y1 north in the apparent frame, where
+    # it is a direction of date too.
+    l, m = y0 * pixel_lm, y1 * pixel_lm
+    ra, dec = sin_deprojection(l, m, math.degrees(lst), 34)
+    source = apparent_to_icrs(math.radians(ra), math.radians(dec))
+    at_source = wcs.pixel_to_world(used // 2 - y0, used // 2 + y1)
+    off = source.separation(at_source).arcsec
+    assert off < 1, off  # 0.77" here
+    # What is left is the image's orientation: its north is the apparent
+    # frame's, 0.11 degrees from ICRS north (IOTFRMPA, pyuvdata's frame_pa:
+    # minus the ICRS position angle of apparent north), which the WCS does
+    # not state, as WSClean's does not. Turned by it, the source is there
+    # but for annual aberration's scale (1e-4: 0.04" at 144 pixels).
+    step = 1e-4
+    pa = -apparent_to_icrs(lst, dec0 - step).position_angle(apparent_to_icrs(lst, dec0 + step))
+    pa = (pa.deg + 180) % 360 - 180
+    assert header["IOTFRMPA"] == pytest.approx(pa, abs=1e-4)
+    assert header["IOTFRMPA"] == pytest.approx(0.1096, abs=1e-4)
+    turn = math.radians(header["IOTFRMPA"])
+    east = l * math.cos(turn) - m * math.sin(turn)
+    north = l * math.sin(turn) + m * math.cos(turn)
+    ra, dec = sin_deprojection(east, north, header["CRVAL1"], header["CRVAL2"])
+    assert source.separation(SkyCoord(ra * u.deg, dec * u.deg)).arcsec < 0.06
+    # The rotation moves a pixel r from the centre by r x 0.0019 pixels.
+    assert off == pytest.approx(math.hypot(y0, y1) * turn * math.degrees(pixel_lm) / ARCSEC,
+                                rel=0.1)
 
 
 def test_an_unwritable_fits_path_is_a_usage_error(iotest, tmp_path):

@@ -1,9 +1,10 @@
 """A run's UVH5 file as pyuvdata takes it, unchanged: read and checked with
 every warning an error, one linear polarisation XX in Jy (an unpolarised
 source of S Jy gives XX = S, I = (XX + YY) / 2), (u, v, w) those pyuvdata
-computes from the antenna positions and times, and a MeasurementSet
-written by pyuvdata that casacore opens (docs/imaging.md, "Coordinates:
-the uvw model")."""
+computes from the antenna positions and times, the phase centre's catalog
+entry its true ICRS position, and a MeasurementSet written by pyuvdata
+that casacore opens and pyuvdata reads back (docs/imaging.md,
+"Coordinates: the uvw model")."""
 import math
 import subprocess
 import warnings
@@ -88,6 +89,95 @@ def test_uvw_are_those_of_the_antenna_positions_and_times(run):
     last = start.sidereal_time("apparent").rad
     assert np.allclose(uv.phase_center_app_ra, last, rtol=0, atol=1e-8)
     assert np.allclose(uv.phase_center_app_dec, math.radians(34), rtol=0, atol=1e-12)
+
+
+MAS = math.radians(1 / 3600e3)
+
+
+def test_the_catalog_holds_the_phase_centre_s_icrs_position(run):
+    """The catalog entry (ICRS) is the apparent direction of date in ICRS,
+    as pyuvdata turns one into the other (ERFA): within 5 mas, the Sun's
+    light deflection, which iotest leaves out. Before, it repeated the
+    apparent coordinates, 17.6' east and 5.4' north of the truth here.
+    frame_pa stays 0: it is the angle pyuvdata turns (u, v) by, and
+    iotest's are unturned, in the apparent frame."""
+    from pyuvdata.utils.phasing import calc_app_coords, transform_app_to_icrs
+    path, _ = run
+    uv = read_strictly(path)
+    entry = uv.phase_center_catalog[0]
+    assert (entry["cat_frame"], entry["cat_epoch"], entry["cat_type"]) == ("icrs", 2000.0,
+                                                                          "sidereal")
+    ra, dec = transform_app_to_icrs(time_array=np.array([2460000.5]),
+                                    app_ra=uv.phase_center_app_ra[:1],
+                                    app_dec=uv.phase_center_app_dec[:1],
+                                    telescope_loc=uv.telescope.location)
+    assert abs(entry["cat_lon"] - ra[0]) * math.cos(dec[0]) < 10 * MAS
+    assert abs(entry["cat_lat"] - dec[0]) < 10 * MAS
+    assert math.degrees(entry["cat_lon"]) == pytest.approx(46.62683, abs=1e-5)
+    assert math.degrees(entry["cat_lat"]) == pytest.approx(33.90986, abs=1e-5)
+    # And back: the apparent coordinates pyuvdata computes from the entry
+    # at every time are the file's within 10 mas (the phase centre is held
+    # at its apparent place of JD0 for the observation's 10 minutes).
+    app_ra, app_dec = calc_app_coords(lon_coord=entry["cat_lon"], lat_coord=entry["cat_lat"],
+                                      time_array=uv.time_array, lst_array=uv.lst_array,
+                                      telescope_loc=uv.telescope.location)
+    assert np.max(np.abs(app_ra - uv.phase_center_app_ra)) * math.cos(dec[0]) < 10 * MAS
+    assert np.max(np.abs(app_dec - uv.phase_center_app_dec)) < 10 * MAS
+    assert np.all(uv.phase_center_frame_pa == 0)
+
+
+def read_ms_back(ms_path):
+    """pyuvdata's read of a MeasurementSet, and the warnings it gave."""
+    back = pyuvdata.UVData()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        back.read(str(ms_path))
+    return back, [str(w.message) for w in caught]
+
+
+def test_pyuvdata_reads_back_the_measurement_set_it_writes(run, tmp_path):
+    """pyuvdata's read of the MS its write_ms makes takes the phase centre
+    from FIELD (the catalog's ICRS) and recomputes (u, v, w), turned by
+    frame_pa (0.109 degrees here) so that v points to ICRS north. Before,
+    FIELD held the apparent coordinates and they differed from the file's
+    by 192 m. Now only the turn is left: iotest's (u, v) are in the
+    apparent frame, and pyuvdata still warns, of 69.5 m at 36.6 km; the
+    file's turned by frame_pa are pyuvdata's to 2 mm. pyuvdata's own
+    phase() to the catalog entry turns them, and that MS reads back with
+    no warning."""
+    path, _ = run
+    uv = read_strictly(path)
+    ms_path = tmp_path / "vis.ms"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        uv.write_ms(str(ms_path))
+    back, caught = read_ms_back(ms_path)
+    entry = back.phase_center_catalog[0]
+    assert entry["cat_frame"] == "icrs"
+    assert entry["cat_lon"] == pytest.approx(uv.phase_center_catalog[0]["cat_lon"], abs=1e-12)
+    assert entry["cat_lat"] == pytest.approx(uv.phase_center_catalog[0]["cat_lat"], abs=1e-12)
+    turn = back.phase_center_frame_pa
+    assert np.degrees(turn) == pytest.approx(0.109, abs=0.001)
+    expected = back.copy(metadata_only=True)
+    expected.set_uvws_from_antenna_positions()
+    difference = np.max(np.abs(expected.uvw_array - back.uvw_array))
+    assert 60 < difference < 75, difference
+    assert [m for m in caught if "uvw_array does not match" in m], caught
+    u, v, w = back.uvw_array.T
+    turned = np.stack([u * np.cos(turn) - v * np.sin(turn), u * np.sin(turn) + v * np.cos(turn),
+                       w], axis=1)
+    assert np.max(np.abs(turned - expected.uvw_array)) < 5e-3
+    # Phased by pyuvdata to its own catalog entry: (u, v) turned, silent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        entry = uv.phase_center_catalog[0]
+        uv.phase(lon=entry["cat_lon"], lat=entry["cat_lat"], cat_name="iotest",
+                 lookup_name=True)
+        uv.check()
+        uv.write_ms(str(tmp_path / "phased.ms"))
+    back, caught = read_ms_back(tmp_path / "phased.ms")
+    assert caught == []
+    assert np.max(np.abs(back.uvw_array - uv.uvw_array)) < 1e-6
 
 
 def test_pyuvdata_writes_a_measurement_set_casacore_opens(run, tmp_path):

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/telescope/catalog_frame.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::telescope {
@@ -173,6 +174,40 @@ TEST(Observation, AnArrayAtThePoleHasNoW) {
   for (const auto& a : tilted.antenna_uvw(0)) w = std::max(w, std::abs(a.w));
   EXPECT_GT(w, 100.0);
   EXPECT_THROW(make_observation({"nosuch@pole", {}, {}, {}}), UsageError);
+}
+
+// The phase centre's apparent direction of date in ICRS, held against
+// pyuvdata's transform_app_to_icrs (ERFA's atoc13) to 7 mas, the Sun's
+// light deflection iotest leaves out (tools/start_epoch_constants.py).
+TEST(CatalogFrame, ThePhaseCentreInIcrsIsPyuvdatas) {
+  constexpr double kMas = kDeg / 3600e3;
+  const struct {
+    const char* vis_set;
+    double dec_deg, ra_icrs_deg, dec_icrs_deg, frame_pa_deg;
+  } cases[] = {{"vlaa", 34, 46.626825534, 33.909855836, 0.1096343},
+               {"midr5", -30, 175.749715276, -29.871900471, 0.0100448},
+               {"lowbd2", -30, 270.998717069, -30.001131533, -0.1461916}};
+  for (const auto& c : cases) {
+    const auto obs = make_observation({c.vis_set, {}, {}, c.dec_deg});
+    const auto centre = phase_centre(obs);
+    EXPECT_EQ(centre.apparent.ra_rad, phase_centre_ra_rad(obs)) << c.vis_set;
+    EXPECT_EQ(centre.apparent.dec_rad, c.dec_deg * kDeg) << c.vis_set;
+    const double dec = c.dec_icrs_deg * kDeg;
+    EXPECT_LT(std::abs(centre.icrs.ra_rad - c.ra_icrs_deg * kDeg) * std::cos(dec), 7 * kMas)
+        << c.vis_set;
+    EXPECT_LT(std::abs(centre.icrs.dec_rad - dec), 7 * kMas) << c.vis_set;
+    EXPECT_NEAR(centre.frame_pa_rad / kDeg, c.frame_pa_deg, 1e-6) << c.vis_set;
+  }
+  // vlaa at dec 34: the apparent coordinates lie 17.6' east and 5.4' north
+  // of the truth (the precession since J2000 above all).
+  const auto vlaa = phase_centre(make_observation({"vlaa", {}, {}, 34.0}));
+  EXPECT_NEAR((vlaa.apparent.ra_rad - vlaa.icrs.ra_rad) * std::cos(vlaa.icrs.dec_rad) / kDeg * 60,
+              17.6, 0.1);
+  EXPECT_NEAR((vlaa.apparent.dec_rad - vlaa.icrs.dec_rad) / kDeg * 60, 5.4, 0.1);
+  // At the pole too (RA then means little, the direction does).
+  const auto pole = phase_centre(make_observation({"vlaa@pole", {}, {}, {}}));
+  EXPECT_NEAR(pole.icrs.dec_rad / kDeg, 89.869606440, 1e-6);
+  EXPECT_GE(pole.icrs.ra_rad, 0.0);
 }
 
 }  // namespace

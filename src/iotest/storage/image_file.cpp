@@ -18,6 +18,7 @@
 #include "iotest/common/system.hpp"
 #include "iotest/storage/backend.hpp"
 #include "iotest/storage/hdf5_handles.hpp"
+#include "iotest/telescope/catalog_frame.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -109,6 +110,7 @@ std::string fits_header(const ImageDescription& what) {
       if (*wcs[k].unit) text(("CUNIT" + n).c_str(), wcs[k].unit, nullptr);
     }
     number("IOTPIXLM", what.pixel_lm, "pixel in direction cosines");
+    number("IOTFRMPA", what.frame_pa_deg, "[deg] pyuvdata frame_pa of the image's north");
     check_fits(fits_update_key_lng(file, "IOTNVIS", static_cast<LONGLONG>(what.visibilities),
                                    "visibilities gridded", &status),
                "IOTNVIS");
@@ -143,8 +145,10 @@ ImageDescription describe_image(const std::string& rec_set, index_t used_size, d
   d.used_size = used_size;
   d.pixel_lm = pixel_lm;
   d.visibilities = obs.visibility_count();
-  d.ra_deg = telescope::phase_centre_ra_rad(obs) * 180 / std::numbers::pi;
-  d.dec_deg = obs.dec_deg;
+  const auto centre = telescope::phase_centre(obs);
+  d.ra_deg = centre.icrs.ra_rad * 180 / std::numbers::pi;
+  d.dec_deg = centre.icrs.dec_rad * 180 / std::numbers::pi;
+  d.frame_pa_deg = centre.frame_pa_rad * 180 / std::numbers::pi;
   d.freq_hz = telescope::band_centre_hz(obs);
   d.bandwidth_hz = telescope::bandwidth_hz(obs);
   d.telescope = obs.vis_set;

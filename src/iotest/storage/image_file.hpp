@@ -35,10 +35,15 @@ struct ImageDescription {
   index_t used_size = 0;     // pixels on each axis
   double pixel_lm = 0;       // pixel size in direction cosines
   index_t visibilities = 0;  // gridded, each of weight 1: the sum of the weights
-  // For the FITS WCS: the phase centre, the band's centre and width, the
-  // telescope (vis-set) and the observation's start (ISO 8601, UTC, and
-  // as a modified Julian date).
+  // For the FITS WCS: the phase centre (ICRS), the band's centre and
+  // width, the telescope (vis-set) and the observation's start (ISO 8601,
+  // UTC, and as a modified Julian date).
   double ra_deg = 0, dec_deg = 0, freq_hz = 0, bandwidth_hz = 0;
+  // The image's axes are the apparent frame's (its (u, v, w)'s): north up
+  // is apparent north, which the WCS (no rotation, as WSClean's) takes for
+  // ICRS north. This is pyuvdata's frame_pa between them, in degrees
+  // (telescope::icrs_frame_pa_rad): card IOTFRMPA.
+  double frame_pa_deg = 0;
   std::string telescope, date_obs;
   double mjd_obs = 0;
 };

@@ -36,6 +36,7 @@
 #include "iotest/storage/ms_table.hpp"
 #include "iotest/storage/provenance_json.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/telescope/catalog_frame.hpp"
 #include "iotest/telescope/geodesy.hpp"
 #include "iotest/telescope/observation.hpp"
 
@@ -287,8 +288,13 @@ class MsBackend final : public Backend {
     for (index_t k = 0; k < l.channels; ++k) s.channel_hz.push_back(obs.freq.at(k));
     s.channel_width_hz = obs.freq.step() > 0 ? obs.freq.step() : 1.0;
     s.bandwidth_hz = telescope::bandwidth_hz(obs);
-    s.ra_rad = telescope::phase_centre_ra_rad(obs);
-    s.dec_rad = obs.dec_deg * std::numbers::pi / 180;
+    // The phase centre's ICRS position (FIELD says J2000, FK5, which lies
+    // within 32 mas of ICRS). UVW stay in the apparent frame of date, as
+    // iotest computes them: 0.11 degrees turned from J2000's north at vlaa
+    // dec 34 (docs/imaging.md, "Coordinates: the uvw model").
+    const auto centre = telescope::phase_centre(obs).icrs;
+    s.ra_rad = centre.ra_rad;
+    s.dec_rad = centre.dec_rad;
     s.start_s = time_s(obs, 0);
     s.end_s = time_s(obs, l.times - 1);
     s.telescope = obs.vis_set;

@@ -50,7 +50,7 @@ struct Subtables {
   std::vector<Antenna> antennas;
   std::vector<double> channel_hz;  // centres
   double channel_width_hz = 1, bandwidth_hz = 1;
-  double ra_rad = 0, dec_rad = 0;  // the phase centre (J2000)
+  double ra_rad = 0, dec_rad = 0;  // the phase centre (ICRS, stated as J2000)
   double start_s = 0, end_s = 0;   // MJD seconds
   std::string telescope, field_name, log;
 };

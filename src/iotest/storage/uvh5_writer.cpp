@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "iotest/telescope/catalog_frame.hpp"
+
 namespace iotest::storage::uvh5 {
 
 using hdf5::check;
@@ -230,12 +232,14 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   // in pyuvdata's catalog form. Its apparent coordinates are those of the
   // (u, v, w): right ascension the local apparent sidereal time at JD0,
   // so pyuvdata's hour angles (apparent sidereal time minus it) are
-  // iotest's. The catalog entry repeats them: iotest does not turn them
-  // into ICRS (docs/imaging.md, "Coordinates: the uvw model"). Without
+  // iotest's. The catalog entry is the same direction in ICRS. Without
   // apparent coordinates pyuvdata would "fix" the phases of an old-style
-  // file.
-  const double ra = telescope::phase_centre_ra_rad(obs);
-  const double dec = obs.dec_deg * std::numbers::pi / 180;
+  // file. frame_pa is pyuvdata's turn of (u, v) from the apparent frame's
+  // north to the catalog's; iotest's (u, v, w) are in the apparent frame,
+  // unturned, so it is 0, though the frames' norths differ (0.11 degrees
+  // at vlaa dec 34): docs/imaging.md, "Coordinates: the uvw model".
+  const auto phase_centre = telescope::phase_centre(obs);
+  const double ra = phase_centre.apparent.ra_rad, dec = phase_centre.apparent.dec_rad;
   {
     Id catalog(
         check_id(H5Gcreate2(header, "phase_center_catalog", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -245,10 +249,12 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
              H5Gclose);
     write_string(entry, "cat_name", "iotest");
     write_string(entry, "cat_type", "sidereal");
-    write_scalar(entry, "cat_lon", ra);
-    write_scalar(entry, "cat_lat", dec);
+    write_scalar(entry, "cat_lon", phase_centre.icrs.ra_rad);
+    write_scalar(entry, "cat_lat", phase_centre.icrs.dec_rad);
     write_string(entry, "cat_frame", "icrs");
     write_scalar(entry, "cat_epoch", 2000.0);
+    // As pyuvdata writes its own: its phase(lookup_name=True) needs it.
+    write_string(entry, "info_source", "user");
   }
   write_scalar(header, "Nphase", 1LL);
   if (layout.provenance) {
