@@ -749,10 +749,9 @@ int main(int argc, char** argv) {
     } else if (*plan) {
       cli::check_run_command(plan_run);
       plan_the_run(plan_run.options, plan_opts);
-      iotest::storage::check_storage(plan_run.options.storage,
-                                     plan_run.options.inputs.empty()
-                                         ? plan_run.options.output
-                                         : plan_run.options.inputs.front());
+      // The run's own checks (but for its ranks, which the plan lays out):
+      // a script is never written for a run that would refuse its options.
+      iotest::pipeline::check_run_combination(plan_run.options);
       if (plan_slurm) {
         const auto& r = plan_run.options;
         slurm_opts.run_arguments = cli::shared_arguments(*plan, *run);

@@ -223,6 +223,9 @@ RUN_VALUES = {
 }
 # Each command's own, never carried: where its report goes, its --config.
 NOT_CARRIED = {"--help", "--report", "--csv", "--config"}
+# Options that make sense only with others (plan checks the run's
+# combinations as run does): the rest of the command they are given in.
+IN_CONTEXT = {"--network-only": [], "--image": ["--direction=image", "vis0.h5"]}
 
 
 def run_help_options(iotest):
@@ -281,7 +284,9 @@ def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
         given = name if value is None else f"{name}={value}"
         base = [a for a in T05_SLURM if not a.startswith(name + "=")]
         extra = [backend] if backend and backend != given else []
-        proc = iotest("plan", *base, given, *extra, out)
+        # phdf5 writes one file that every streamer shares: one name.
+        output = str(tmp_path / "vis.h5") if backend == "--storage=phdf5" else out
+        proc = iotest("plan", *base, given, *extra, *IN_CONTEXT.get(name, [output]))
         assert proc.returncode == 0, (given, proc.stderr)
         words = script_run_words(proc.stdout)
         carried = [w for w in words if w == name or w.startswith(name + "=")]
@@ -357,3 +362,16 @@ def test_plan_slurm_overcommits_with_ntasks_where_ranks_exceed_cores(iotest, cor
         assert " --overcommit " in launch
     else:
         assert sbatch["ntasks-per-node"] == str(ranks_per_node) and "ntasks" not in sbatch
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--network-only", "out%d.h5"], "OUTPUT"),
+    (["--image=dirty.fits", "out%d.h5"], "--image"),
+    (["--storage=phdf5", "out%d.h5"], "OUTPUT"),
+    (["--ms.stman=standard", "out%d.h5"], "--ms.stman"),
+])
+def test_plan_slurm_refuses_a_run_that_run_would_refuse(iotest, args, option):
+    # The run's own combination checks, before a script is written: a job
+    # never waits in the queue only to exit 2 at its start.
+    proc = iotest("plan", *T05_SLURM, *args, check=2)
+    assert proc.stdout == "" and option in proc.stderr, proc.stderr

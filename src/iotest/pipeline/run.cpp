@@ -373,13 +373,15 @@ void check_rank_counts(const RunOptions& o, int size) {
                                        : std::string()));
 }
 
+}  // namespace
+
 // A run's options, all checked here, once, before any work (every rank
-// alike, agreed): the shape as `plan` checks it (job::), the back-end's
-// options by the back-end registry (against the input files' when
-// reading), then how the run's own options combine. Returns the output's
-// back-end, resolved here once (the imaging direction writes none: its
-// back-end options are the input files').
-storage::StorageChoice check_run_options(const RunOptions& o, int size) {
+// alike, agreed; `plan --slurm` too, for the run it writes): the shape as
+// `plan` checks it (job::), the back-end's options by the back-end registry
+// (against the input files' when reading), then how the run's own options
+// combine. Returns the output's back-end, resolved here once (the imaging
+// direction writes none: its back-end options are the input files').
+storage::StorageChoice check_run_combination(const RunOptions& o) {
   job::check_shape_options(o);
   storage::StorageChoice storage;
   if (o.inputs.empty()) {
@@ -404,6 +406,14 @@ storage::StorageChoice check_run_options(const RunOptions& o, int size) {
     throw UsageError("--duration", "does not apply to --synthetic-vis=sequential (no walk)");
   if (o.assigner && o.synthetic_sequential)
     throw UsageError("--assigner", "does not apply to --synthetic-vis=sequential (no walk)");
+  return storage;
+}
+
+namespace {
+
+// ... and against the job's ranks.
+storage::StorageChoice check_run_options(const RunOptions& o, int size) {
+  auto storage = check_run_combination(o);
   check_rank_counts(o, size);
   return storage;
 }

@@ -110,5 +110,10 @@ struct RunOptions {
 // must end the job (MPI_Abort).
 report::Report run(const RunOptions& options, MPI_Comm comm);
 
+// How a run's options combine, checked as `run` checks them before any
+// work, but for the ranks (no MPI): UsageError naming the option. `plan
+// --slurm` checks the run it writes with it. Returns the output's back-end.
+storage::StorageChoice check_run_combination(const RunOptions& options);
+
 
 }  // namespace iotest::pipeline
