@@ -161,3 +161,29 @@ def test_host_mpirun_starts_one_container_per_rank(image, outdir, prefix):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # podman's --rm removed every rank's container.
     assert remove_containers(prefix) == []
+
+
+def documented_run():
+    """The shell block of docs/containers.md's "Running inside the image"."""
+    with open(os.path.join(REPO, "docs", "containers.md")) as f:
+        text = f.read()
+    section = text.split("## Running inside the image", 1)[1]
+    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_documented_commands_run_as_written(image, tmp_path):
+    # docs/containers.md's commands, exactly as written (podman's default
+    # network, the image by its documented name), from a folder of the
+    # user's: they run the pipeline and verify what it wrote.
+    latest = "localhost/iotest:latest"
+    ids = [podman("image", "inspect", "--format", "{{.Id}}", name, check=0).stdout.strip()
+           for name in (image, latest)]
+    if ids[0] != ids[1]:
+        pytest.skip(f"{latest} is not the image under test ({image})")
+    os.symlink(os.path.join(REPO, "containers"), tmp_path / "containers")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", documented_run()], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "passed" in proc.stdout, proc.stdout
+    assert load(str(tmp_path / "out" / "run.json"))["mode"] == "run"
+    assert glob.glob(str(tmp_path / "out" / "vis*.h5"))
