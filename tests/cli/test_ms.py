@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import MPI_TIMEOUT_S, iotest_binary
+from conftest import MPI_TIMEOUT_S, MPIRUN, iotest_binary, mpi_env
 
 tables = pytest.importorskip("casacore.tables")
 
@@ -21,10 +21,9 @@ ROWS = 351 * 32
 @pytest.fixture(scope="module")
 def ms_set(tmp_path_factory):
     out = tmp_path_factory.mktemp("ms")
-    proc = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3",
-                           iotest_binary(), *OBS, "--no-progress", "--storage=ms",
-                           str(out / "vis%d.ms")],
-                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S)
+    proc = subprocess.run([*MPIRUN, "-np", "3", iotest_binary(), *OBS, "--no-progress",
+                           "--storage=ms", str(out / "vis%d.ms")],
+                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S, env=mpi_env())
     assert proc.returncode == 0, proc.stderr
     return sorted(out.glob("vis*.ms"))
 
@@ -159,9 +158,9 @@ def test_a_synthetic_set_reads_back_and_verifies_exactly(iotest, tmp_path):
     # The pattern's values are large integers that single precision rounds:
     # the checks expect them as the MS stores them, and find every one.
     out = str(tmp_path / "vis%d.ms")
-    proc = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                           iotest_binary(), "run", "--synthetic-vis=walk", *OBS, out],
-                          capture_output=True, text=True, timeout=MPI_TIMEOUT_S)
+    proc = subprocess.run([*MPIRUN, "-np", "2", iotest_binary(), "run", "--synthetic-vis=walk",
+                           *OBS, out], capture_output=True, text=True, timeout=MPI_TIMEOUT_S,
+                          env=mpi_env())
     assert proc.returncode == 0, proc.stderr
     files = sorted(str(p) for p in tmp_path.glob("vis*.ms"))
     read = iotest("read", "--check", *files, check=0)
