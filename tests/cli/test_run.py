@@ -229,6 +229,31 @@ def test_network_only_sends_the_walks_contributions_and_computes_nothing(mpirun,
     assert "--network-only" in proc.stderr
 
 
+def test_per_peer_host_traffic_on_one_host_names_no_link(mpirun, tmp_path):
+    """Issue 37, item 4: every rank's contributions per peer host, with
+    their seconds in flight; on one host no link is crossed, so none is
+    judged and none named (tests/cluster/test_slow_link.py: three hosts)."""
+    report = tmp_path / "r.json"
+    proc = mpirun(3, "--rec-set=T05_", "--vis-set=vlaa", "--network-only", "--no-progress",
+                  f"--report={report}", check=0)
+    r = load(report)
+    pl = r["pipeline"]
+    host = pl["per_rank"][0]["host"]
+    assert {p["peer_host"] for p in pl["peers"]} == {host}
+    by_rank = {p["rank"]: p for p in pl["peers"]}
+    for k in pl["per_rank"]:
+        p = by_rank[k["rank"]]
+        assert (p["bytes_sent"], p["bytes_received"]) == (k["bytes_sent"], k["bytes_received"])
+        assert p["messages_sent"] == k["messages_sent"]
+        assert p["messages_received"] == k["messages_received"]
+    sent = sum(p["sent_in_flight_s"] for p in pl["peers"])
+    received = sum(p["received_in_flight_s"] for p in pl["peers"])
+    assert sent > 0 and abs(sent - received) <= 1e-9 * max(1.0, sent)
+    assert pl["links"] == [] and pl["slow_link"] == ""
+    assert "links between hosts: none crossed (one host)" in proc.stdout
+    assert "bound by network\n" in proc.stdout
+
+
 def test_repetitions_report_every_rates_min_median_and_max(mpirun, iotest, tmp_path):
     """--repetitions=3: the job three times in one mpirun; every rate has
     three values and their min <= median <= max; the last outputs verify."""

@@ -14,16 +14,45 @@
 namespace iotest::pipeline {
 namespace {
 
-// One send buffer and its requests (one per streamer of the visit).
+// One send buffer and its requests (one per streamer of the visit). Each
+// send's time in flight, from its MPI_Isend to the test that sees it
+// complete, is added to its destination's (issue 37, item 4: which host's
+// link bounds a run). The producer tests every busy slot whenever it looks
+// for a free one, so a completion is seen within one pass of its loop.
 struct SendSlot {
   Array2D buffer;
   std::vector<MPI_Request> requests;
+  std::vector<int> destinations;
+  Clock::time_point posted;
+  std::vector<PeerSends>* sent_to = nullptr;
+  void post(int destination, index_t bytes, MPI_Comm comm, int tag, index_t values) {
+    if (requests.empty()) posted = Clock::now();
+    MPI_Request request;
+    MPI_Isend(buffer.data(), static_cast<int>(values), MPI_C_DOUBLE_COMPLEX, destination, tag,
+              comm, &request);
+    requests.push_back(request);
+    destinations.push_back(destination);
+    auto& peer = (*sent_to)[static_cast<size_t>(destination)];
+    peer.messages += 1;
+    peer.bytes += static_cast<double>(bytes);
+  }
   bool busy() {
     if (requests.empty()) return false;
-    int done = 0;
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) requests.clear();
-    return !done;
+    bool pending = false;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);  // sets it to MPI_REQUEST_NULL once done
+      if (done)
+        (*sent_to)[static_cast<size_t>(destinations[i])].in_flight_s += seconds_since(posted);
+      else
+        pending = true;
+    }
+    if (!pending) {
+      requests.clear();
+      destinations.clear();
+    }
+    return pending;
   }
 };
 
@@ -87,7 +116,13 @@ RankResult run_producer(Context& ctx) {
     facet_ws.push_back(rec.make_facet());
   }
   std::vector<SendSlot> slots(static_cast<size_t>(ctx.options.send_queue * threads));
-  for (auto& s : slots) s.buffer = rec.make_contribution();
+  int data_size = 0;
+  MPI_Comm_size(ctx.data, &data_size);
+  out.sent_to.assign(static_cast<size_t>(data_size), {});
+  for (auto& s : slots) {
+    s.buffer = rec.make_contribution();
+    s.sent_to = &out.sent_to;
+  }
   const index_t contribution_values = p.m * p.m;
   Assignments assignments(ctx);
   // --direction=both: the residual's contributions come back while the
@@ -154,8 +189,8 @@ RankResult run_producer(Context& ctx) {
     for (size_t next = 0; next < facets.size();) {
       std::vector<SendSlot*> free;
       while (true) {
-        for (auto& s : slots)
-          if (free.size() < facets.size() - next && !s.busy()) free.push_back(&s);
+        for (auto& s : slots)  // every slot tested, for the sends' times in flight
+          if (!s.busy() && free.size() < facets.size() - next) free.push_back(&s);
         if (!free.empty()) break;
         if (!dynamic) stop.poll(static_cast<index_t>(k) + 1);  // this visit is under way
         if (!meanwhile()) backoff.pause(waited);
@@ -176,11 +211,9 @@ RankResult run_producer(Context& ctx) {
       if (compute) st.stages.contribution_s += seconds_since(t_contributions) * threads;
       for (size_t b = 0; b < batch; ++b) {
         for (const int s : streamers) {
-          MPI_Request request;
-          MPI_Isend(free[b]->buffer.data(), static_cast<int>(contribution_values),
-                    MPI_C_DOUBLE_COMPLEX, ctx.roles.streamer_rank(s),
-                    static_cast<int>(facets[next + b]), ctx.data, &request);
-          free[b]->requests.push_back(request);
+          free[b]->post(ctx.roles.streamer_rank(s),
+                        contribution_values * static_cast<index_t>(sizeof(cplx)), ctx.data,
+                        static_cast<int>(facets[next + b]), contribution_values);
           ++st.messages_sent;
           st.bytes_sent += contribution_values * static_cast<index_t>(sizeof(cplx));
         }

@@ -259,8 +259,15 @@ class StopAgreement {
 };
 
 // What a rank measured, gathered on rank 0.
+// The contributions a producer sent to one rank, and the seconds they
+// spent in flight (report::PeerTraffic).
+struct PeerSends {
+  double messages = 0, bytes = 0, in_flight_s = 0;
+};
+
 struct RankResult {
   report::RankStats stats;
+  std::vector<PeerSends> sent_to;  // producers: per destination rank of the data communicator
   RelativeError subgrid_error, vis_error;
   double subgrid_error_worst = -1, vis_error_worst = -1;  // worst subgrid's figure (-1: none)
   index_t subgrids_checked = 0, vis_checked = 0;

@@ -956,7 +956,70 @@ struct Outcome {
   std::vector<cplx> pixel_sums;  // the sampled pixels' direct sums, then image values
   index_t outputs_replaced = 0;  // rank 0: files there before the run, replaced
   report::ImageFile image;       // rank 0, with --image: the dirty image's file
+  std::vector<report::PeerTraffic> peers;  // rank 0: per rank and peer host
 };
+
+// What each rank sent to and received from each host, with the seconds in
+// flight (report::PeerTraffic), on rank 0. The producers know their sends
+// per destination rank; one all-to-all tells each rank what it received
+// from each, then each rank adds them up by host and rank 0 gathers a
+// fixed row per host from every rank (6 figures x hosts x ranks).
+std::vector<report::PeerTraffic> gather_peers(const RankResult& mine, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  constexpr int kName = 64;
+  std::vector<char> names(static_cast<size_t>(size * kName));
+  char host[kName] = {};
+  ::gethostname(host, kName - 1);
+  MPI_Request request;
+  MPI_Iallgather(host, kName, MPI_CHAR, names.data(), kName, MPI_CHAR, comm, &request);
+  wait_for(request);
+  std::vector<std::string> host_of(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i)
+    host_of[static_cast<size_t>(i)] = std::string(&names[static_cast<size_t>(i * kName)]);
+  std::vector<std::string> hosts = host_of;
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  const auto index_of = [&](int r) {
+    return static_cast<size_t>(std::lower_bound(hosts.begin(), hosts.end(),
+                                                host_of[static_cast<size_t>(r)]) -
+                               hosts.begin());
+  };
+  // Per destination rank: messages, bytes, seconds in flight.
+  std::vector<double> sent(static_cast<size_t>(3 * size)), received(sent.size());
+  for (size_t d = 0; d < mine.sent_to.size() && d < static_cast<size_t>(size); ++d) {
+    sent[3 * d] = mine.sent_to[d].messages;
+    sent[3 * d + 1] = mine.sent_to[d].bytes;
+    sent[3 * d + 2] = mine.sent_to[d].in_flight_s;
+  }
+  MPI_Ialltoall(sent.data(), 3, MPI_DOUBLE, received.data(), 3, MPI_DOUBLE, comm, &request);
+  wait_for(request);
+  // Per host: messages sent, received; bytes sent, received; seconds sent, received.
+  constexpr size_t kFigures = 6;
+  const size_t h = hosts.size();
+  std::vector<double> row(kFigures * h);
+  for (int r = 0; r < size; ++r) {
+    const size_t at = kFigures * index_of(r), k = 3 * static_cast<size_t>(r);
+    for (size_t f = 0; f < 3; ++f) {
+      row[at + 2 * f] += sent[k + f];
+      row[at + 2 * f + 1] += received[k + f];
+    }
+  }
+  std::vector<double> all(rank == 0 ? row.size() * static_cast<size_t>(size) : 0);
+  MPI_Igather(row.data(), static_cast<int>(row.size()), MPI_DOUBLE, all.data(),
+              static_cast<int>(row.size()), MPI_DOUBLE, 0, comm, &request);
+  wait_for(request);
+  std::vector<report::PeerTraffic> peers;
+  for (int r = 0; rank == 0 && r < size; ++r)
+    for (size_t j = 0; j < h; ++j) {
+      const double* f = &all[(static_cast<size_t>(r) * h + j) * kFigures];
+      if (f[0] == 0 && f[1] == 0) continue;  // nothing either way
+      peers.push_back({r, hosts[j], static_cast<index_t>(f[0]), static_cast<index_t>(f[1]),
+                       static_cast<index_t>(f[2]), static_cast<index_t>(f[3]), f[4], f[5]});
+    }
+  return peers;
+}
 
 // The imaging direction's check: the sampled pixels' direct sums (from
 // the streamers) and image values (from the producers holding them),
@@ -1061,6 +1124,7 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
   out.all.resize(roles.rank == 0 ? static_cast<size_t>(roles.size) : 1);
   MPI_Gather(&wire, sizeof(Wire), MPI_BYTE, out.all.data(), sizeof(Wire), MPI_BYTE, 0, comm);
   out.samples = gather_samples(ctx.timeline.samples(), comm);
+  out.peers = gather_peers(mine, comm);
   return out;
 }
 
@@ -1262,6 +1326,8 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   if (r.settings) r.settings->outputs_replaced = out.outputs_replaced;
   if (r.image) r.image = out.image;
   r.pipeline->bound = bound_of(ctx, t, out.stream_s);
+  r.pipeline->peers = out.peers;
+  report::judge_links(*r.pipeline);
   if (r.device && r.device->cuda()) {
     r.device->kernel_s = t.gpu.kernel_s;
     r.device->transfer_s = t.gpu.transfer_s;

@@ -169,6 +169,34 @@ struct RankStats : RankFigures {
   std::string host;
 };
 
+// The contributions' traffic between hosts (issue 37, item 4): what a rank
+// sent to and received from the ranks of one peer host, and the seconds
+// those messages spent in flight, each from its MPI_Isend to the MPI_Test
+// that saw it complete, measured by the sender (a receive's in-flight
+// seconds are its sender's). The predict direction's producers to
+// streamers, --network-only included; not the imaging direction's sends
+// nor the grants or the in-transit chunks.
+struct PeerTraffic {
+  int rank = 0;
+  std::string peer_host;
+  index_t messages_sent = 0, messages_received = 0;
+  index_t bytes_sent = 0, bytes_received = 0;
+  double sent_in_flight_s = 0, received_in_flight_s = 0;
+};
+
+// One host's link: the contributions that crossed it (between its ranks
+// and another host's) and their in-flight seconds, summed over the
+// messages (concurrent ones each count), and bytes per such second.
+struct HostLink {
+  std::string host;
+  index_t bytes_out = 0, bytes_in = 0, messages = 0;
+  double in_flight_s = 0;
+  double bytes_per_s = 0;  // (bytes_out + bytes_in) / in_flight_s; 0 with none
+  // The same over the messages between the other hosts (0: none, as with
+  // two hosts or one): the rate this link is judged against.
+  double others_bytes_per_s = 0;
+};
+
 struct Pipeline {
   int ranks = 0, producers = 0, streamers = 0;
   bool assigner = false;
@@ -191,7 +219,17 @@ struct Pipeline {
   int slowest_rank = -1;  // the rank busy longest
   std::string bound;      // what bound the run: network, degridding, gridding, storage,
                           // producers, subgrid assembly (synthetic: storage or chunk assembly)
+  std::vector<PeerTraffic> peers;  // per rank and peer host, ranks in order, hosts by name
+  std::vector<HostLink> links;     // per host that sent or received across hosts, by name
+  // The link clearly the slowest (bound_link_rule), "" for none: with
+  // bound "network", the link that bounds the run.
+  std::string slow_link;
 };
+
+// The rule naming a slow link: its bytes per in-flight second below this
+// fraction of the rate of the messages between the other hosts (so with
+// two hosts or one, none is named: nothing to compare it with).
+inline constexpr double kSlowLinkFraction = 0.5;
 
 struct Memory {
   index_t image_bytes = 0;                // N^2 complex doubles: the whole image
@@ -596,6 +634,10 @@ nlohmann::json read_json(const std::string& path, const std::string& option);
 // making `compute` bytes/s of chunks when one writer writes `write`
 // bytes/s (report::Transit::suggested_writer_ranks); 0 without a rate.
 index_t writer_ranks_for(index_t streamers, double compute, double write, int writers_per_rank);
+
+// Pipeline::links and slow_link from Pipeline::peers and per_rank's hosts
+// (kSlowLinkFraction says which link is named).
+void judge_links(Pipeline& pipeline);
 
 // A table of the report as CSV: one header row, the columns' names carrying
 // their units (busy_s, bytes_written, latency_us, ...).

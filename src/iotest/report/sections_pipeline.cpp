@@ -4,12 +4,98 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "iotest/report/sections.hpp"
 
 namespace iotest::report::detail {
 
 // pipeline, with a row per rank
+
+json to_json(const PeerTraffic& p);
+json to_json(const HostLink& l);
+
+template <class T>
+json json_array(const std::vector<T>& items) {
+  json a = json::array();
+  for (const auto& i : items) a.push_back(to_json(i));
+  return a;
+}
+
+}  // namespace iotest::report::detail
+
+namespace iotest::report {
+
+// The links' judgement (Pipeline::links, slow_link): each host's link is
+// judged by its contributions' bytes per second in flight against those of
+// the messages between the other hosts, not against the other links': in
+// a walk that moves in step every rank waits as long, but a message to or
+// from the slow host is in flight longer, and every link carries some of
+// those (a fast host's link mixes its messages to the slow host with the
+// others', so its own rate halves too with three hosts).
+void judge_links(Pipeline& pl) {
+  pl.links.clear();
+  pl.slow_link.clear();
+  std::map<int, std::string> host_of;
+  for (const auto& k : pl.per_rank) host_of[k.rank] = k.host;
+  std::map<std::string, HostLink> links;
+  // Every message across hosts once, on its sender's side: (from, to, bytes, seconds).
+  struct Crossing {
+    std::string from, to;
+    index_t bytes = 0, messages = 0;
+    double seconds = 0;
+  };
+  std::vector<Crossing> crossings;
+  for (const auto& p : pl.peers) {
+    const std::string& host = host_of[p.rank];
+    if (host == p.peer_host) continue;  // within a host: no link crossed
+    auto& l = links[host];
+    l.host = host;
+    l.bytes_out += p.bytes_sent;
+    l.bytes_in += p.bytes_received;
+    l.messages += p.messages_sent + p.messages_received;
+    l.in_flight_s += p.sent_in_flight_s + p.received_in_flight_s;
+    if (p.messages_sent > 0)
+      crossings.push_back({host, p.peer_host, p.bytes_sent, p.messages_sent, p.sent_in_flight_s});
+  }
+  double slowest = 0;
+  for (auto& [host, l] : links) {
+    if (l.messages == 0) continue;
+    if (l.in_flight_s > 0)
+      l.bytes_per_s = static_cast<double>(l.bytes_out + l.bytes_in) / l.in_flight_s;
+    index_t bytes = 0;
+    double seconds = 0;
+    for (const auto& c : crossings)
+      if (c.from != host && c.to != host) {
+        bytes += c.bytes;
+        seconds += c.seconds;
+      }
+    if (seconds > 0) l.others_bytes_per_s = static_cast<double>(bytes) / seconds;
+    if (l.bytes_per_s > 0 && l.others_bytes_per_s > 0 &&
+        l.bytes_per_s < kSlowLinkFraction * l.others_bytes_per_s &&
+        (pl.slow_link.empty() || l.bytes_per_s < slowest)) {
+      pl.slow_link = host;
+      slowest = l.bytes_per_s;
+    }
+    pl.links.push_back(l);
+  }
+}
+
+}  // namespace iotest::report
+
+namespace iotest::report::detail {
+
+// "network: node3's link (x/s against y/s between the other hosts)", or
+// the bound as it is.
+std::string pipeline_bound_text(const Pipeline& pl, const Report& r) {
+  std::string s = bound_text(pl.bound, r);
+  if (pl.bound != "network" || pl.slow_link.empty()) return s;
+  for (const auto& l : pl.links)
+    if (l.host == pl.slow_link)
+      s += fmt::format(": {}'s link ({}/s in flight against {}/s between the other hosts)", l.host,
+                       bytes_text(l.bytes_per_s), bytes_text(l.others_bytes_per_s));
+  return s;
+}
 
 json to_json(const Pipeline& pl) {
   json ranks = json::array();
@@ -43,7 +129,31 @@ json to_json(const Pipeline& pl) {
           {"subgrid_parts", pl.subgrid_parts},
           {"slowest_rank", pl.slowest_rank},
           {"bound", pl.bound},
-          {"per_rank", ranks}};
+          {"per_rank", ranks},
+          {"peers", json_array(pl.peers)},
+          {"links", json_array(pl.links)},
+          {"slow_link", pl.slow_link}};
+}
+
+json to_json(const PeerTraffic& p) {
+  return {{"rank", p.rank},
+          {"peer_host", p.peer_host},
+          {"messages_sent", p.messages_sent},
+          {"messages_received", p.messages_received},
+          {"bytes_sent", p.bytes_sent},
+          {"bytes_received", p.bytes_received},
+          {"sent_in_flight_s", p.sent_in_flight_s},
+          {"received_in_flight_s", p.received_in_flight_s}};
+}
+
+json to_json(const HostLink& l) {
+  return {{"host", l.host},
+          {"bytes_out", l.bytes_out},
+          {"bytes_in", l.bytes_in},
+          {"messages", l.messages},
+          {"in_flight_s", l.in_flight_s},
+          {"bytes_per_s", l.bytes_per_s},
+          {"others_bytes_per_s", l.others_bytes_per_s}};
 }
 
 // timing.roles: per role, the longest busy, wait and idle times of its ranks.
@@ -104,7 +214,19 @@ std::string render_text(const Pipeline& pl, const Report& r) {
         bytes_text(static_cast<double>(k.bytes_sent)),
         bytes_text(static_cast<double>(k.bytes_received)), k.subgrids, k.visibilities,
         bytes_text(static_cast<double>(k.bytes_written)));
-  s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, bound_text(pl.bound, r),
+  if (pl.links.empty() && !pl.peers.empty())
+    s += "  links between hosts: none crossed (one host), none to judge\n";
+  if (!pl.links.empty()) {
+    s += fmt::format("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>14} {:>14}\n", "host link", "out",
+                     "in", "messages", "in flight s", "rate", "others' rate");
+    for (const auto& l : pl.links)
+      s += fmt::format("  {:<16} {:>10} {:>10} {:>10} {:>12.2f} {:>14} {:>14}{}\n", l.host,
+                       bytes_text(l.bytes_out), bytes_text(l.bytes_in), l.messages, l.in_flight_s,
+                       bytes_text(l.bytes_per_s) + "/s",
+                       l.others_bytes_per_s > 0 ? bytes_text(l.others_bytes_per_s) + "/s" : "-",
+                       l.host == pl.slow_link ? "  slow" : "");
+  }
+  s += fmt::format("  busiest rank {}; bound by {}{}\n", pl.slowest_rank, pipeline_bound_text(pl, r),
                    pl.synthetic_vis ? " (synthetic visibilities: storage only)" : "");
   return s;
 }
@@ -127,6 +249,25 @@ void csv_tables(const Pipeline& pl, Tables& out) {
     t.rows.push_back(std::move(row));
   }
   out.push_back(std::move(t));
+  CsvTable peers{"peers",
+                 {"rank", "peer_host", "messages_sent", "messages_received", "bytes_sent",
+                  "bytes_received", "sent_in_flight_s", "received_in_flight_s"},
+                 {}};
+  for (const auto& p : pl.peers)
+    peers.rows.push_back({csv_cell(p.rank), p.peer_host, csv_cell(p.messages_sent),
+                          csv_cell(p.messages_received), csv_cell(p.bytes_sent),
+                          csv_cell(p.bytes_received), csv_cell(p.sent_in_flight_s),
+                          csv_cell(p.received_in_flight_s)});
+  if (!pl.peers.empty()) out.push_back(std::move(peers));
+  CsvTable links{"links",
+                 {"host", "bytes_out", "bytes_in", "messages", "in_flight_s", "bytes_per_s",
+                  "others_bytes_per_s", "slow"},
+                 {}};
+  for (const auto& l : pl.links)
+    links.rows.push_back({l.host, csv_cell(l.bytes_out), csv_cell(l.bytes_in),
+                          csv_cell(l.messages), csv_cell(l.in_flight_s), csv_cell(l.bytes_per_s),
+                          csv_cell(l.others_bytes_per_s), csv_cell(l.host == pl.slow_link)});
+  if (!pl.links.empty()) out.push_back(std::move(links));
 }
 
 void summarise(const Pipeline* p, Summary& out) {
@@ -138,6 +279,7 @@ void summarise(const Pipeline* p, Summary& out) {
   out.add("network_only", p, &Pipeline::network_only);
   out.add("slowest_rank", p, &Pipeline::slowest_rank);
   out.add("bound", p, &Pipeline::bound);
+  out.add("slow_link", p, &Pipeline::slow_link);
 }
 
 // transit: in situ or in transit
