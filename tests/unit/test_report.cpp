@@ -276,6 +276,48 @@ TEST(ReportCsv, RepetitionsMarkTheFirstAsWarmUp) {
   EXPECT_EQ(cell(table(tables, "summary"), 0, "repetitions"), "3");
 }
 
+// Three hosts, two ranks each (a producer and a streamer); every producer
+// sends `bytes` to every streamer, taking seconds_per_byte(from, to) each.
+Pipeline three_hosts(double slow_factor, int hosts = 3) {
+  Pipeline pl;
+  const auto host = [](int h) { return "node" + std::to_string(h + 1); };
+  for (int h = 0; h < hosts; ++h) {
+    pl.per_rank.push_back({});
+    pl.per_rank.back().rank = 2 * h;
+    pl.per_rank.back().host = host(h);
+    pl.per_rank.push_back({});
+    pl.per_rank.back().rank = 2 * h + 1;
+    pl.per_rank.back().host = host(h);
+  }
+  const index_t bytes = 1 << 20;
+  for (int from = 0; from < hosts; ++from)
+    for (int to = 0; to < hosts; ++to) {
+      // 1 GB/s, or slower to or from the last host.
+      const double s = static_cast<double>(bytes) / 1e9 *
+                       ((from == hosts - 1 || to == hosts - 1) && from != to ? slow_factor : 1);
+      pl.peers.push_back({2 * from, host(to), 1, 0, bytes, 0, s, 0});
+      pl.peers.push_back({2 * to + 1, host(from), 0, 1, 0, bytes, 0, s});
+    }
+  return pl;
+}
+
+TEST(Report, TheLinkClearlySlowerThanTheOthersIsNamed) {
+  auto pl = three_hosts(5);
+  judge_links(pl);
+  ASSERT_EQ(pl.links.size(), 3u);
+  EXPECT_EQ(pl.slow_link, "node3");
+  EXPECT_NEAR(pl.links[2].bytes_per_s, 0.2e9, 1e3);
+  EXPECT_NEAR(pl.links[2].others_bytes_per_s, 1e9, 1e3);
+  EXPECT_EQ(pl.links[0].bytes_out, 2 << 20);
+  // No link that slow, or nothing to judge one by: none.
+  for (auto [factor, hosts] : {std::pair{1.5, 3}, {1.0, 3}, {5.0, 2}, {5.0, 1}}) {
+    auto other = three_hosts(factor, hosts);
+    judge_links(other);
+    EXPECT_EQ(other.slow_link, "") << factor << " " << hosts;
+    EXPECT_EQ(other.links.size(), hosts > 1 ? static_cast<size_t>(hosts) : 0u);
+  }
+}
+
 TEST(ReportCsv, QuotesAsRfc4180) {
   const CsvTable t{"t", {"a", "b"}, {{"x\"y", "1,2"}, {"line\nbreak", ""}}};
   EXPECT_EQ(to_csv(t), "a,b\r\n\"x\"\"y\",\"1,2\"\r\n\"line\nbreak\",\r\n");
