@@ -16,7 +16,6 @@ OBS = ["--time=-300:300/16/16", "--freq=260e6:300e6/32/32", "--dec=34"]
 # vlaa's array centre (observation.cpp's kVlaCentre): lon, lat (deg), height (m).
 VLAA_SITE = (-107.6184, 34.0784, 2124.0)
 JD0 = 2460000.5  # telescope::kStartJd: hour angle 0
-ARCSEC = 1 / 3600
 
 
 def sin_deprojection(l, m, ra0, dec0):
@@ -122,32 +121,34 @@ def test_the_wcs_places_the_sky_in_icrs(iotest, tmp_path):
     assert centre.separation(at_centre).arcsec < 0.02  # 5 mas: the Sun's deflection
     assert header["CRVAL1"] == pytest.approx(46.62683, abs=1e-5)
     assert header["CRVAL2"] == pytest.approx(33.90986, abs=1e-5)
-    # The source: y0 pixels east, y1 north in the apparent frame, where
-    # it is a direction of date too.
-    l, m = y0 * pixel_lm, y1 * pixel_lm
-    ra, dec = sin_deprojection(l, m, math.degrees(lst), 34)
-    source = apparent_to_icrs(math.radians(ra), math.radians(dec))
-    at_source = wcs.pixel_to_world(used // 2 - y0, used // 2 + y1)
-    off = source.separation(at_source).arcsec
-    assert off < 1, off  # 0.77" here
-    # What is left is the image's orientation: its north is the apparent
-    # frame's, 0.11 degrees from ICRS north (IOTFRMPA, pyuvdata's frame_pa:
-    # minus the ICRS position angle of apparent north), which the WCS does
-    # not state, as WSClean's does not. Turned by it, the source is there
-    # but for annual aberration's scale (1e-4: 0.04" at 144 pixels).
+    # The source: y0 pixels east, y1 north. iotest's (u, v) are turned by
+    # the frame angle (IOTFRMPA, pyuvdata's frame_pa: minus the ICRS
+    # position angle of apparent north, 0.11 degrees here) so that v points
+    # to ICRS north: (l, m) are direction cosines about the phase centre
+    # along ICRS east and north, as the WCS (no rotation) reads them. The
+    # WCS puts the source at its ICRS position but for annual aberration's
+    # scale (1e-4: 0.04" at 144 pixels). Before the turn, the image's north
+    # was the apparent frame's and the source was 0.77" off (r x 0.0019
+    # pixels at r pixels from the centre).
     step = 1e-4
     pa = -apparent_to_icrs(lst, dec0 - step).position_angle(apparent_to_icrs(lst, dec0 + step))
     pa = (pa.deg + 180) % 360 - 180
     assert header["IOTFRMPA"] == pytest.approx(pa, abs=1e-4)
     assert header["IOTFRMPA"] == pytest.approx(0.1096, abs=1e-4)
+    l, m = y0 * pixel_lm, y1 * pixel_lm
+    ra, dec = sin_deprojection(l, m, header["CRVAL1"], header["CRVAL2"])
+    source = SkyCoord(ra * u.deg, dec * u.deg)
+    at_source = wcs.pixel_to_world(used // 2 - y0, used // 2 + y1)
+    off = source.separation(at_source).arcsec
+    assert off < 0.1, off
+    # The same source as a direction of date, turned back into the apparent
+    # frame and taken to ICRS: the same place, to aberration's scale.
     turn = math.radians(header["IOTFRMPA"])
-    east = l * math.cos(turn) - m * math.sin(turn)
-    north = l * math.sin(turn) + m * math.cos(turn)
-    ra, dec = sin_deprojection(east, north, header["CRVAL1"], header["CRVAL2"])
-    assert source.separation(SkyCoord(ra * u.deg, dec * u.deg)).arcsec < 0.06
-    # The rotation moves a pixel r from the centre by r x 0.0019 pixels.
-    assert off == pytest.approx(math.hypot(y0, y1) * turn * math.degrees(pixel_lm) / ARCSEC,
-                                rel=0.1)
+    east = l * math.cos(turn) + m * math.sin(turn)
+    north = -l * math.sin(turn) + m * math.cos(turn)
+    ra, dec = sin_deprojection(east, north, math.degrees(lst), 34)
+    assert apparent_to_icrs(math.radians(ra), math.radians(dec)).separation(
+        at_source).arcsec < 0.1
 
 
 def test_an_unwritable_fits_path_is_a_usage_error(iotest, tmp_path):

@@ -99,8 +99,10 @@ def test_the_catalog_holds_the_phase_centre_s_icrs_position(run):
     as pyuvdata turns one into the other (ERFA): within 5 mas, the Sun's
     light deflection, which iotest leaves out. Before, it repeated the
     apparent coordinates, 17.6' east and 5.4' north of the truth here.
-    frame_pa stays 0: it is the angle pyuvdata turns (u, v) by, and
-    iotest's are unturned, in the apparent frame."""
+    frame_pa is pyuvdata's turn of (u, v) from the apparent north to the
+    catalog's (ICRS) north, 0.109 degrees here: iotest's (u, v) are turned
+    by it (v toward ICRS north), so the file states it (before, it held 0
+    and (u, v) were the apparent frame's)."""
     from pyuvdata.utils.phasing import calc_app_coords, transform_app_to_icrs
     path, _ = run
     uv = read_strictly(path)
@@ -123,7 +125,16 @@ def test_the_catalog_holds_the_phase_centre_s_icrs_position(run):
                                       telescope_loc=uv.telescope.location)
     assert np.max(np.abs(app_ra - uv.phase_center_app_ra)) * math.cos(dec[0]) < 10 * MAS
     assert np.max(np.abs(app_dec - uv.phase_center_app_dec)) < 10 * MAS
-    assert np.all(uv.phase_center_frame_pa == 0)
+    from pyuvdata.utils.phasing import calc_frame_pos_angle
+    pa = calc_frame_pos_angle(time_array=np.array([2460000.5]),
+                              app_ra=uv.phase_center_app_ra[:1],
+                              app_dec=uv.phase_center_app_dec[:1],
+                              telescope_loc=uv.telescope.location, ref_frame="icrs")
+    # iotest's is taken at the centre, pyuvdata's half a degree south
+    # (over its 1 degree arc): 2" apart.
+    assert np.all(uv.phase_center_frame_pa == uv.phase_center_frame_pa[0])
+    assert uv.phase_center_frame_pa[0] == pytest.approx(pa[0], abs=math.radians(3 / 3600))
+    assert math.degrees(uv.phase_center_frame_pa[0]) == pytest.approx(0.1096, abs=1e-4)
 
 
 def read_ms_back(ms_path):
@@ -138,13 +149,13 @@ def read_ms_back(ms_path):
 def test_pyuvdata_reads_back_the_measurement_set_it_writes(run, tmp_path):
     """pyuvdata's read of the MS its write_ms makes takes the phase centre
     from FIELD (the catalog's ICRS) and recomputes (u, v, w), turned by
-    frame_pa (0.109 degrees here) so that v points to ICRS north. Before,
-    FIELD held the apparent coordinates and they differed from the file's
-    by 192 m. Now only the turn is left: iotest's (u, v) are in the
-    apparent frame, and pyuvdata still warns, of 69.5 m at 36.6 km; the
-    file's turned by frame_pa are pyuvdata's to 2 mm. pyuvdata's own
-    phase() to the catalog entry turns them, and that MS reads back with
-    no warning."""
+    frame_pa (0.109 degrees here) so that v points to ICRS north. iotest's
+    are turned the same way, so the MS reads back with no warning (to
+    pyuvdata's 1 degree arc for frame_pa: 2.3" here, 0.41 m at 36.6 km,
+    under its 1 m). Before, FIELD held the apparent coordinates and
+    they differed by 192 m; then, with ICRS in FIELD but (u, v) in the
+    apparent frame, by 69.5 m (the turn), and only pyuvdata's own phase()
+    to the catalog entry made a silent MS."""
     path, _ = run
     uv = read_strictly(path)
     ms_path = tmp_path / "vis.ms"
@@ -152,32 +163,26 @@ def test_pyuvdata_reads_back_the_measurement_set_it_writes(run, tmp_path):
         warnings.simplefilter("error")
         uv.write_ms(str(ms_path))
     back, caught = read_ms_back(ms_path)
+    assert caught == []
     entry = back.phase_center_catalog[0]
     assert entry["cat_frame"] == "icrs"
     assert entry["cat_lon"] == pytest.approx(uv.phase_center_catalog[0]["cat_lon"], abs=1e-12)
     assert entry["cat_lat"] == pytest.approx(uv.phase_center_catalog[0]["cat_lat"], abs=1e-12)
-    turn = back.phase_center_frame_pa
-    assert np.degrees(turn) == pytest.approx(0.109, abs=0.001)
+    assert np.degrees(back.phase_center_frame_pa) == pytest.approx(0.109, abs=0.001)
     expected = back.copy(metadata_only=True)
     expected.set_uvws_from_antenna_positions()
     difference = np.max(np.abs(expected.uvw_array - back.uvw_array))
-    assert 60 < difference < 75, difference
-    assert [m for m in caught if "uvw_array does not match" in m], caught
+    # 0.41 m at 36.6 km, under pyuvdata's 1 m: its frame_pa, recomputed on
+    # read over a 1 degree arc, is 2.3" from the file's (taken at the
+    # centre). Turned by that difference, the MS's are pyuvdata's to 5 mm.
+    assert difference < 0.5, difference
+    assert np.max(np.abs(back.uvw_array - uv.uvw_array)) < 1e-6
+    turn = back.phase_center_frame_pa - uv.phase_center_frame_pa
+    assert np.max(np.abs(turn)) < math.radians(3 / 3600)
     u, v, w = back.uvw_array.T
     turned = np.stack([u * np.cos(turn) - v * np.sin(turn), u * np.sin(turn) + v * np.cos(turn),
                        w], axis=1)
     assert np.max(np.abs(turned - expected.uvw_array)) < 5e-3
-    # Phased by pyuvdata to its own catalog entry: (u, v) turned, silent.
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        entry = uv.phase_center_catalog[0]
-        uv.phase(lon=entry["cat_lon"], lat=entry["cat_lat"], cat_name="iotest",
-                 lookup_name=True)
-        uv.check()
-        uv.write_ms(str(tmp_path / "phased.ms"))
-    back, caught = read_ms_back(tmp_path / "phased.ms")
-    assert caught == []
-    assert np.max(np.abs(back.uvw_array - uv.uvw_array)) < 1e-6
 
 
 def test_pyuvdata_writes_a_measurement_set_casacore_opens(run, tmp_path):

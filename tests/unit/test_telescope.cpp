@@ -152,7 +152,8 @@ TEST(Observation, RejectsUnknownSetsAndBadDeclinations) {
 }
 
 // NAME@pole: the predecessor's geometry, w exactly 0 at dec 90 at every
-// hour angle, with the set's baselines (u, v lengths) unchanged.
+// hour angle, with the set's baselines (u, v lengths) unchanged: the turn
+// of (u, v) by the frame angle (to ICRS north) keeps both.
 TEST(Observation, AnArrayAtThePoleHasNoW) {
   const auto pole = make_observation({"vlaa@pole", {}, {}, {}});
   const auto site = make_observation({"vlaa", {}, {}, {}});
@@ -197,6 +198,22 @@ TEST(CatalogFrame, ThePhaseCentreInIcrsIsPyuvdatas) {
         << c.vis_set;
     EXPECT_LT(std::abs(centre.icrs.dec_rad - dec), 7 * kMas) << c.vis_set;
     EXPECT_NEAR(centre.frame_pa_rad / kDeg, c.frame_pa_deg, 1e-6) << c.vis_set;
+    // antenna_uvw turns the apparent frame's (u, v) by it, as pyuvdata's
+    // calc_uvw turns them by phase_center_frame_pa, so that v points to
+    // ICRS north; w is the apparent frame's (toward the phase centre).
+    EXPECT_EQ(obs.frame_pa_rad, centre.frame_pa_rad) << c.vis_set;
+    const index_t t = obs.time.steps - 1;
+    const UvwRotation apparent(obs.layout.centre.lat_deg * kDeg,
+                               obs.time.at(t) * kRadiansPerHourAngleSecond, c.dec_deg * kDeg);
+    const auto uvw = obs.antenna_uvw(t);
+    const double cp = std::cos(obs.frame_pa_rad), sp = std::sin(obs.frame_pa_rad);
+    for (size_t a = 0; a < uvw.size(); ++a) {
+      const Uvw q = apparent(obs.layout.antennas[a]);
+      const double tol = 1e-9 * (1 + std::hypot(q.u, q.v));
+      EXPECT_NEAR(uvw[a].u, q.u * cp - q.v * sp, tol) << c.vis_set;
+      EXPECT_NEAR(uvw[a].v, q.u * sp + q.v * cp, tol) << c.vis_set;
+      EXPECT_EQ(uvw[a].w, q.w) << c.vis_set;
+    }
   }
   // vlaa at dec 34: the apparent coordinates lie 17.6' east and 5.4' north
   // of the truth (the precession since J2000 above all).

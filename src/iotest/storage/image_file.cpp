@@ -110,7 +110,7 @@ std::string fits_header(const ImageDescription& what) {
       if (*wcs[k].unit) text(("CUNIT" + n).c_str(), wcs[k].unit, nullptr);
     }
     number("IOTPIXLM", what.pixel_lm, "pixel in direction cosines");
-    number("IOTFRMPA", what.frame_pa_deg, "[deg] pyuvdata frame_pa of the image's north");
+    number("IOTFRMPA", what.frame_pa_deg, "[deg] uvw turned by it: v to ICRS north");
     check_fits(fits_update_key_lng(file, "IOTNVIS", static_cast<LONGLONG>(what.visibilities),
                                    "visibilities gridded", &status),
                "IOTNVIS");

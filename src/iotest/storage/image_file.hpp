@@ -39,10 +39,10 @@ struct ImageDescription {
   // width, the telescope (vis-set) and the observation's start (ISO 8601,
   // UTC, and as a modified Julian date).
   double ra_deg = 0, dec_deg = 0, freq_hz = 0, bandwidth_hz = 0;
-  // The image's axes are the apparent frame's (its (u, v, w)'s): north up
-  // is apparent north, which the WCS (no rotation, as WSClean's) takes for
-  // ICRS north. This is pyuvdata's frame_pa between them, in degrees
-  // (telescope::icrs_frame_pa_rad): card IOTFRMPA.
+  // The angle iotest's (u, v) are turned by from the apparent frame's north
+  // to ICRS north (pyuvdata's frame_pa, telescope::icrs_frame_pa_rad), in
+  // degrees: card IOTFRMPA. With it applied the image's north is ICRS
+  // north, as the WCS (no rotation, as WSClean's) takes it.
   double frame_pa_deg = 0;
   std::string telescope, date_obs;
   double mjd_obs = 0;

@@ -289,9 +289,9 @@ class MsBackend final : public Backend {
     s.channel_width_hz = obs.freq.step() > 0 ? obs.freq.step() : 1.0;
     s.bandwidth_hz = telescope::bandwidth_hz(obs);
     // The phase centre's ICRS position (FIELD says J2000, FK5, which lies
-    // within 32 mas of ICRS). UVW stay in the apparent frame of date, as
-    // iotest computes them: 0.11 degrees turned from J2000's north at vlaa
-    // dec 34 (docs/imaging.md, "Coordinates: the uvw model").
+    // within 32 mas of ICRS). UVW have v toward ICRS north (iotest turns
+    // (u, v) by the frame angle, Observation::antenna_uvw), J2000's to tens
+    // of mas (docs/imaging.md, "Coordinates: the uvw model").
     const auto centre = telescope::phase_centre(obs).icrs;
     s.ra_rad = centre.ra_rad;
     s.dec_rad = centre.dec_rad;

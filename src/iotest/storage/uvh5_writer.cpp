@@ -235,9 +235,10 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
   // iotest's. The catalog entry is the same direction in ICRS. Without
   // apparent coordinates pyuvdata would "fix" the phases of an old-style
   // file. frame_pa is pyuvdata's turn of (u, v) from the apparent frame's
-  // north to the catalog's; iotest's (u, v, w) are in the apparent frame,
-  // unturned, so it is 0, though the frames' norths differ (0.11 degrees
-  // at vlaa dec 34): docs/imaging.md, "Coordinates: the uvw model".
+  // north to the catalog's (ICRS): iotest's (u, v, w) are turned by it
+  // (Observation::antenna_uvw), v toward ICRS north, so pyuvdata's check()
+  // recomputes them (0.11 degrees at vlaa dec 34): docs/imaging.md,
+  // "Coordinates: the uvw model".
   const auto phase_centre = telescope::phase_centre(obs);
   const double ra = phase_centre.apparent.ra_rad, dec = phase_centre.apparent.dec_rad;
   {
@@ -280,7 +281,7 @@ void write_header(hid_t file, const VisibilityLayout& layout) {
     write_string(extra, "iotest_host", pv.host);
   }
   const long long centre_id = 0;
-  const double frame_pa = 0.0;
+  const double frame_pa = phase_centre.frame_pa_rad;
   write_constant_rows(header, "phase_center_id_array", H5T_NATIVE_LLONG, rows, &centre_id);
   write_constant_rows(header, "phase_center_app_ra", H5T_NATIVE_DOUBLE, rows, &ra);
   write_constant_rows(header, "phase_center_app_dec", H5T_NATIVE_DOUBLE, rows, &dec);

@@ -100,7 +100,7 @@ PhaseCentre phase_centre(const Observation& obs) {
   PhaseCentre c;
   c.apparent = {phase_centre_ra_rad(obs), obs.dec_deg * std::numbers::pi / 180};
   c.icrs = apparent_to_icrs(c.apparent, obs.layout.centre);
-  c.frame_pa_rad = icrs_frame_pa_rad(c.apparent, obs.layout.centre);
+  c.frame_pa_rad = obs.frame_pa_rad;  // make_observation's icrs_frame_pa_rad
   return c;
 }
 

@@ -1,7 +1,8 @@
 // The phase centre in ICRS. iotest defines its phase centre by apparent
 // coordinates of date (right ascension the local apparent sidereal time at
 // kStartJd, declination --dec) and computes (u, v, w) in that apparent
-// frame; files that state a position in ICRS (or J2000) state the ICRS
+// frame, (u, v) then turned by the frame angle to v toward ICRS north
+// (Observation::frame_pa_rad); files that state a position in ICRS (or J2000) state the ICRS
 // position of that direction, computed here (docs/imaging.md, "Coordinates:
 // the uvw model", "The catalog frame").
 #pragma once

@@ -51,7 +51,7 @@ std::pair<double, double> sin_cos(double x) {
 
 }  // namespace
 
-UvwRotation::UvwRotation(double lat, double ha, double dec) {
+UvwRotation::UvwRotation(double lat, double ha, double dec, double frame_pa) {
   // Equatorial components of an ENU vector: X towards (H = 0, dec = 0),
   // Y towards H = -6h (east), Z towards the pole:
   //   X = -sin(lat) N + cos(lat) U,  Y = E,  Z = cos(lat) N + sin(lat) U.
@@ -64,6 +64,13 @@ UvwRotation::UvwRotation(double lat, double ha, double dec) {
   vx = sd * sh, vy = sd * ch * sp + cd * cp, vz = -sd * ch * cp + cd * sp;
   // w = cos d cos H X - cos d sin H Y + sin d Z
   wx = -cd * sh, wy = -cd * ch * sp + sd * cp, wz = cd * ch * cp + sd * sp;
+  // pyuvdata's turn by the frame angle: u' = c u - s v, v' = s u + c v.
+  if (frame_pa != 0) {
+    const auto [s, c] = sin_cos(frame_pa);
+    const double u[3] = {ux, uy, uz}, v[3] = {vx, vy, vz};
+    ux = c * u[0] - s * v[0], uy = c * u[1] - s * v[1], uz = c * u[2] - s * v[2];
+    vx = s * u[0] + c * v[0], vy = s * u[1] + c * v[1], vz = s * u[2] + c * v[2];
+  }
 }
 
 }  // namespace iotest::telescope

@@ -24,10 +24,14 @@ Enu ecef_to_enu(const Ecef& position, const Geodetic& centre);
 
 // Rotates a local ENU vector at latitude `lat_rad` into (u, v, w) for hour
 // angle `ha_rad` and declination `dec_rad` (Thompson, Moran & Swenson,
-// eq. 4.1, with the equatorial X Y Z taken from ENU by the site latitude).
+// eq. 4.1, with the equatorial X Y Z taken from ENU by the site latitude),
+// then (u, v) turned by `frame_pa_rad` about w as pyuvdata's calc_uvw turns
+// them by phase_center_frame_pa: u' = u cos p - v sin p, v' = u sin p +
+// v cos p (w unchanged). With the frame angle of the apparent frame against
+// ICRS (icrs_frame_pa_rad) v points to ICRS north, not the apparent north.
 class UvwRotation {
  public:
-  UvwRotation(double lat_rad, double ha_rad, double dec_rad);
+  UvwRotation(double lat_rad, double ha_rad, double dec_rad, double frame_pa_rad = 0);
   Uvw operator()(const Enu& e) const {
     return {ux * e.east + uy * e.north + uz * e.up, vx * e.east + vy * e.north + vz * e.up,
             wx * e.east + wy * e.north + wz * e.up};

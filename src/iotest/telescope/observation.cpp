@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/telescope/catalog_frame.hpp"
 
 namespace iotest::telescope {
 namespace {
@@ -127,7 +128,7 @@ std::vector<std::pair<int, int>> Observation::baselines() const {
 std::vector<Uvw> Observation::antenna_uvw(index_t t) const {
   constexpr double deg = std::numbers::pi / 180;
   const UvwRotation rotate(layout.centre.lat_deg * deg, time.at(t) * kRadiansPerHourAngleSecond,
-                           dec_deg * deg);
+                           dec_deg * deg, frame_pa_rad);
   std::vector<Uvw> out;
   out.reserve(layout.antennas.size());
   for (const auto& a : layout.antennas) out.push_back(rotate(a));
@@ -228,6 +229,8 @@ Observation make_observation(const ObservationOptions& o) {
         fmt::format("expected a declination in degrees from -90 to 90, got {}", obs.dec_deg));
   if (std::abs(obs.time.end) > 43200 || std::abs(obs.time.start) > 43200)
     throw UsageError("--time", "expected hour angles within +-43200 s (12 h)");
+  obs.frame_pa_rad = icrs_frame_pa_rad(
+      {phase_centre_ra_rad(obs), obs.dec_deg * std::numbers::pi / 180}, obs.layout.centre);
   return obs;
 }
 

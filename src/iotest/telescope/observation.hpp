@@ -55,6 +55,11 @@ struct Observation {
   Sampling time;  // hour angle in seconds
   Sampling freq;  // Hz
   double dec_deg = 0;
+  // The frame angle of the phase centre's apparent frame against ICRS
+  // (telescope::icrs_frame_pa_rad; pyuvdata's phase_center_frame_pa), a
+  // constant of the observation: antenna_uvw turns (u, v) by it, so v points
+  // to ICRS north. make_observation sets it.
+  double frame_pa_rad = 0;
 
   index_t antenna_count() const { return static_cast<index_t>(layout.antennas.size()); }
   index_t baseline_count() const;
@@ -65,8 +70,9 @@ struct Observation {
   }
   // Antenna pairs (a1 <= a2; a1 == a2 only with autocorrelations), a1-major.
   std::vector<std::pair<int, int>> baselines() const;
-  // (u, v, w) in metres of every antenna at time step `t`; a baseline's is
-  // the difference antenna a2 minus antenna a1.
+  // (u, v, w) in metres of every antenna at time step `t`, with v toward
+  // ICRS north (turned by frame_pa_rad from the apparent frame's north; w
+  // toward the phase centre); a baseline's is antenna a2's minus a1's.
   std::vector<Uvw> antenna_uvw(index_t t) const;
   // The largest |w| of any baseline at any time step, in metres: the w
   // range the kernels and towers must cover (exactly 0 for an array laid
