@@ -29,6 +29,7 @@
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/pipeline/grant_loop.hpp"
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/task_queue.hpp"
 
@@ -36,12 +37,9 @@ namespace iotest::pipeline {
 namespace {
 
 // Send buffers for one subgrid part: one contribution per facet.
-struct SendSlot {
+struct SendSlot : PartBuffers {
   // kReceiving: the model's contributions coming in (--direction=both).
   enum class State { kFree, kReceiving, kGridding, kReady, kSending } state = State::kFree;
-  AlignedBuffer contributions;
-  std::vector<MPI_Request> requests;
-  index_t part = -1;
 };
 
 // A gridding thread's tower, subgrid sum and task buffers; with
@@ -66,28 +64,58 @@ struct GridThread {
       : tower(rec.params()), sum(rec.make_subgrid_sum()), dirty(pixels) {}
 };
 
-}  // namespace
+// One part's gridding as it goes, task by task: where it lies, its w
+// range, and the times its tasks spend apart from gridding.
+struct PartGrid {
+  const binning::VisitRuns& pieces;
+  index_t off0 = 0, off1 = 0;
+  double w_lo = 0, w_hi = 0;
+  index_t gpu_planes = 0;  // planes per task on the GPU (it builds a tower per task)
+  MView2D sum;
+  double input_s = 0, check_s = 0, degrid_s = 0;
+};
 
-RankResult run_image_streamer(Context& ctx) {
-  RankResult out;
-  auto& st = out.stats;
-  const auto& p = ctx.job.p;
-  const auto& rec = *ctx.rec;
-  const auto& o = ctx.options;
+// One imaging streamer's run: its buffers and tallies, the first thread's
+// loop (one turn: grants, parts into slots, the model's receives, gridded
+// slots, sends in walk order, sends done) and the tasks it queues (a
+// part's gridding, or in storage only its reading). Members, not a
+// closure's captures, so that each step is a function of its own.
+struct ImageStreamer : StreamerRun {
   const bool synthetic = o.synthetic_vis;  // storage only: no degridder
   const degrid::Degridder* degridder_or_null = ctx.degridder.get();
-  const auto& obs = *ctx.job.obs;
-  const int threads = ctx.threads, me = ctx.roles.streamer_index();
-  const index_t F = p.facet_count(), values = p.m * p.m;
-  const bool dynamic = ctx.roles.assigner_rank >= 0;
+  const telescope::Observation& obs = *ctx.job.obs;
   const bool check = !ctx.pixels.empty();
   const bool both = ctx.both();
-  GpuLane* gpu = ctx.gpu.get();  // --device=cuda: towers and taps on this GPU
 
   std::vector<const storage::Reader*> readers;
-  for (const auto& f : ctx.inputs) readers.push_back(f.get());
   std::mutex read_lock;  // a Reader takes one thread at a time
   std::vector<GridThread> state;
+  std::vector<SendSlot> slots;
+  Handoff gridded;                // slots whose contributions are extracted
+  std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
+  Progress progress{o.progress && ctx.roles.rank == 0,
+                    dynamic ? 0 : static_cast<index_t>(grants.todo().size()), "subgrids"};
+  index_t sent_parts = 0;
+  index_t held = 0;  // slots not free, at the last turn's end
+
+  explicit ImageStreamer(Context& c);
+  RankResult run();
+
+  void read_part(size_t slot_index, int thread);
+  void grid_part(size_t slot_index, int thread);
+  double sum_model(GridThread& ts, const SendSlot& slot);
+  void grid_task(GridThread& ts, PartGrid& g, index_t first, index_t last);
+  LoopTurn turn();
+  bool take_parts();
+  bool test_model_receives();
+  bool take_gridded();
+  bool post_sends();
+  bool test_sends();
+  void tally(double total);
+};
+
+ImageStreamer::ImageStreamer(Context& c) : StreamerRun(c) {
+  for (const auto& f : ctx.inputs) readers.push_back(f.get());
   for (int t = 0; t < threads; ++t) {
     state.emplace_back(rec, ctx.pixels);
     auto& ts = state.back();
@@ -109,303 +137,241 @@ RankResult run_image_streamer(Context& ctx) {
       ts.model.clear();
     }
   }
-  std::vector<SendSlot> slots(static_cast<size_t>(o.subgrid_queue));
+  slots.resize(static_cast<size_t>(o.subgrid_queue));
   for (auto& s : slots) s.contributions = AlignedBuffer(synthetic ? 1 : F * values);
-  std::mutex lock;                // guards gridded
-  std::vector<size_t> gridded;    // slots whose contributions are extracted
-  std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
-  TaskQueue tasks;
+}
 
-  // Storage only: a part's chunks read in its tasks' order, the values
-  // checked against the pattern.
-  const auto read_part = [&](size_t slot_index, int thread) {
-    auto& ts = state[static_cast<size_t>(thread)];
-    const auto t0 = Clock::now();
-    const auto& part = ctx.plan.parts[static_cast<size_t>(slots[slot_index].part)];
-    const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
-    const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part,
-                                    visit.parts);
-    for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
-      pieces.runs(first, last, ts.runs);
-      for (const auto& run : ts.runs) {
-        const index_t row = index_t{run.baseline} * obs.time.steps + run.time;
-        ts.vis.resize(static_cast<size_t>(run.count()));
-        ts.gatherer->gather(row, run.chan_begin, run.count(), ts.vis.data());
-        for (index_t x = 0; x < run.count(); ++x)
-          ts.values_wrong += ts.vis[static_cast<size_t>(x)] !=
-                             degrid::synthetic_visibility(run.baseline, run.time,
-                                                          run.chan_begin + x, ctx.input_nonce);
-        ts.values_checked += run.count();
-        ts.visibilities += run.count();
-      }
-      ts.gatherer->clear();
+// Storage only: a part's chunks read in its tasks' order, the values
+// checked against the pattern.
+void ImageStreamer::read_part(size_t slot_index, int thread) {
+  auto& ts = state[static_cast<size_t>(thread)];
+  const auto t0 = Clock::now();
+  const auto& part = ctx.plan.parts[static_cast<size_t>(slots[slot_index].part)];
+  const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
+  const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
+  for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
+    pieces.runs(first, last, ts.runs);
+    for (const auto& run : ts.runs) {
+      const index_t row = index_t{run.baseline} * obs.time.steps + run.time;
+      ts.vis.resize(static_cast<size_t>(run.count()));
+      ts.gatherer->gather(row, run.chan_begin, run.count(), ts.vis.data());
+      for (index_t x = 0; x < run.count(); ++x)
+        ts.values_wrong += ts.vis[static_cast<size_t>(x)] !=
+                           degrid::synthetic_visibility(run.baseline, run.time, run.chan_begin + x,
+                                                        ctx.input_nonce);
+      ts.values_checked += run.count();
+      ts.visibilities += run.count();
     }
-    ++ts.subgrids;
-    ts.busy_s += seconds_since(t0);
-    const std::lock_guard<std::mutex> hold(lock);
-    gridded.push_back(slot_index);
-  };
+    ts.gatherer->clear();
+  }
+  ++ts.subgrids;
+  ts.busy_s += seconds_since(t0);
+  gridded.give(slot_index);
+}
 
-  // One part, as a task: its visibilities onto this thread's tower (one
-  // thread per tower: the part's tasks add to the same planes), the tower
-  // collapsed into the subgrid's sum, each facet's contribution extracted.
-  // Both: the model's tower first, and the residual gridded.
-  const auto grid_part = [&](size_t slot_index, int thread) {
-    const auto& degridder = *degridder_or_null;
-    auto& ts = state[static_cast<size_t>(thread)];
-    const auto t0 = Clock::now();
-    double input_s = 0, check_s = 0;
-    const double read0 = ts.gatherer ? ts.gatherer->tally().seconds : 0;
-    SendSlot& slot = slots[slot_index];
-    const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
-    const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
-    const index_t off0 = ctx.subgrid_tile0(visit.subgrid).offset;
-    const index_t off1 = ctx.subgrid_tile1(visit.subgrid).offset;
-    const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part,
-                                    visit.parts);
-    auto sum = ts.sum.view();
-    std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
-    double degrid_s = 0;
-    if (both) {  // the model subgrid, from the producers' contributions
+// Both: the model subgrid, from the producers' contributions; its time.
+double ImageStreamer::sum_model(GridThread& ts, const SendSlot& slot) {
+  const auto td = Clock::now();
+  auto model = ts.model_sum.view();
+  std::fill(model.data, model.data + p.xM * p.xM, cplx{});
+  for (index_t f = 0; f < F; ++f)
+    rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
+                         ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, model);
+  return seconds_since(td);
+}
+
+// One part, as a task: its visibilities onto this thread's tower (one
+// thread per tower: the part's tasks add to the same planes), the tower
+// collapsed into the subgrid's sum, each facet's contribution extracted.
+// Both: the model's tower first, and the residual gridded.
+void ImageStreamer::grid_part(size_t slot_index, int thread) {
+  const auto& degridder = *degridder_or_null;
+  auto& ts = state[static_cast<size_t>(thread)];
+  const auto t0 = Clock::now();
+  const double read0 = ts.gatherer ? ts.gatherer->tally().seconds : 0;
+  SendSlot& slot = slots[slot_index];
+  const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
+  const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
+  const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
+  PartGrid g{pieces};
+  g.off0 = ctx.subgrid_tile0(visit.subgrid).offset;
+  g.off1 = ctx.subgrid_tile1(visit.subgrid).offset;
+  g.sum = ts.sum.view();
+  std::fill(g.sum.data, g.sum.data + p.xM * p.xM, cplx{});
+  if (both) g.degrid_s += sum_model(ts, slot);
+  if (pieces.w_range(g.w_lo, g.w_hi)) {  // a part may hold no visibilities: it sends zeros
+    const double wc_lo = g.w_lo / degridder.planes().dw, wc_hi = g.w_hi / degridder.planes().dw;
+    // The GPU builds a tower per task (both ways), the CPU one per part.
+    g.gpu_planes = degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, wc_lo, wc_hi).count;
+    if (both && !gpu) {
       const auto td = Clock::now();
-      auto model = ts.model_sum.view();
-      std::fill(model.data, model.data + p.xM * p.xM, cplx{});
-      for (index_t f = 0; f < F; ++f)
-        rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
-                             ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, model);
-      degrid_s += seconds_since(td);
+      ts.w_planes += degridder.build_tower(ts.model_sum.view(), wc_lo, wc_hi, *ts.model_tower);
+      g.degrid_s += seconds_since(td);
     }
-    double w_lo = 0, w_hi = 0;
-    if (pieces.w_range(w_lo, w_hi)) {  // a part may hold no visibilities: it sends zeros
-      const double wc_lo = w_lo / degridder.planes().dw, wc_hi = w_hi / degridder.planes().dw;
-      // The GPU builds a tower per task (both ways), the CPU one per part.
-      const index_t gpu_planes =
-          degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, wc_lo, wc_hi).count;
-      if (both && !gpu) {
-        const auto td = Clock::now();
-        ts.w_planes += degridder.build_tower(ts.model_sum.view(), wc_lo, wc_hi, *ts.model_tower);
-        degrid_s += seconds_since(td);
-      }
-      if (!gpu) ts.w_planes += degridder.begin_tower(wc_lo, wc_hi, ts.tower);
-      for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities)) {
-        pieces.runs(first, last, ts.runs);
-        const auto* begin = ts.runs.data();
-        const auto* end = begin + ts.runs.size();
-        index_t n = 0;
-        for (const auto* run = begin; run != end; ++run) n += run->count();
-        const auto ti = Clock::now();
-        if (ts.gatherer) {  // reading is imaging's own work: timed
-          ts.vis.resize(static_cast<size_t>(n));
-          degrid::gather_runs(*ts.gatherer, obs.time.steps, begin, end, ts.vis.data());
-        } else {  // predicting them is not: measured apart
-          degrid::predict_direct(degridder, ctx.job.sources, begin, end, ts.vis);
-          input_s += seconds_since(ti);
-        }
-        if (both) {  // the residual: observed minus the model's visibilities
-          const auto td = Clock::now();
-          if (gpu) {
-            gpu->degrid(begin, end, off0, off1, w_lo, w_hi, ts.model_sum.data(), ts.model);
-            ts.w_planes += gpu_planes;
-          } else {
-            ts.model.clear();
-            degridder.degrid(begin, end, off0, off1, *ts.model_tower, ts.model);
-          }
-          for (index_t x = 0; x < n; ++x) {
-            cplx& v = ts.vis[static_cast<size_t>(x)];
-            ts.observed2 += std::norm(v);
-            v -= ts.model[static_cast<size_t>(x)];
-            ts.residual2 += std::norm(v);
-          }
-          degrid_s += seconds_since(td);
-        }
-        if (gpu) {
-          gpu->grid(begin, end, off0, off1, w_lo, w_hi, ts.vis.data(), sum.data);
-          ts.w_planes += gpu_planes;
-        } else {
-          degridder.grid(begin, end, off0, off1, ts.vis.data(), ts.tower);
-        }
-        ts.visibilities += n;
-        if (check) {  // untimed: the same visibilities into the sampled pixels
-          const auto tc = Clock::now();
-          ts.dirty.add(degridder, begin, end, ts.vis.data());
-          check_s += seconds_since(tc);
-        }
-      }
-      if (!gpu) degridder.collapse_tower(ts.tower, sum);
-    }
-    for (index_t f = 0; f < F; ++f)
-      rec.extract_from_subgrid(sum, ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset,
-                               MView2D(slot.contributions.data() + f * values, p.m, p.m));
-    ++ts.subgrids;
-    ts.degrid_s += degrid_s;
-    ts.input_s += input_s;
-    ts.check_s += check_s;
-    const double busy = seconds_since(t0) - input_s - check_s;
-    ts.busy_s += busy;
-    ts.grid_s += busy - degrid_s - (ts.gatherer ? ts.gatherer->tally().seconds - read0 : 0);
-    const std::lock_guard<std::mutex> hold(lock);
-    gridded.push_back(slot_index);
-  };
+    if (!gpu) ts.w_planes += degridder.begin_tower(wc_lo, wc_hi, ts.tower);
+    for (const auto& [first, last] : pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities))
+      grid_task(ts, g, first, last);
+    if (!gpu) degridder.collapse_tower(ts.tower, g.sum);
+  }
+  for (index_t f = 0; f < F; ++f)
+    rec.extract_from_subgrid(g.sum, ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset,
+                             MView2D(slot.contributions.data() + f * values, p.m, p.m));
+  ++ts.subgrids;
+  ts.degrid_s += g.degrid_s;
+  ts.input_s += g.input_s;
+  ts.check_s += g.check_s;
+  const double busy = seconds_since(t0) - g.input_s - g.check_s;
+  ts.busy_s += busy;
+  ts.grid_s += busy - g.degrid_s - (ts.gatherer ? ts.gatherer->tally().seconds - read0 : 0);
+  gridded.give(slot_index);
+}
 
-  std::deque<index_t> todo;  // my parts, in walk order, not yet started
-  bool more_coming = dynamic;
-  if (!dynamic)
-    for (size_t i = 0; i < ctx.plan.parts.size(); ++i)
-      if (ctx.plan.parts[i].streamer == me) todo.push_back(static_cast<index_t>(i));
-  const auto request = [&](std::int64_t n) {
-    if (more_coming && n != 0) {
-      MPI_Send(&n, 1, MPI_INT64_T, ctx.roles.assigner_rank, kTagRequest, ctx.control);
-      ++st.messages_sent;
-    }
-  };
-  Progress progress(o.progress && ctx.roles.rank == 0,
-                    dynamic ? 0 : static_cast<index_t>(todo.size()), "subgrids");
-  index_t sent_parts = 0;
-
-  ExceptionCollector failures;
-  double idle_s = 0, wait_s = 0;
-  const auto t_start = Clock::now();
-  request(o.subgrid_queue);
-
-#pragma omp parallel num_threads(threads)
-  {
-    const int thread = omp_get_thread_num();
-    if (thread != 0) {
-      tasks.serve(thread);
+// One task of a part: baselines [first, last) read or predicted, with
+// --direction=both less the model's, gridded onto the tower.
+void ImageStreamer::grid_task(GridThread& ts, PartGrid& g, index_t first, index_t last) {
+  const auto& degridder = *degridder_or_null;
+  g.pieces.runs(first, last, ts.runs);
+  const auto* begin = ts.runs.data();
+  const auto* end = begin + ts.runs.size();
+  index_t n = 0;
+  for (const auto* run = begin; run != end; ++run) n += run->count();
+  const auto ti = Clock::now();
+  if (ts.gatherer) {  // reading is imaging's own work: timed
+    ts.vis.resize(static_cast<size_t>(n));
+    degrid::gather_runs(*ts.gatherer, obs.time.steps, begin, end, ts.vis.data());
+  } else {  // predicting them is not: measured apart
+    degrid::predict_direct(degridder, ctx.job.sources, begin, end, ts.vis);
+    g.input_s += seconds_since(ti);
+  }
+  if (both) {  // the residual: observed minus the model's visibilities
+    const auto td = Clock::now();
+    if (gpu) {
+      gpu->degrid(begin, end, g.off0, g.off1, g.w_lo, g.w_hi, ts.model_sum.data(), ts.model);
+      ts.w_planes += g.gpu_planes;
     } else {
-      failures.capture([&] {
-        Backoff backoff;
-        while (!tasks.failed) {
-          bool progressed = false;
-          // Grants from the assigner.
-          if (more_coming) {
-            int flag = 0;
-            MPI_Status status;
-            MPI_Iprobe(ctx.roles.assigner_rank, kTagGrant, ctx.control, &flag, &status);
-            if (flag) {
-              int count = 0;
-              MPI_Get_count(&status, MPI_INT64_T, &count);
-              std::vector<std::int64_t> granted(static_cast<size_t>(count));
-              MPI_Recv(granted.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagGrant,
-                       ctx.control, MPI_STATUS_IGNORE);
-              ++st.messages_received;
-              if (granted.empty()) {
-                request(-1);
-                more_coming = false;
-              }
-              for (const auto part : granted) todo.push_back(part);
-              progressed = true;
-            }
-          }
-          // The next parts, into free slots, in walk order.
-          for (size_t i = 0; i < slots.size() && !todo.empty(); ++i) {
-            SendSlot& s = slots[i];
-            if (s.state != SendSlot::State::kFree) continue;
-            s.part = todo.front();
-            todo.pop_front();
-            send_order.push_back(i);
-            progressed = true;
-            if (both) {  // the model's contributions first
-              s.state = SendSlot::State::kReceiving;
-              s.requests.resize(static_cast<size_t>(F));
-              for (index_t f = 0; f < F; ++f)
-                MPI_Irecv(s.contributions.data() + f * values, static_cast<int>(values),
-                          MPI_C_DOUBLE_COMPLEX, ctx.roles.facet_owner(f), static_cast<int>(f),
-                          ctx.data, &s.requests[static_cast<size_t>(f)]);
-              continue;
-            }
-            s.state = SendSlot::State::kGridding;
-            if (synthetic)
-              tasks.push([&, i](int t) { read_part(i, t); });
-            else
-              tasks.push([&, i](int t) { grid_part(i, t); });
-          }
-          // Slots whose model is in: their parts' tasks.
-          for (size_t i = 0; i < slots.size(); ++i) {
-            SendSlot& s = slots[i];
-            if (s.state != SendSlot::State::kReceiving) continue;
-            int done = 0;
-            MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
-            if (!done) continue;
-            st.messages_received += F;
-            st.bytes_received += F * values * static_cast<index_t>(sizeof(cplx));
-            s.state = SendSlot::State::kGridding;
-            tasks.push([&, i](int t) { grid_part(i, t); });
-            progressed = true;
-          }
-          {
-            std::vector<size_t> done;
-            {
-              const std::lock_guard<std::mutex> hold(lock);
-              done.swap(gridded);
-            }
-            // Storage only: nothing to send, the slot is free at once.
-            for (const size_t i : done) {
-              slots[i].state = synthetic ? SendSlot::State::kFree : SendSlot::State::kReady;
-              if (synthetic) {
-                std::erase(send_order, i);
-                request(1);
-                progress.update(++sent_parts);
-              }
-            }
-            progressed = progressed || !done.empty();
-          }
-          // Sends, in walk order: the producers' receives match them so.
-          while (!send_order.empty() &&
-                 slots[send_order.front()].state == SendSlot::State::kReady) {
-            SendSlot& s = slots[send_order.front()];
-            send_order.pop_front();
-            s.requests.resize(static_cast<size_t>(F));
-            for (index_t f = 0; f < F; ++f)
-              MPI_Isend(s.contributions.data() + f * values, static_cast<int>(values),
-                        MPI_C_DOUBLE_COMPLEX, ctx.roles.facet_owner(f), static_cast<int>(f),
-                        ctx.data, &s.requests[static_cast<size_t>(f)]);
-            st.messages_sent += F;
-            st.bytes_sent += F * values * static_cast<index_t>(sizeof(cplx));
-            s.state = SendSlot::State::kSending;
-            progressed = true;
-          }
-          // Completed sends free their slots.
-          index_t held = 0, freed = 0;
-          for (auto& s : slots) {
-            if (s.state == SendSlot::State::kSending) {
-              int done = 0;
-              MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
-              if (done) {
-                s.state = SendSlot::State::kFree;
-                ++freed;
-              }
-            }
-            if (s.state != SendSlot::State::kFree) ++held;
-          }
-          st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
-          if (freed > 0) {
-            request(freed);
-            sent_parts += freed;
-            progress.update(sent_parts);
-            progressed = true;
-          }
-          if (!more_coming && todo.empty() && held == 0) break;
-          if (progressed) {
-            backoff.reset();
-          } else if (!tasks.try_run(thread)) {
-            // Nothing to do: waiting on producers while sends (or the
-            // model's receives) are posted, else on the gridding threads.
-            const bool sending = std::any_of(slots.begin(), slots.end(), [](const SendSlot& s) {
-              return s.state == SendSlot::State::kSending || s.state == SendSlot::State::kReceiving;
-            });
-            backoff.pause(sending ? wait_s : idle_s);
-          }
-        }
-      });
-      tasks.close();
+      ts.model.clear();
+      degridder.degrid(begin, end, g.off0, g.off1, *ts.model_tower, ts.model);
+    }
+    for (index_t x = 0; x < n; ++x) {
+      cplx& v = ts.vis[static_cast<size_t>(x)];
+      ts.observed2 += std::norm(v);
+      v -= ts.model[static_cast<size_t>(x)];
+      ts.residual2 += std::norm(v);
+    }
+    g.degrid_s += seconds_since(td);
+  }
+  if (gpu) {
+    gpu->grid(begin, end, g.off0, g.off1, g.w_lo, g.w_hi, ts.vis.data(), g.sum.data);
+    ts.w_planes += g.gpu_planes;
+  } else {
+    degridder.grid(begin, end, g.off0, g.off1, ts.vis.data(), ts.tower);
+  }
+  ts.visibilities += n;
+  if (check) {  // untimed: the same visibilities into the sampled pixels
+    const auto tc = Clock::now();
+    ts.dirty.add(degridder, begin, end, ts.vis.data());
+    g.check_s += seconds_since(tc);
+  }
+}
+
+// The next parts, into free slots, in walk order: with --direction=both
+// the model's contributions are received first, else the part is queued.
+bool ImageStreamer::take_parts() {
+  return grants.fill(slots, [&](size_t i) {
+    SendSlot& s = slots[i];
+    send_order.push_back(i);
+    if (both) {
+      s.state = SendSlot::State::kReceiving;
+      contributions.post_receives(s);
+      return;
+    }
+    s.state = SendSlot::State::kGridding;
+    if (synthetic)
+      tasks.push([this, i](int t) { read_part(i, t); });
+    else
+      tasks.push([this, i](int t) { grid_part(i, t); });
+  });
+}
+
+// Slots whose model is in: their parts' tasks.
+bool ImageStreamer::test_model_receives() {
+  bool progressed = false;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    SendSlot& s = slots[i];
+    if (s.state != SendSlot::State::kReceiving || !contributions.received(s)) continue;
+    s.state = SendSlot::State::kGridding;
+    tasks.push([this, i](int t) { grid_part(i, t); });
+    progressed = true;
+  }
+  return progressed;
+}
+
+// Gridded slots are ready to send. Storage only: nothing to send, the
+// slot is free at once.
+bool ImageStreamer::take_gridded() {
+  const std::vector<size_t> done = gridded.take();
+  for (const size_t i : done) {
+    slots[i].state = synthetic ? SendSlot::State::kFree : SendSlot::State::kReady;
+    if (synthetic) {
+      std::erase(send_order, i);
+      grants.request(1);
+      progress.update(++sent_parts);
     }
   }
-  failures.rethrow();
-  tasks.failures.rethrow();
-  progress.finish();
-  st.task_queue_max = tasks.high_water();
-  const double total = seconds_since(t_start);
+  return !done.empty();
+}
+
+// Sends, in walk order: the producers' receives match them so.
+bool ImageStreamer::post_sends() {
+  bool progressed = false;
+  while (!send_order.empty() && slots[send_order.front()].state == SendSlot::State::kReady) {
+    SendSlot& s = slots[send_order.front()];
+    send_order.pop_front();
+    contributions.post_sends(s);
+    s.state = SendSlot::State::kSending;
+    progressed = true;
+  }
+  return progressed;
+}
+
+// Completed sends free their slots, and ask for as many parts.
+bool ImageStreamer::test_sends() {
+  index_t freed = 0;
+  held = 0;
+  for (auto& s : slots) {
+    if (s.state == SendSlot::State::kSending && contributions.sent(s)) {
+      s.state = SendSlot::State::kFree;
+      ++freed;
+    }
+    if (s.state != SendSlot::State::kFree) ++held;
+  }
+  st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
+  if (freed == 0) return false;
+  grants.request(freed);
+  sent_parts += freed;
+  progress.update(sent_parts);
+  return true;
+}
+
+LoopTurn ImageStreamer::turn() {
+  LoopTurn turn;
+  turn.progressed = grants.poll();
+  turn.progressed = take_parts() || turn.progressed;
+  turn.progressed = test_model_receives() || turn.progressed;
+  turn.progressed = take_gridded() || turn.progressed;
+  turn.progressed = post_sends() || turn.progressed;
+  turn.progressed = test_sends() || turn.progressed;
+  turn.finished = grants.done() && held == 0;
+  // Waiting on producers while sends (or the model's receives) are
+  // posted, else on the gridding threads.
+  turn.waiting = std::any_of(slots.begin(), slots.end(), [](const SendSlot& s) {
+    return s.state == SendSlot::State::kSending || s.state == SendSlot::State::kReceiving;
+  });
+  return turn;
+}
+
+// The threads' figures into the rank's; the dirty pixels' sums scaled.
+void ImageStreamer::tally(double total) {
   double input_s = 0, check_s = 0;
   out.dirty_sums.assign(ctx.pixels.size(), cplx{});
   for (const auto& ts : state) {
@@ -435,7 +401,21 @@ RankResult run_image_streamer(Context& ctx) {
   // Predicting visibilities in memory and the checks ran inside tasks: the
   // slowest thread's share of them is not the pipeline's work.
   st.busy_s = std::max(0.0, total - wait_s - idle_s - input_s - check_s);
+}
+
+RankResult ImageStreamer::run() {
+  const auto t_start = Clock::now();
+  grants.request(o.subgrid_queue);
+  run_loop(tasks, threads, wait_s, idle_s, [this] { return turn(); });
+  progress.finish();
+  st.task_queue_max = tasks.high_water();
+  tally(seconds_since(t_start));
   return out;
 }
+
+}  // namespace
+
+RankResult run_image_streamer(Context& ctx) { return ImageStreamer(ctx).run(); }
+
 
 }  // namespace iotest::pipeline

@@ -19,6 +19,7 @@
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/pipeline/grant_loop.hpp"
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/task_queue.hpp"
 #include "iotest/pipeline/writers.hpp"
@@ -27,11 +28,8 @@ namespace iotest::pipeline {
 namespace {
 
 // Receive buffers for one subgrid: one contribution per facet.
-struct Slot {
+struct Slot : PartBuffers {
   enum class State { kFree, kReceiving, kReady, kAssembling } state = State::kFree;
-  AlignedBuffer contributions;
-  std::vector<MPI_Request> requests;
-  index_t part = -1;
 };
 
 // A subgrid being degridded: its sum and w-tower, and its part's track
@@ -120,41 +118,73 @@ void finish_writers(Context& ctx, RankResult& out) {
   st.visibility_queue_max = writers.high_water();
 }
 
-RankResult run_streamer(Context& ctx) {
-  RankResult out;
-  auto& st = out.stats;
-  const auto& p = ctx.job.p;
-  const auto& rec = *ctx.rec;
-  const auto& o = ctx.options;
-  const int threads = ctx.threads, me = ctx.roles.streamer_index();
-  const index_t F = p.facet_count(), values = p.m * p.m;
+namespace {
+
+// One streamer's run: its buffers and tallies, the first thread's loop
+// (one turn: grants, the walk's end, receives, freed slots, subgrids
+// started) and the tasks it queues (a subgrid's assembly, its degrid
+// tasks). Members, not a closure's captures, so that each step is a
+// function of its own.
+struct Streamer : StreamerRun {
   const bool with_vis = ctx.job.obs.has_value();
-  const bool dynamic = ctx.roles.assigner_rank >= 0;
   const bool zero_data = ctx.roles.producers == 0;
   // Storage only: the same walk, parts, tasks and chunks, a pattern for values.
   const bool synthetic = o.synthetic_vis;
-
   Writers* writers = ctx.writers.get();
-  GpuLane* gpu = ctx.gpu.get();  // --device=cuda: towers and tap sums on this GPU
-  const storage::VisibilityLayout& layout = ctx.layout;
 
   // Which visits to check against the direct transform: spread over the walk.
   const index_t visits = static_cast<index_t>(ctx.plan.visits.size());
   const index_t check =
       zero_data || ctx.job.sources.empty() ? 0 : std::min(o.check_subgrids, visits);
-  const auto checked = [&](index_t k) {
-    return check > 0 && (k * check) % visits < check;  // about `check` visits, evenly spaced
-  };
-  const sky::UnitRoots roots(check > 0 ? p.N : 1);
-  const auto samples =
+  const sky::UnitRoots roots{check > 0 ? p.N : 1};
+  const std::vector<index_t> samples =
       with_vis ? degrid::pick_samples(*ctx.job.obs, o.vis_samples, o.seed) : std::vector<index_t>{};
 
   std::vector<ThreadState> state;
-  for (int t = 0; t < threads; ++t) state.emplace_back(rec, layout);
-  std::vector<Slot> slots(static_cast<size_t>(o.subgrid_queue));
-  for (auto& s : slots) s.contributions = AlignedBuffer(zero_data ? 1 : F * values);
+  std::vector<Slot> slots;
   std::vector<std::unique_ptr<Tower>> towers;
+  std::mutex tower_lock;  // guards free_towers
   std::vector<Tower*> free_towers;
+  Handoff released;  // slots whose contributions are summed
+  std::atomic<index_t> parts_done{0}, tasks_skipped{0};
+  std::atomic<index_t> degridded{0};  // visibilities, for the time line
+  // --duration, static assignment with producers: producer 0 says where
+  // the walk ended; until then the streamer may not leave.
+  const bool await_end = ctx.deadline && !dynamic && !zero_data;
+  bool end_known = false;
+
+  std::deque<size_t> ready;  // slots received, not yet assembling
+  Progress progress{o.progress && ctx.roles.rank == 0,
+                    dynamic ? 0 : static_cast<index_t>(grants.todo().size()), "subgrids"};
+  index_t assembled = 0;
+
+  explicit Streamer(Context& c);
+  RankResult run();
+
+  bool checked(index_t k) const {
+    return check > 0 && (k * check) % visits < check;  // about `check` visits, evenly spaced
+  }
+  void release_tower(Tower* t) {
+    const std::lock_guard<std::mutex> hold(tower_lock);
+    free_towers.push_back(t);
+  }
+  void assemble(size_t slot_index, Tower* tower, int thread);
+  void check_subgrid(ThreadState& ts, CView2D sum, const Visit& visit, index_t off0, index_t off1);
+  void degrid_task(Tower* tower, index_t first, index_t last, index_t off0, index_t off1, int t);
+  LoopTurn turn();
+  bool take_walk_end();
+  bool post_receives();
+  bool test_receives();
+  bool free_slots();
+  bool start_subgrids();
+  StageTotals totals() const;
+  void tally(double total);
+};
+
+Streamer::Streamer(Context& c) : StreamerRun(c) {
+  for (int t = 0; t < threads; ++t) state.emplace_back(rec, ctx.layout);
+  slots.resize(static_cast<size_t>(o.subgrid_queue));
+  for (auto& s : slots) s.contributions = AlignedBuffer(zero_data ? 1 : F * values);
   for (int t = 0; t < threads + 1; ++t) {
     towers.push_back(std::make_unique<Tower>(rec));
     // The largest tower any visit needs, and a whole task's buffer, now:
@@ -168,343 +198,263 @@ RankResult run_streamer(Context& ctx) {
     }
     free_towers.push_back(towers.back().get());
   }
-  std::mutex lock;  // guards free_towers and released
-  std::vector<size_t> released;
-  TaskQueue tasks;
-  std::atomic<index_t> parts_done{0}, tasks_skipped{0};
-  std::atomic<index_t> degridded{0};  // visibilities, for the time line
-  // --duration, static assignment with producers: producer 0 says where
-  // the walk ended; until then the streamer may not leave.
-  const bool await_end = ctx.deadline && !dynamic && !zero_data;
-  bool end_known = false;
+}
 
-  std::deque<index_t> todo;  // my parts, not yet received
-  bool more_coming = dynamic;
-  if (!dynamic)
-    for (size_t i = 0; i < ctx.plan.parts.size(); ++i)
-      if (ctx.plan.parts[i].streamer == me) todo.push_back(static_cast<index_t>(i));
-  std::deque<size_t> ready;
-  // Asks the assigner for n more parts (n < 0: goodbye, after its last grant).
-  const auto request = [&](std::int64_t n) {
-    if (more_coming && n != 0) {
-      MPI_Send(&n, 1, MPI_INT64_T, ctx.roles.assigner_rank, kTagRequest, ctx.control);
-      ++st.messages_sent;
-    }
-  };
-  Progress progress(o.progress && ctx.roles.rank == 0,
-                    dynamic ? 0 : static_cast<index_t>(todo.size()), "subgrids");
-  index_t assembled = 0;
-
-  // One subgrid, as a task: sum its contributions, free its slot, check it,
-  // build the tower and queue its degrid tasks.
-  const auto assemble = [&](size_t slot_index, Tower* tower, int thread) {
-    auto& ts = state[static_cast<size_t>(thread)];
-    const auto t0 = Clock::now();
-    Slot& slot = slots[slot_index];
-    const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
-    const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
-    auto sum = tower->sum.view();
-    // --duration: past the deadline parts are still received (so producers
-    // reach the agreed end of the walk) but not degridded.
-    const bool stopped = ctx.past_deadline();
-    if (!synthetic) std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
-    if (!zero_data)
-      for (index_t f = 0; f < F; ++f)
-        rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
-                             ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, sum);
-    ts.stages.assembly_s += seconds_since(t0);
-    {
-      const std::lock_guard<std::mutex> hold(lock);
-      released.push_back(slot_index);
-    }
-    ++ts.subgrids;
-    const index_t off0 = ctx.subgrid_tile0(visit.subgrid).offset;
-    const index_t off1 = ctx.subgrid_tile1(visit.subgrid).offset;
-    if (part.part == 0 && checked(part.visit)) {  // untimed: the direct transform
-      const auto tc = Clock::now();
-      rec.finish_subgrid_copy(sum, ts.scratch.view(), ts.subgrid.view());
-      std::vector<cplx> amplitudes;
-      if (ctx.degridder)
-        for (const auto& s : ctx.job.sources)
-          amplitudes.push_back(ctx.degridder->facet_correction(
-              static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
-      sky::dft_subgrid(ctx.job.sources, roots, off0, off1, ts.reference.view(), amplitudes);
-      RelativeError e;
-      e.add(ts.subgrid.view(), ts.reference.view());
-      ts.subgrid_errors.add(e);
-      ts.check_s += seconds_since(tc);
-    }
-    const auto release_tower = [&lock, &free_towers](Tower* t) {
-      const std::lock_guard<std::mutex> hold(lock);
-      free_towers.push_back(t);
-    };
-    if (!with_vis) {
-      release_tower(tower);
-      ts.busy_s += seconds_since(t0);
-      return;
-    }
-    // The part's pieces of track, from the tracks: nothing per visibility
-    // is kept beyond a task.
-    if (stopped) {
-      release_tower(tower);
-      ts.busy_s += seconds_since(t0);
-      return;
-    }
-    const auto t_pieces = Clock::now();
-    tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
-    const auto& pieces = *tower->visit;
-    ts.stages.pieces_s += seconds_since(t_pieces);
-    double w_lo = 0, w_hi = 0;
-    if (!pieces.w_range(w_lo, w_hi)) {
-      tower->visit.reset();
-      ++parts_done;
-      release_tower(tower);
-      ts.busy_s += seconds_since(t0);
-      return;
-    }
-    const auto t_tower = Clock::now();
-    tower->w_lo = w_lo, tower->w_hi = w_hi;
-    if (!synthetic && !gpu)
-      ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
-                                                w_hi / ctx.degridder->planes().dw, tower->ws);
-    ts.stages.tower_s += seconds_since(t_tower);
-    const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
-    tower->tasks_left = static_cast<index_t>(cuts.size());
-    tower->skipped = false;
+// One subgrid, as a task: sum its contributions, free its slot, check it,
+// build the tower and queue its degrid tasks.
+void Streamer::assemble(size_t slot_index, Tower* tower, int thread) {
+  auto& ts = state[static_cast<size_t>(thread)];
+  const auto t0 = Clock::now();
+  Slot& slot = slots[slot_index];
+  const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
+  const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
+  auto sum = tower->sum.view();
+  // --duration: past the deadline parts are still received (so producers
+  // reach the agreed end of the walk) but not degridded.
+  const bool stopped = ctx.past_deadline();
+  if (!synthetic) std::fill(sum.data, sum.data + p.xM * p.xM, cplx{});
+  if (!zero_data)
+    for (index_t f = 0; f < F; ++f)
+      rec.add_contribution(CView2D(slot.contributions.data() + f * values, p.m, p.m),
+                           ctx.facet_tile0(f).offset, ctx.facet_tile1(f).offset, sum);
+  ts.stages.assembly_s += seconds_since(t0);
+  released.give(slot_index);
+  ++ts.subgrids;
+  const index_t off0 = ctx.subgrid_tile0(visit.subgrid).offset;
+  const index_t off1 = ctx.subgrid_tile1(visit.subgrid).offset;
+  if (part.part == 0 && checked(part.visit)) check_subgrid(ts, sum, visit, off0, off1);
+  // Without visibilities, or past the deadline, the tower is not needed.
+  // Otherwise the part's pieces of track, from the tracks: nothing per
+  // visibility is kept beyond a task.
+  if (!with_vis || stopped) {
+    release_tower(tower);
     ts.busy_s += seconds_since(t0);
-    for (const auto& [first, last] : cuts)
-      tasks.push([&, tower, first, last, off0, off1, release_tower](int t) {
-        auto& ds = state[static_cast<size_t>(t)];
-        const auto finish_task = [&] {
-          if (--tower->tasks_left > 0) return;
-          if (!tower->skipped) ++parts_done;
-          tower->visit.reset();
-          release_tower(tower);
-        };
-        if (ctx.past_deadline()) {  // --duration: no new work
-          ++tasks_skipped;
-          tower->skipped = true;
-          finish_task();
-          return;
-        }
-        const auto td = Clock::now();
-        tower->visit->runs(first, last, ds.runs);
-        const auto* begin = ds.runs.data();
-        const auto* end = begin + ds.runs.size();
-        const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
-                                    const storage::PresenceWord* present) {
-          writers->write(key, data, n, present);
-        };
-        if (synthetic) {
-          degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis,
-                                       ds.chunks, to_writers);
-        } else if (gpu) {  // the task's tower and taps on the GPU, its chunks here
-          gpu->degrid(begin, end, off0, off1, tower->w_lo, tower->w_hi, tower->sum.data(), ds.vis);
-          degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
+    return;
+  }
+  const auto t_pieces = Clock::now();
+  tower->visit.emplace(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
+  const auto& pieces = *tower->visit;
+  ts.stages.pieces_s += seconds_since(t_pieces);
+  double w_lo = 0, w_hi = 0;
+  if (!pieces.w_range(w_lo, w_hi)) {
+    tower->visit.reset();
+    ++parts_done;
+    release_tower(tower);
+    ts.busy_s += seconds_since(t0);
+    return;
+  }
+  const auto t_tower = Clock::now();
+  tower->w_lo = w_lo, tower->w_hi = w_hi;
+  if (!synthetic && !gpu)
+    ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
+                                              w_hi / ctx.degridder->planes().dw, tower->ws);
+  ts.stages.tower_s += seconds_since(t_tower);
+  const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
+  tower->tasks_left = static_cast<index_t>(cuts.size());
+  tower->skipped = false;
+  ts.busy_s += seconds_since(t0);
+  for (const auto& [first, last] : cuts)
+    tasks.push([this, tower, first, last, off0, off1](int t) {
+      degrid_task(tower, first, last, off0, off1, t);
+    });
+}
+
+// Untimed: the subgrid against the direct transform of the sky.
+void Streamer::check_subgrid(ThreadState& ts, CView2D sum, const Visit& visit, index_t off0,
+                             index_t off1) {
+  const auto tc = Clock::now();
+  rec.finish_subgrid_copy(sum, ts.scratch.view(), ts.subgrid.view());
+  std::vector<cplx> amplitudes;
+  if (ctx.degridder)
+    for (const auto& s : ctx.job.sources)
+      amplitudes.push_back(ctx.degridder->facet_correction(
+          static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
+  sky::dft_subgrid(ctx.job.sources, roots, off0, off1, ts.reference.view(), amplitudes);
+  RelativeError e;
+  e.add(ts.subgrid.view(), ts.reference.view());
+  ts.subgrid_errors.add(e);
+  ts.check_s += seconds_since(tc);
+}
+
+// One degrid task: baselines [first, last) of the tower's part, their
+// chunks to the writers; the part's last task frees the tower.
+void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t off0, index_t off1,
+                           int t) {
+  auto& ds = state[static_cast<size_t>(t)];
+  const auto finish_task = [&] {
+    if (--tower->tasks_left > 0) return;
+    if (!tower->skipped) ++parts_done;
+    tower->visit.reset();
+    release_tower(tower);
+  };
+  if (ctx.past_deadline()) {  // --duration: no new work
+    ++tasks_skipped;
+    tower->skipped = true;
+    finish_task();
+    return;
+  }
+  const auto td = Clock::now();
+  tower->visit->runs(first, last, ds.runs);
+  const auto* begin = ds.runs.data();
+  const auto* end = begin + ds.runs.size();
+  const auto to_writers = [&](const storage::ChunkKey& key, const cplx* data, index_t n,
+                              const storage::PresenceWord* present) {
+    writers->write(key, data, n, present);
+  };
+  if (synthetic) {
+    degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis, ds.chunks,
                                  to_writers);
-          const double dw = ctx.degridder->planes().dw;
-          ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw,
-                                              tower->w_hi / dw)
-                             .count;
-        } else {
-          degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis,
-                                   ds.chunks, to_writers);
-        }
-        ds.visibilities += static_cast<index_t>(ds.vis.size());
-        degridded += static_cast<index_t>(ds.vis.size());
-        if (ctx.deadline) {
-          const auto& done = *tower->visit;
-          ds.written.push_back(
-              {done.stack(), done.subgrid(), done.row_chunk(first), done.row_chunk(last - 1) + 1});
-        }
-        ds.busy_s += seconds_since(td);
-        ds.stages.degrid_task_s += seconds_since(td);
-        const auto tc = Clock::now();
-        if (!zero_data && !ctx.job.sources.empty())
-          ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin,
-                                                  end, ds.vis.data(), ds.vis_error);
-        ds.check_s += seconds_since(tc);
-        finish_task();
-      });
-  };
+  } else if (gpu) {  // the task's tower and taps on the GPU, its chunks here
+    gpu->degrid(begin, end, off0, off1, tower->w_lo, tower->w_hi, tower->sum.data(), ds.vis);
+    degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
+                           to_writers);
+    const double dw = ctx.degridder->planes().dw;
+    ds.w_planes +=
+        degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw, tower->w_hi / dw)
+            .count;
+  } else {
+    degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis, ds.chunks,
+                             to_writers);
+  }
+  ds.visibilities += static_cast<index_t>(ds.vis.size());
+  degridded += static_cast<index_t>(ds.vis.size());
+  if (ctx.deadline) {
+    const auto& done = *tower->visit;
+    ds.written.push_back(
+        {done.stack(), done.subgrid(), done.row_chunk(first), done.row_chunk(last - 1) + 1});
+  }
+  ds.busy_s += seconds_since(td);
+  ds.stages.degrid_task_s += seconds_since(td);
+  const auto tc = Clock::now();
+  if (!zero_data && !ctx.job.sources.empty())
+    ds.vis_checked += degrid::check_samples(*ctx.degridder, ctx.job.sources, samples, begin, end,
+                                            ds.vis.data(), ds.vis_error);
+  ds.check_s += seconds_since(tc);
+  finish_task();
+}
 
-  ExceptionCollector failures;
-  double idle_s = 0, wait_s = 0;
-  const auto t_start = Clock::now();
-  // The time line's running totals (visibilities from every thread).
-  const auto totals = [&]() -> StageTotals {
-    // Waits on the writers' full queues, in whichever thread, count too.
-    return {wait_s + (writers ? writers->wait_s() : 0), idle_s,
-            degridded.load(std::memory_order_relaxed), 0, writers ? writers->taken_bytes() : 0};
+// --duration: the end of the walk, from producer 0; parts past it are
+// dropped, and their posted receives cancelled (no producer sends them).
+bool Streamer::take_walk_end() {
+  if (!await_end || end_known) return false;
+  int flag = 0;
+  MPI_Iprobe(0 /* producer 0 */, kTagEnd, ctx.control, &flag, MPI_STATUS_IGNORE);
+  if (!flag) return false;
+  std::int64_t cut = 0;
+  MPI_Recv(&cut, 1, MPI_INT64_T, 0 /* producer 0 */, kTagEnd, ctx.control, MPI_STATUS_IGNORE);
+  ++st.messages_received;
+  end_known = true;
+  out.walk_end = cut < visits ? cut : -1;
+  const auto past = [&](index_t part) {
+    return ctx.plan.parts[static_cast<size_t>(part)].visit >= cut;
   };
-  request(o.subgrid_queue);
+  std::erase_if(grants.todo(), past);
+  for (auto& slot : slots)
+    if (slot.state == Slot::State::kReceiving && past(slot.part)) {
+      for (auto& r : slot.requests) MPI_Cancel(&r);
+      MPI_Waitall(static_cast<int>(slot.requests.size()), slot.requests.data(),
+                  MPI_STATUSES_IGNORE);
+      slot.state = Slot::State::kFree;
+    }
+  return true;
+}
 
-#pragma omp parallel num_threads(threads)
-  {
-    const int thread = omp_get_thread_num();
-    if (thread != 0) {
-      tasks.serve(thread);
+// Receives for the next parts, into free slots (without producers there
+// is nothing to receive: the slot is ready at once).
+bool Streamer::post_receives() {
+  return grants.fill(slots, [&](size_t i) {
+    Slot& s = slots[i];
+    if (zero_data) {
+      s.state = Slot::State::kReady;
+      ready.push_back(i);
     } else {
-      failures.capture([&] {
-        Backoff backoff;
-        while (!tasks.failed) {
-          bool progressed = false;
-          // Grants from the assigner.
-          if (more_coming) {
-            int flag = 0;
-            MPI_Status status;
-            MPI_Iprobe(ctx.roles.assigner_rank, kTagGrant, ctx.control, &flag, &status);
-            if (flag) {
-              int count = 0;
-              MPI_Get_count(&status, MPI_INT64_T, &count);
-              std::vector<std::int64_t> granted(static_cast<size_t>(count));
-              MPI_Recv(granted.data(), count, MPI_INT64_T, status.MPI_SOURCE, kTagGrant,
-                       ctx.control, MPI_STATUS_IGNORE);
-              ++st.messages_received;
-              if (granted.empty()) {
-                request(-1);
-                more_coming = false;
-              }
-              for (const auto part : granted) todo.push_back(part);
-              progressed = true;
-            }
-          }
-          // --duration: the end of the walk.
-          if (await_end && !end_known) {
-            int flag = 0;
-            MPI_Iprobe(0 /* producer 0 */, kTagEnd, ctx.control, &flag, MPI_STATUS_IGNORE);
-            if (flag) {
-              std::int64_t cut = 0;
-              MPI_Recv(&cut, 1, MPI_INT64_T, 0 /* producer 0 */, kTagEnd, ctx.control,
-                       MPI_STATUS_IGNORE);
-              ++st.messages_received;
-              end_known = true;
-              out.walk_end = cut < visits ? cut : -1;
-              const auto past = [&](index_t part) {
-                return ctx.plan.parts[static_cast<size_t>(part)].visit >= cut;
-              };
-              std::erase_if(todo, past);
-              // Receives posted for visits past the end: no producer sends them.
-              for (auto& slot : slots)
-                if (slot.state == Slot::State::kReceiving && past(slot.part)) {
-                  for (auto& r : slot.requests) MPI_Cancel(&r);
-                  MPI_Waitall(static_cast<int>(slot.requests.size()), slot.requests.data(),
-                              MPI_STATUSES_IGNORE);
-                  slot.state = Slot::State::kFree;
-                }
-              progressed = true;
-            }
-          }
-          if (ctx.deadline && zero_data && ctx.past_deadline()) todo.clear();
-          // Receives for the next parts, into free slots.
-          for (size_t i = 0; i < slots.size() && !todo.empty(); ++i) {
-            Slot& s = slots[i];
-            if (s.state != Slot::State::kFree) continue;
-            s.part = todo.front();
-            todo.pop_front();
-            if (zero_data) {
-              s.state = Slot::State::kReady;
-              ready.push_back(i);
-            } else {
-              s.state = Slot::State::kReceiving;
-              s.requests.resize(static_cast<size_t>(F));
-              for (index_t f = 0; f < F; ++f)
-                MPI_Irecv(s.contributions.data() + f * values, static_cast<int>(values),
-                          MPI_C_DOUBLE_COMPLEX, ctx.roles.facet_owner(f), static_cast<int>(f),
-                          ctx.data, &s.requests[static_cast<size_t>(f)]);
-            }
-            progressed = true;
-          }
-          // Completed receives.
-          index_t held = 0;
-          for (size_t i = 0; i < slots.size(); ++i) {
-            Slot& s = slots[i];
-            if (s.state != Slot::State::kFree) ++held;
-            if (s.state != Slot::State::kReceiving) continue;
-            int done = 0;
-            MPI_Testall(static_cast<int>(F), s.requests.data(), &done, MPI_STATUSES_IGNORE);
-            if (!done) continue;
-            st.messages_received += F;
-            if (o.network_only) {  // nothing to assemble: the slot is free at once
-              s.state = Slot::State::kAssembling;
-              ++state[0].subgrids;
-              const std::lock_guard<std::mutex> hold(lock);
-              released.push_back(i);
-            } else {
-              s.state = Slot::State::kReady;
-              ready.push_back(i);
-            }
-            st.bytes_received += F * values * static_cast<index_t>(sizeof(cplx));
-            progressed = true;
-          }
-          st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
-          // Slots whose contributions are summed.
-          std::vector<size_t> freed;
-          {
-            const std::lock_guard<std::mutex> hold(lock);
-            freed.swap(released);
-          }
-          for (const size_t i : freed) slots[i].state = Slot::State::kFree;
-          if (!freed.empty()) {
-            request(static_cast<std::int64_t>(freed.size()));
-            assembled += static_cast<index_t>(freed.size());
-            progress.update(assembled);
-            progressed = true;
-          }
-          // Start subgrids while a tower is free and the task queue has room.
-          while (!ready.empty() && tasks.outstanding() < o.task_queue) {
-            Tower* tower = nullptr;
-            {
-              const std::lock_guard<std::mutex> hold(lock);
-              if (free_towers.empty()) break;
-              tower = free_towers.back();
-              free_towers.pop_back();
-            }
-            const size_t i = ready.front();
-            ready.pop_front();
-            slots[i].state = Slot::State::kAssembling;
-            tasks.push([&, i, tower](int t) { assemble(i, tower, t); });
-            progressed = true;
-          }
-          const bool receiving = std::any_of(slots.begin(), slots.end(), [](const Slot& s) {
-            return s.state != Slot::State::kFree;
-          });
-          if (!more_coming && todo.empty() && ready.empty() && !receiving &&
-              tasks.outstanding() == 0 && (!await_end || end_known))
-            break;
-          ctx.timeline.sample(totals);
-          if (progressed) {
-            backoff.reset();
-          } else if (!tasks.try_run(thread)) {
-            // Nothing to do: waiting on producers while receives are posted,
-            // else on the workers.
-            backoff.pause(receiving ? wait_s : idle_s);
-          }
-        }
-      });
-      tasks.close();
+      s.state = Slot::State::kReceiving;
+      contributions.post_receives(s);
     }
-  }
-  failures.rethrow();
-  tasks.failures.rethrow();
-  progress.finish();
-  st.task_queue_max = tasks.high_water();
-  out.parts_done = parts_done;
-  out.tasks_skipped = tasks_skipped;
-  if (writers) {
-    if (ctx.deadline) {  // what the files hold, so verify checks exactly that
-      std::vector<storage::WrittenPart> written;
-      for (const auto& ts : state)
-        written.insert(written.end(), ts.written.begin(), ts.written.end());
-      writers->record_written(storage::merge_written_parts(std::move(written)));
+  });
+}
+
+// Completed receives: their slots ready to assemble.
+bool Streamer::test_receives() {
+  bool progressed = false;
+  index_t held = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& s = slots[i];
+    if (s.state != Slot::State::kFree) ++held;
+    if (s.state != Slot::State::kReceiving || !contributions.received(s)) continue;
+    if (o.network_only) {  // nothing to assemble: the slot is free at once
+      s.state = Slot::State::kAssembling;
+      ++state[0].subgrids;
+      released.give(i);
+    } else {
+      s.state = Slot::State::kReady;
+      ready.push_back(i);
     }
-    finish_writers(ctx, out);
-    wait_s += out.queue_wait_s;
-    out.transit_chunks = ctx.transit_tally.chunks;
-    out.transit_bytes = ctx.transit_tally.bytes;
-    out.send_wait_s = ctx.transit_tally.send_wait_s;
+    progressed = true;
   }
-  const double total = seconds_since(t_start);
+  st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
+  return progressed;
+}
+
+// Slots whose contributions are summed: free, and as many parts asked for.
+bool Streamer::free_slots() {
+  const std::vector<size_t> freed = released.take();
+  for (const size_t i : freed) slots[i].state = Slot::State::kFree;
+  if (freed.empty()) return false;
+  grants.request(static_cast<std::int64_t>(freed.size()));
+  assembled += static_cast<index_t>(freed.size());
+  progress.update(assembled);
+  return true;
+}
+
+// Start subgrids while a tower is free and the task queue has room.
+bool Streamer::start_subgrids() {
+  bool progressed = false;
+  while (!ready.empty() && tasks.outstanding() < o.task_queue) {
+    Tower* tower = nullptr;
+    {
+      const std::lock_guard<std::mutex> hold(tower_lock);
+      if (free_towers.empty()) break;
+      tower = free_towers.back();
+      free_towers.pop_back();
+    }
+    const size_t i = ready.front();
+    ready.pop_front();
+    slots[i].state = Slot::State::kAssembling;
+    tasks.push([this, i, tower](int t) { assemble(i, tower, t); });
+    progressed = true;
+  }
+  return progressed;
+}
+
+LoopTurn Streamer::turn() {
+  LoopTurn turn;
+  turn.progressed = grants.poll();
+  turn.progressed = take_walk_end() || turn.progressed;
+  if (ctx.deadline && zero_data && ctx.past_deadline()) grants.todo().clear();
+  turn.progressed = post_receives() || turn.progressed;
+  turn.progressed = test_receives() || turn.progressed;
+  turn.progressed = free_slots() || turn.progressed;
+  turn.progressed = start_subgrids() || turn.progressed;
+  // Waiting on producers while receives are posted, else on the workers.
+  turn.waiting = std::any_of(slots.begin(), slots.end(),
+                             [](const Slot& s) { return s.state != Slot::State::kFree; });
+  turn.finished = grants.done() && ready.empty() && !turn.waiting && tasks.outstanding() == 0 &&
+                  (!await_end || end_known);
+  if (!turn.finished) ctx.timeline.sample([this] { return totals(); });
+  return turn;
+}
+
+// The time line's running totals (visibilities from every thread).
+StageTotals Streamer::totals() const {
+  // Waits on the writers' full queues, in whichever thread, count too.
+  return {wait_s + (writers ? writers->wait_s() : 0), idle_s,
+          degridded.load(std::memory_order_relaxed), 0, writers ? writers->taken_bytes() : 0};
+}
+
+// The threads' figures into the rank's, and the time not waited or idle
+// (less the slowest thread's untimed checks) as busy.
+void Streamer::tally(double total) {
   double check_s = 0;
   for (const auto& ts : state) {
     st.visibilities += ts.visibilities;
@@ -523,8 +473,35 @@ RankResult run_streamer(Context& ctx) {
   st.wait_s = wait_s;
   st.idle_s = idle_s;
   st.busy_s = std::max(0.0, total - wait_s - idle_s - check_s);
+}
+
+RankResult Streamer::run() {
+  const auto t_start = Clock::now();
+  grants.request(o.subgrid_queue);
+  run_loop(tasks, threads, wait_s, idle_s, [this] { return turn(); });
+  progress.finish();
+  st.task_queue_max = tasks.high_water();
+  out.parts_done = parts_done;
+  out.tasks_skipped = tasks_skipped;
+  if (writers) {
+    if (ctx.deadline) {  // what the files hold, so verify checks exactly that
+      std::vector<storage::WrittenPart> written;
+      for (const auto& ts : state) written.insert(written.end(), ts.written.begin(), ts.written.end());
+      writers->record_written(storage::merge_written_parts(std::move(written)));
+    }
+    finish_writers(ctx, out);
+    wait_s += out.queue_wait_s;
+    out.transit_chunks = ctx.transit_tally.chunks;
+    out.transit_bytes = ctx.transit_tally.bytes;
+    out.send_wait_s = ctx.transit_tally.send_wait_s;
+  }
+  tally(seconds_since(t_start));
   ctx.timeline.finish(totals());
   return out;
 }
+
+}  // namespace
+
+RankResult run_streamer(Context& ctx) { return Streamer(ctx).run(); }
 
 }  // namespace iotest::pipeline
