@@ -28,13 +28,18 @@ def sin_deprojection(l, m, ra0, dec0):
     return math.degrees(ra) % 360, math.degrees(dec)
 
 
-# A header astropy has to fix (DATE-OBS against MJD-OBS, say) fails.
-@pytest.mark.filterwarnings("error")
-def test_a_single_source_lands_where_astropy_reads_its_coordinates(iotest, tmp_path):
+def grid_one_source(iotest, tmp_path):
+    """`iotest grid` of one 1 Jy source into a FITS image: its path and report."""
     image, report = tmp_path / "dirty.fits", tmp_path / "r.json"
     iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--source-count=1",
            f"--image={image}", f"--report={report}", check=0)
-    r = json.loads(report.read_text())
+    return image, json.loads(report.read_text())
+
+
+# A header astropy has to fix (DATE-OBS against MJD-OBS, say) fails.
+@pytest.mark.filterwarnings("error")
+def test_a_single_source_lands_where_astropy_reads_its_coordinates(iotest, tmp_path):
+    image, r = grid_one_source(iotest, tmp_path)
     (y0, y1), = r["sky"]["sources"]
     pixel_lm = r["sky"]["pixel_lm"]
     with astropy_fits.open(image) as hdus:
@@ -103,10 +108,7 @@ def test_the_wcs_places_the_sky_in_icrs(iotest, tmp_path):
     from astropy import units as u
     from astropy.coordinates import SkyCoord
     from astropy.time import Time
-    image, report = tmp_path / "dirty.fits", tmp_path / "r.json"
-    iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--source-count=1",
-           f"--image={image}", f"--report={report}", check=0)
-    r = json.loads(report.read_text())
+    image, r = grid_one_source(iotest, tmp_path)
     (y0, y1), = r["sky"]["sources"]
     pixel_lm = r["sky"]["pixel_lm"]
     header = astropy_fits.getheader(image)

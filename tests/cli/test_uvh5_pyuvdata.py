@@ -52,6 +52,14 @@ def read_strictly(path):
     return uv
 
 
+def write_ms_strictly(uv, ms_path):
+    """pyuvdata's own MeasurementSet writer on the file, any warning an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        uv.write_ms(str(ms_path))
+    return ms_path
+
+
 def test_pyuvdata_reads_one_xx_polarisation_in_jy_without_a_warning(run):
     path, report = run
     uv = read_strictly(path)
@@ -158,10 +166,7 @@ def test_pyuvdata_reads_back_the_measurement_set_it_writes(run, tmp_path):
     to the catalog entry made a silent MS."""
     path, _ = run
     uv = read_strictly(path)
-    ms_path = tmp_path / "vis.ms"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        uv.write_ms(str(ms_path))
+    ms_path = write_ms_strictly(uv, tmp_path / "vis.ms")
     back, caught = read_ms_back(ms_path)
     assert caught == []
     entry = back.phase_center_catalog[0]
@@ -188,10 +193,7 @@ def test_pyuvdata_reads_back_the_measurement_set_it_writes(run, tmp_path):
 def test_pyuvdata_writes_a_measurement_set_casacore_opens(run, tmp_path):
     path, _ = run
     uv = read_strictly(path)
-    ms_path = tmp_path / "vis.ms"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        uv.write_ms(str(ms_path))
+    ms_path = write_ms_strictly(uv, tmp_path / "vis.ms")
     with tables.table(str(ms_path), ack=False) as ms:
         assert ms.nrows() == NBLS * NTIMES
         data, ms_uvw = ms.getcol("DATA"), ms.getcol("UVW")
