@@ -517,21 +517,34 @@ class IotestStorage(IotestCheck):
     #: read --drop-caches (root only): read from the storage, not the page cache.
     drop_caches = variable(typ.Bool, value=False)
 
-    reference = {
-        'local:default': {
-            'write_bw': at_least(0.3, 'GB/s'),
-            'read_bw': at_least(1.0, 'GB/s'),
-        },
-        'vcluster:cluster': {
-            # phdf5's MPI-IO between the hosts is the slowest: 10-25 MB/s.
-            'write_bw': at_least(0.02, 'GB/s'),
-            'read_bw': at_least(0.5, 'GB/s'),
-        },
-        'site:compute': {
-            'write_bw': placeholder('GB/s'),
-            'read_bw': placeholder('GB/s'),
-        },
-    }
+    @staticmethod
+    def references(local_write, cluster_write):
+        return {
+            'local:default': {
+                'write_bw': at_least(local_write, 'GB/s'),
+                'read_bw': at_least(1.0, 'GB/s'),
+            },
+            'vcluster:cluster': {
+                'write_bw': at_least(cluster_write, 'GB/s'),
+                'read_bw': at_least(0.5, 'GB/s'),
+            },
+            'site:compute': {
+                'write_bw': placeholder('GB/s'),
+                'read_bw': placeholder('GB/s'),
+            },
+        }
+
+    # phdf5's MPI-IO between the hosts is the slowest: 10-25 MB/s.
+    reference = references.__func__(0.3, 0.02)
+
+    @run_after('init')
+    def lower_the_ms_write_floor(self):
+        """casacore spends about 30 us in each chunk's puts, the other
+        back-ends 2: with this check's 1 KiB chunks (8 x 16 visibilities)
+        the ms variant writes at ~0.03 GB/s here (bench/README.md,
+        MeasurementSets), so its floor is its own."""
+        if self.backend == 'ms':
+            self.reference = self.references(0.01, 0.01)
 
     @run_before('run')
     def set_commands(self):

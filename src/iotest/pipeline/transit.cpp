@@ -95,8 +95,8 @@ std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
             send(to, {TransitHeader::written_parts, 0, 0, e.visibilities}, e.data, e.visibilities,
                  nullptr, 0);
         } else {
-          const index_t chunk = e.key.row_chunk * layout.freq_chunks() + e.key.freq_chunk;
-          send(writer_ranks[static_cast<size_t>(chunk % writers)],
+          // By row chunk, as a streamer's own writers are chosen (Writers::write).
+          send(writer_ranks[static_cast<size_t>(e.key.row_chunk % writers)],
                {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
                 e.key.freq_chunk, e.visibilities},
                e.data, layout.chunk_bytes(), e.present, presence_bytes);

@@ -692,8 +692,12 @@ void Writers::start(size_t i) {
 
 void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
                     const storage::PresenceWord* present) {
+  // By row chunk: each writer's file holds whole row chunks. A
+  // MeasurementSet holds the rows of the row chunks its writer writes in
+  // (ms_backend.cpp), so writers chosen by chunk put every row chunk, and
+  // its tiles, in every file.
   const auto n = static_cast<index_t>(queues_.size());
-  const index_t writer = (key.row_chunk * layout_.freq_chunks() + key.freq_chunk) % n;
+  const index_t writer = key.row_chunk % n;
   queues_[static_cast<size_t>(writer)]->push(key, data, visibilities, present);
 }
 

@@ -17,10 +17,14 @@
 // they are written, and at completion the tiles of this file's rows that
 // its writer never wrote are flagged, as are the rows that pad a short
 // last row chunk to a whole tile.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -36,6 +40,7 @@
 #include "iotest/storage/ms_table.hpp"
 #include "iotest/storage/provenance_json.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/storage/write_behind.hpp"
 #include "iotest/telescope/catalog_frame.hpp"
 #include "iotest/telescope/geodesy.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -85,6 +90,25 @@ std::array<double, 3> antenna_itrf(const telescope::Enu& e, const telescope::Geo
 
 double mjd_seconds(double jd) { return (jd - 2400000.5) * 86400; }
 
+// fsync of every file under `folder` and of the folders themselves (their
+// entries: a table's files are made as it is written).
+void sync_folder(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const auto sync = [](const fs::path& path, int flags) {
+    const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const int saved = errno;
+      if (fd >= 0) ::close(fd);
+      throw std::runtime_error(fmt::format("fsync of '{}' failed: {} (disk full?)", path.string(),
+                                           std::strerror(saved)));
+    }
+    ::close(fd);
+  };
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    sync(entry.path(), entry.is_directory() ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  sync(folder, O_RDONLY | O_DIRECTORY);
+}
+
 // The MJD seconds (UTC) of time step t, as the MS's TIME says it.
 double time_s(const telescope::Observation& obs, index_t t) {
   return mjd_seconds(telescope::kStartJd + obs.time.at(t) / telescope::kSiderealPerSolar / 86400);
@@ -95,7 +119,7 @@ class MsBackend final : public Backend {
   explicit MsBackend(MsOptions options) : options_(options) {}
   ~MsBackend() override { abort(); }
   std::string_view name() const override { return "ms"; }
-  std::string durability() const override { return "fsync at close (casacore Table::flush)"; }
+  std::string durability() const override { return "fsync of every table file at close"; }
   // The chunk in single precision with its flags, and the data manager's
   // cache of two tiles of DATA and of FLAG.
   index_t held_chunks() const override { return 3; }
@@ -104,6 +128,7 @@ class MsBackend final : public Backend {
   }
 
   void abort() noexcept override {
+    close_data_fd();
     try {
       const std::lock_guard<std::mutex> hold(ms::library_lock());
       if (table_) table_->discard();
@@ -156,13 +181,15 @@ class MsBackend final : public Backend {
   void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate,
                       const PresenceWord* present) override {
     const auto& l = layout();
-    const std::lock_guard<std::mutex> hold(ms::library_lock());
+    ms::Box box;
     try {
-      const ms::Box box = box_of(key);
-      if (accumulate) {
-        table_->get(box, cube_.data(), flags_.get());
-      } else {
-        std::fill(cube_.begin(), cube_.end(), std::complex<float>());
+      {  // casacore's calls alone hold the library (the conversion needs none)
+        const std::lock_guard<std::mutex> hold(ms::library_lock());
+        box = box_of(key);
+        if (accumulate) table_->get(box, cube_.data(), flags_.get());
+      }
+      if (!accumulate) {
+        std::fill(cube_.begin(), cube_.begin() + box.rows * box.channels, std::complex<float>());
         std::fill(flags_.get(), flags_.get() + box.rows * box.channels, true);
       }
       // iotest's chunk is row-major [time_chunk][freq_chunk]; the MS's
@@ -176,6 +203,7 @@ class MsBackend final : public Backend {
                                                                 static_cast<float>(-data[i].imag()));
           flags_[static_cast<size_t>(o)] = false;
         }
+      const std::lock_guard<std::mutex> hold(ms::library_lock());
       table_->put(box, cube_.data(), flags_.get());
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
@@ -191,15 +219,20 @@ class MsBackend final : public Backend {
       }
     record_checksum(key, values_.data());
     written_[static_cast<size_t>(key.row_chunk * l.freq_chunks() + key.freq_chunk)] = true;
+    write_behind(box.rows * box.channels * stored_value_bytes());
   }
 
   void do_flush() override {
     const std::lock_guard<std::mutex> hold(ms::library_lock());
     try {
-      table_->flush();  // fsync: the write time is the device's
+      table_->flush();
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
+    // casacore's flush(sync) hands the tables to the kernel but syncs
+    // none of their data files (strace: not table.f2_TSM0, DATA's), so
+    // every file of the MS is synced here: the write time is the device's.
+    sync_folder(folder_);
   }
 
   void do_close() override {
@@ -214,6 +247,7 @@ class MsBackend final : public Backend {
       }
     }
     do_flush();
+    close_data_fd();
     const std::lock_guard<std::mutex> hold(ms::library_lock());
     table_->close();
     table_.reset();  // complete, under its temporary name until published
@@ -228,6 +262,26 @@ class MsBackend final : public Backend {
   index_t channels_inside(index_t freq_chunk) const {
     const auto& l = layout();
     return std::min(l.freq_chunk, l.channels - freq_chunk * l.freq_chunk);
+  }
+
+  // DATA's file streams to the device as it grows (tiles are appended in
+  // the order row chunks come), as hdf5's and posix's do: without it the
+  // whole MS sat dirty in the page cache until the fsync at close, and the
+  // writer stalled on the kernel's dirty limits. Its own descriptor on the
+  // data manager's file, opened once casacore has made it.
+  void write_behind(index_t bytes) {
+    if (data_fd_ < 0) {
+      const std::lock_guard<std::mutex> hold(ms::library_lock());
+      data_fd_ = ::open(table_->data_file().c_str(), O_RDONLY | O_CLOEXEC);
+      if (data_fd_ < 0) return;
+      write_behind_ = WriteBehind(data_fd_);
+    }
+    write_behind_.wrote(bytes);
+  }
+  void close_data_fd() {
+    write_behind_ = WriteBehind();
+    if (data_fd_ >= 0) ::close(data_fd_);
+    data_fd_ = -1;
   }
 
   // A chunk's place in the main table: its row chunk's rows, added the
@@ -350,6 +404,8 @@ class MsBackend final : public Backend {
   std::unique_ptr<bool[]> flags_;          // and its flags
   std::vector<cplx> values_;               // as readers give it back, for its checksum
   std::vector<bool> written_;              // per chunk
+  int data_fd_ = -1;                       // DATA's file, for the write-behind
+  WriteBehind write_behind_;
   std::vector<index_t> first_row_;         // per row chunk: its first row here, -1: none
   std::vector<index_t> order_;             // the row chunks here, in the table's order
   std::vector<telescope::Uvw> antenna_uvw_;  // [time][antenna]: O(times x antennas)

@@ -18,6 +18,7 @@
 #include <casacore/measures/Measures/Stokes.h>
 #include <casacore/ms/MeasurementSets/MSColumns.h>
 #include <casacore/ms/MeasurementSets/MeasurementSet.h>
+#include <casacore/tables/DataMan/DataManager.h>
 #include <casacore/tables/DataMan/IncrementalStMan.h>
 #include <casacore/tables/DataMan/StandardStMan.h>
 #include <casacore/tables/DataMan/TiledColumnStMan.h>
@@ -299,6 +300,14 @@ void TableWriter::put_int64_table(const std::string& name, const std::vector<std
       for (size_t i = 0; i < rows; ++i) col.put(i, values[i * columns.size() + k]);
     }
     impl_->ms->rwKeywordSet().defineTable(name, table);
+  });
+}
+
+std::string TableWriter::data_file() const {
+  return guarded("finding DATA's file", [&] {
+    const cc::DataManager* dm = impl_->ms->findDataManager("DATA", true);
+    const bool tiled = dm->dataManagerType() == "TiledColumnStMan";
+    return std::string(dm->fileName()) + (tiled ? "_TSM0" : "");  // its one hypercube's
   });
 }
 

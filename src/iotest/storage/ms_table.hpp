@@ -82,7 +82,11 @@ class TableWriter {
   // `values` row-major (rows x columns.size()).
   void put_int64_table(const std::string& name, const std::vector<std::string>& columns,
                        const std::vector<std::int64_t>& values);
-  void flush();  // to the device (fsync)
+  // The file DATA's values go to (its data manager's: TiledColumnStMan's
+  // hypercube, or StandardStMan's file), which may not exist until the
+  // first tile leaves casacore's cache.
+  std::string data_file() const;
+  void flush();  // to the kernel: casacore syncs none of its data files
   void close();  // flushed by casacore, not synced
   // After a failure: the tables dropped without casacore flushing them (a
   // flush that fails in casacore's destructors, as on a full disk, ends
