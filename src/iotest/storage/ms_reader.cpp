@@ -119,9 +119,12 @@ std::array<double, 3> MsReader::uvw(index_t row) const {
   }
   // A row this file does not hold: as the writer computed it.
   if (!provenance_) throw UsageError(path_, "holds no provenance to place rows it does not hold");
-  if (!observation_) observation_ = telescope::make_observation(provenance_->observation);
+  if (!observation_) {
+    observation_ = telescope::make_observation(provenance_->observation);
+    baselines_ = observation_->baselines();
+  }
   const auto& obs = *observation_;
-  const auto [a1, a2] = obs.baselines()[static_cast<size_t>(row / ntimes_)];
+  const auto [a1, a2] = baselines_[static_cast<size_t>(row / ntimes_)];
   const auto at = obs.antenna_uvw(row % ntimes_);
   const auto& p = at[static_cast<size_t>(a1)];
   const auto& q = at[static_cast<size_t>(a2)];
@@ -156,17 +159,17 @@ bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
                 std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
                 key.freq_chunk * chunk_channels_,
                 std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};
-  std::vector<std::complex<float>> cube(static_cast<size_t>(box.rows * box.channels));
+  cube_.resize(static_cast<size_t>(box.rows * box.channels));
   {
     const std::lock_guard<std::mutex> hold(library_lock());
     try {
-      table_->get(box, cube.data());
+      table_->get(box, cube_.data());
     } catch (const std::runtime_error& e) {
       throw UsageError(path_, e.what());
     }
   }
   std::fill(out, out + chunk_rows_ * chunk_channels_, cplx{});
-  const std::complex<float>* in = cube.data();
+  const std::complex<float>* in = cube_.data();
   for (index_t r = 0; r < box.rows; ++r)
     for (index_t c = 0; c < box.channels; ++c, ++in)
       out[r * chunk_channels_ + c] = cplx(in->real(), -in->imag());

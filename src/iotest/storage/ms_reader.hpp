@@ -72,6 +72,10 @@ class MsReader final : public Reader {
   // The observation, rebuilt from the provenance when (u, v, w) of a row
   // not in this file is asked (verify samples any row from one file).
   mutable std::optional<telescope::Observation> observation_;
+  mutable std::vector<std::pair<int, int>> baselines_;  // its antenna pairs, made once
+  // read_chunk's single-precision cube, kept: a reader serves one thread
+  // at a time, and the imaging direction reads every chunk through it.
+  mutable std::vector<std::complex<float>> cube_;
   std::string path_;
   std::vector<bool> present_;   // per chunk
   std::vector<index_t> order_;  // chunks present, in write order
