@@ -18,10 +18,11 @@
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/pipeline/gpu_lane.hpp"
-#include "iotest/pipeline/run.hpp"
+#include "iotest/pipeline/run_options.hpp"
 #include "iotest/pipeline/transit.hpp"
 #include "iotest/pipeline/work.hpp"
 #include "iotest/pipeline/writers.hpp"
+#include "iotest/report/report.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/chunk_gatherer.hpp"
 #include "iotest/storage/reader.hpp"
@@ -258,26 +259,23 @@ class StopAgreement {
   void test();
 };
 
-// What a rank measured, gathered on rank 0.
 // The contributions a producer sent to one rank, and the seconds they
 // spent in flight (report::PeerTraffic).
 struct PeerSends {
   double messages = 0, bytes = 0, in_flight_s = 0;
 };
 
-struct RankResult {
-  report::RankStats stats;
-  std::vector<PeerSends> sent_to;  // producers: per destination rank of the data communicator
+// A rank's figures beyond report::RankFigures, named once: plain numbers
+// (trivially copyable), so that every rank sends them to rank 0 as bytes
+// at the end (run_report.cpp) and rank 0 adds them up with add().
+struct RoleFigures {
   RelativeError subgrid_error, vis_error;
-  double subgrid_error_worst = -1, vis_error_worst = -1;  // worst subgrid's figure (-1: none)
+  double subgrid_error_worst = -1;  // the worst subgrid's figure (-1: none)
   index_t subgrids_checked = 0, vis_checked = 0;
   index_t visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0;  // --duration: parts whose every task ran
   index_t walk_end = -1;                      // the visit the walk ended before (-1: all)
-  // The imaging direction: the sampled pixels' direct sums (streamers) and
-  // image values (producers), summed over the ranks; what was read.
-  std::vector<cplx> dirty_sums, image_pixels;
-  storage::ReadTally read;
+  storage::ReadTally read;                    // the imaging direction: what was read
   index_t values_checked = 0, values_wrong = 0;  // storage only: against the pattern
   double input_s = 0, check_s = 0;               // predicting visibilities in memory; checks
   // --direction=both: the model's degridding, and the sums of |V|^2 of the
@@ -295,6 +293,19 @@ struct RankResult {
   // --device=cuda: a streamer's GPU time, kernels, copies and the host's
   // waits apart (GpuDegridder's CUDA events).
   device::GpuTiming gpu;
+
+  // Another rank's figures into these (the whole run's): counts and sums
+  // added, errors pooled, the worst and the busiest (times) kept.
+  void add(const RoleFigures& other);
+};
+
+// What a role's work leaves on its rank.
+struct RankResult : RoleFigures {
+  report::RankStats stats;
+  std::vector<PeerSends> sent_to;  // producers: per destination rank of the data communicator
+  // The imaging direction: the sampled pixels' direct sums (streamers) and
+  // image values (producers), summed over the ranks.
+  std::vector<cplx> dirty_sums, image_pixels;
 };
 
 // Shows progress on rank 0: on a terminal a line redrawn in place, in a
