@@ -1,6 +1,6 @@
 // The command line's shared parts: every option that more than one command
 // takes is defined here once (its name, help, check and --help group), and
-// the --config file support. apps/iotest.cpp wires them into the commands.
+// the --config file support. apps/commands_*.cpp wire them into the commands.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -9,15 +9,10 @@
 
 namespace iotest::cli {
 
-void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_help) {
-  auto& o = run.options;
-  add_rec_set_option(app, o.rec_set);
-  run.vis_set = add_observation_options(
-      app, run.observation,
-      std::string(kVisSets) + " (omit: recombination only, subgrids checked, nothing degridded)",
-      true);
-  add_sky_options(app, o.source_count, o.seed);
-  add_kernel_options(app, o.kernel, o.margin, &o.target_err);
+namespace {
+
+// What the run checks against the direct transforms.
+void add_check_options(CLI::App* app, pipeline::RunOptions& o) {
   app->add_option("--check", o.check_subgrids, "subgrids checked against the direct transform")
       ->capture_default_str()
       ->group(kChecks);
@@ -30,6 +25,20 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
                   "transform")
       ->capture_default_str()
       ->group(kChecks);
+}
+
+}  // namespace
+
+void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_help) {
+  auto& o = run.options;
+  add_rec_set_option(app, o.rec_set);
+  run.vis_set = add_observation_options(
+      app, run.observation,
+      std::string(kVisSets) + " (omit: recombination only, subgrids checked, nothing degridded)",
+      true);
+  add_sky_options(app, o.source_count, o.seed);
+  add_kernel_options(app, o.kernel, o.margin, &o.target_err);
+  add_check_options(app, o);
   app->add_option("--direction", run.direction,
                   "predict (write visibilities), image (read and grid them into the dirty "
                   "image) or both (the self-calibration major cycle)")

@@ -1,0 +1,209 @@
+// What the commands share (commands.hpp): the report's environment and
+// output, and the way a command fails, in one process or over MPI.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_agree.hpp"
+#include "iotest/common/system.hpp"
+#include "iotest/pipeline/writers.hpp"
+#include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
+#include "iotest/swiftly/fft.hpp"
+#include "revision.hpp"  // generated: IOTEST_GIT_REVISION
+
+namespace iotest::cli {
+
+std::string command_line, configuration;
+
+namespace {
+
+// Where the report was made: versions, hosts, date, the command line, and
+// the file system of `data_path` (the output, or the files read).
+iotest::report::Environment environment(const iotest::report::Report& report,
+                                        const std::string& data_path) {
+  iotest::report::Environment e;
+  e.iotest_version = IOTEST_VERSION;
+  e.git_revision = IOTEST_GIT_REVISION;
+  e.build_arch = IOTEST_ARCH;
+  e.hdf5_version = iotest::storage::hdf5_version();
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(mpi, &length);  // allowed before MPI_Init
+  e.mpi_version = std::string(mpi, static_cast<size_t>(length));
+  e.mpi_version = e.mpi_version.substr(0, e.mpi_version.find_first_of(",\n"));
+  // MPICH says "MPICH Version:\t4.0.2": "MPICH 4.0.2", as Open MPI's "Open MPI v4.1.4".
+  if (const auto tab = e.mpi_version.find(" Version:\t"); tab != std::string::npos)
+    e.mpi_version.replace(tab, std::string(" Version:\t").size(), " ");
+  e.fftw_version = iotest::swiftly::fftw_library_version();
+  e.date = iotest::utc_now();
+  e.command_line = command_line;
+  e.configuration = configuration;
+  if (report.pipeline) {
+    for (const auto& k : report.pipeline->per_rank)
+      if (std::find(e.hosts.begin(), e.hosts.end(), k.host) == e.hosts.end())
+        e.hosts.push_back(k.host);
+  }
+  if (report.interconnect) {
+    for (const auto& p : report.interconnect->pairs)
+      for (const auto& h : {p.sender_host, p.receiver_host})
+        if (std::find(e.hosts.begin(), e.hosts.end(), h) == e.hosts.end()) e.hosts.push_back(h);
+  }
+  if (e.hosts.empty()) e.hosts.push_back(iotest::host_name());
+  if (!data_path.empty()) {
+    // An output pattern (OUT%d.h5) is looked up by its folder.
+    const auto folder =
+        std::filesystem::path(iotest::pipeline::with_host(data_path, iotest::host_name()))
+            .parent_path();
+    if (const auto m = iotest::mount_of(folder.empty() ? "." : folder.string()))
+      e.output =
+          iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type, m->options};
+  }
+  return e;
+}
+
+std::string what_failed(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory" : e.what();
+}
+
+}  // namespace
+
+void emit(iotest::report::Report report, const ReportOptions& out, const std::string& data_path) {
+  report.environment = environment(report, data_path);
+  // With the JSON going to stdout the human summary moves to stderr, so
+  // `--report=-` gives clean JSON.
+  // `plan --slurm` prints the job script alone on stdout (`> job.sh`).
+  const bool job_script = report.advice && !report.advice->job_script.empty();
+  const bool json_on_stdout = out.report == "/dev/stdout";
+  const std::string text = iotest::report::render_text(report);
+  std::FILE* human = json_on_stdout || job_script ? stderr : stdout;
+  std::fputs(text.c_str(), human);
+  std::fflush(human);
+  if (job_script && !json_on_stdout) {
+    std::fputs(report.advice->job_script.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  if (!out.report.empty()) iotest::report::write_json(report, out.report);
+  if (!out.csv.empty()) iotest::report::write_csv(report, out.csv);
+}
+
+// Before any work: the report's and the tables' paths can be written.
+void check_outputs(const ReportOptions& out) {
+  if (!out.report.empty()) iotest::report::check_writable(out.report);
+  if (!out.csv.empty()) iotest::report::check_writable(out.csv + ".summary.csv", "--csv");
+}
+
+// The one line a failure gets on stderr.
+void print_error(const std::string& line) {
+  std::fprintf(stderr, "iotest: error: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+int run_in_process(const ReportOptions& out, const std::function<int()>& body) {
+  try {
+    check_outputs(out);
+    return body();
+  } catch (const iotest::UsageError& e) {
+    print_error(e.one_line());
+    return iotest::kExitUsage;
+  } catch (const std::exception& e) {
+    print_error(what_failed(e));
+    return iotest::kExitFailure;
+  }
+}
+
+// A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
+// "When a rank fails"). Usage errors are agreed by every rank: rank 0 says
+// it once and all leave with the usage status. Any other failure is this
+// rank's alone, with peers perhaps blocked on it: only MPI_Abort reaches
+// them. `body` runs the command; `data_path` is its output or input.
+// `threads`: the MPI thread support the command needs (MPI_THREAD_MULTIPLE
+// when writer threads call MPI: the phdf5 back-end).
+int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const ReportOptions& out,
+            const std::string& parse_error, const std::string& data_path, int threads) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, threads, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int status = iotest::kExitOk;
+  std::optional<iotest::report::Report> report;
+  try {
+    // Every rank parsed the same command line: no need to agree.
+    if (!parse_error.empty()) throw iotest::UsageError("", parse_error);
+    if (provided < threads)
+      throw iotest::UsageError("--storage",
+                               "this MPI library lacks MPI_THREAD_MULTIPLE, which a shared "
+                               "output's writer threads need (use --storage=hdf5 or posix)");
+    // Rank 0 alone writes the report, so its check is agreed.
+    iotest::agree_on_usage(MPI_COMM_WORLD, [&] {
+      if (rank == 0) check_outputs(out);
+    });
+    report = body(MPI_COMM_WORLD);
+  } catch (const iotest::UsageError& e) {
+    if (rank == 0) print_error(e.one_line());
+    status = iotest::kExitUsage;
+  } catch (const iotest::AgreedFailure& e) {
+    if (rank == 0) print_error(e.what());
+    status = iotest::kExitFailure;
+  } catch (const std::exception& e) {
+    print_error(fmt::format("(rank {}) {}", rank, what_failed(e)));
+    // A launcher forwards a rank's output through its own processes
+    // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
+    // moment first, so that the one line reaches the user.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
+  }
+  // After run() no rank waits on another: rank 0 failing to write the
+  // report ends with the failure status, the others as they are.
+  if (rank == 0 && report) {
+    try {
+      emit(*report, out, data_path);
+    } catch (const std::exception& e) {
+      print_error(what_failed(e));
+      status = iotest::kExitFailure;
+    }
+    // A read-back that found wrong values fails, as verify does.
+    if (report->reading && !report->reading->passed) status = iotest::kExitFailure;
+    if (report->checkpoint && report->checkpoint->values_wrong > 0) status = iotest::kExitFailure;
+    if (report->interconnect && report->interconnect->messages_wrong > 0)
+      status = iotest::kExitFailure;
+  }
+  MPI_Finalize();
+  return status;
+}
+
+int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
+                 const ReportOptions& out, const std::string& parse_error) {
+  // Threads other than the first call MPI: a shared output's writers, and
+  // in transit each streamer's forwarding thread.
+  const bool multiple =
+      iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
+  const auto repeated = [&](MPI_Comm comm) {
+    // --repetitions: the whole job again in the same processes (setup
+    // included, outside the measured part); the outputs are written anew
+    // each time, the last ones stay.
+    std::vector<iotest::report::Report> runs;
+    for (int i = 0; i < repetitions; ++i) {
+      auto o = options;
+      o.print_plan = i == 0;
+      runs.push_back(iotest::pipeline::run(o, comm));
+    }
+    return repetitions > 1 ? iotest::report::with_repetitions(std::move(runs))
+                           : std::move(runs.front());
+  };
+  return run_mpi(repeated, out, parse_error,
+                 options.inputs.empty() ? options.output : options.inputs.front(),
+                 multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
+}
+
+}  // namespace iotest::cli
