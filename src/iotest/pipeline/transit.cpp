@@ -24,6 +24,128 @@ struct MessageBuffer {
   char* data() { return reinterpret_cast<char*>(words.data()); }
 };
 
+// A streamer's forwarding thread: --transit-queue message slots, each a
+// buffer and the synchronous send (MPI_Issend) that carries it to a writer
+// rank; a slot is free again once its send is matched and complete.
+class Forwarder {
+ public:
+  Forwarder(MPI_Comm comm, const std::vector<int>& writer_ranks, index_t slots,
+            const storage::VisibilityLayout& layout, TransitTally& tally)
+      : comm_(comm),
+        writer_ranks_(writer_ranks),
+        layout_(layout),
+        tally_(tally),
+        buffers_(static_cast<size_t>(slots), MessageBuffer(transit_message_bytes(layout))),
+        requests_(static_cast<size_t>(slots), MPI_REQUEST_NULL),
+        done_(static_cast<size_t>(slots)) {}
+
+  // Until the queue is closed: each chunk (or written-parts record) to its
+  // writer rank(s); then, unless the streamer is failing, the last sends
+  // and this streamer's end to every writer rank.
+  void run(ChunkQueue& queue) {
+    forward_queue(queue);
+    if (!queue.failure().empty()) return;  // the streamer is failing: the job ends
+    while (in_flight())
+      if (!reap()) backoff_.pause(tally_.send_wait_s);
+    say_done();
+    queue.set_result({});  // nothing written here: the writer ranks count it
+  }
+
+ private:
+  MPI_Comm comm_;
+  const std::vector<int>& writer_ranks_;
+  const storage::VisibilityLayout& layout_;
+  TransitTally& tally_;
+  std::vector<MessageBuffer> buffers_;
+  std::vector<MPI_Request> requests_;
+  std::vector<int> done_;
+  Backoff backoff_;
+
+  bool in_flight() const {
+    return std::any_of(requests_.begin(), requests_.end(),
+                       [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  }
+  // Completed sends: their slots free (MPI_Testsome sets them to
+  // MPI_REQUEST_NULL). True if any completed.
+  bool reap() {
+    int count = 0;
+    MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, done_.data(),
+                 MPI_STATUSES_IGNORE);
+    return count > 0 && count != MPI_UNDEFINED;
+  }
+
+  // The queue's entries, one by one; while sends are in flight and no
+  // entry comes, they are reaped every kPollMs.
+  void forward_queue(ChunkQueue& queue) {
+    ChunkQueue::Entry e;
+    for (;;) {
+      const auto got = queue.peek(e, in_flight() ? kPollMs : -1);
+      if (got == ChunkQueue::Peek::closed) break;
+      if (got == ChunkQueue::Peek::timeout) {
+        reap();
+        continue;
+      }
+      forward(e);
+      queue.release();
+    }
+  }
+
+  void forward(const ChunkQueue::Entry& e) {
+    if (e.key.row_chunk == kWrittenPartsEntry) {  // every writer rank records them
+      for (const int to : writer_ranks_)
+        send(to, {TransitHeader::written_parts, 0, 0, e.visibilities}, e.data, e.visibilities,
+             nullptr, 0);
+      return;
+    }
+    // By row chunk, as a streamer's own writers are chosen (Writers::write).
+    const auto writers = static_cast<index_t>(writer_ranks_.size());
+    const index_t presence_bytes =
+        layout_.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
+    send(writer_ranks_[static_cast<size_t>(e.key.row_chunk % writers)],
+         {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
+          e.key.freq_chunk, e.visibilities},
+         e.data, layout_.chunk_bytes(), e.present, presence_bytes);
+  }
+
+  // A free slot, waiting (the writer group's back-pressure) if every one
+  // is in flight.
+  size_t free_slot() {
+    for (;;) {
+      for (size_t i = 0; i < requests_.size(); ++i)
+        if (requests_[i] == MPI_REQUEST_NULL) return i;
+      if (reap())
+        backoff_.reset();
+      else
+        backoff_.pause(tally_.send_wait_s);
+    }
+  }
+
+  // One message: the header, then the values and (a part of a chunk) its
+  // presence bits, copied into a free slot and sent from there.
+  void send(int to, const TransitHeader& h, const void* values, index_t value_bytes,
+            const void* bits, index_t bit_bytes) {
+    const size_t i = free_slot();
+    char* at = buffers_[i].data();
+    std::memcpy(at, &h, sizeof h);
+    std::memcpy(at + sizeof h, values, static_cast<size_t>(value_bytes));
+    if (bits) std::memcpy(at + sizeof h + value_bytes, bits, static_cast<size_t>(bit_bytes));
+    const index_t payload = value_bytes + (bits ? bit_bytes : 0);
+    MPI_Issend(at, static_cast<int>(sizeof h + payload), MPI_BYTE, to, kTagChunk, comm_,
+               &requests_[i]);
+    ++tally_.chunks;
+    tally_.bytes += payload;
+  }
+
+  // This streamer is done: an empty message to each writer rank.
+  void say_done() {
+    for (const int to : writer_ranks_) {
+      MPI_Request request;
+      MPI_Issend(nullptr, 0, MPI_BYTE, to, kTagChunk, comm_, &request);
+      wait_for(request);
+    }
+  }
+};
+
 }  // namespace
 
 index_t transit_message_bytes(const storage::VisibilityLayout& layout) {
@@ -39,80 +161,7 @@ std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
   return [comm, writer_ranks, slots, layout, &tally](ChunkQueue& queue) {
     queue.mark_opened();  // nothing to open here: the writer ranks hold the outputs
     try {
-      const index_t bytes = transit_message_bytes(layout);
-      std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
-      std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
-      std::vector<int> done(static_cast<size_t>(slots));
-      const int n = static_cast<int>(slots);
-      const auto in_flight = [&] {
-        return std::any_of(requests.begin(), requests.end(),
-                           [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
-      };
-      const auto reap = [&] {
-        int count = 0;
-        MPI_Testsome(n, requests.data(), &count, done.data(), MPI_STATUSES_IGNORE);
-        return count > 0 && count != MPI_UNDEFINED;
-      };
-      // A free slot, waiting (the writer group's back-pressure) if every one
-      // is in flight.
-      Backoff backoff;
-      const auto free_slot = [&]() -> size_t {
-        for (;;) {
-          for (size_t i = 0; i < requests.size(); ++i)
-            if (requests[i] == MPI_REQUEST_NULL) return i;
-          if (reap())
-            backoff.reset();
-          else
-            backoff.pause(tally.send_wait_s);
-        }
-      };
-      const auto send = [&](int to, const TransitHeader& h, const void* values, index_t value_bytes,
-                            const void* bits, index_t bit_bytes) {
-        const size_t i = free_slot();
-        char* at = buffers[i].data();
-        std::memcpy(at, &h, sizeof h);
-        std::memcpy(at + sizeof h, values, static_cast<size_t>(value_bytes));
-        if (bits) std::memcpy(at + sizeof h + value_bytes, bits, static_cast<size_t>(bit_bytes));
-        const index_t payload = value_bytes + (bits ? bit_bytes : 0);
-        MPI_Issend(at, static_cast<int>(sizeof h + payload), MPI_BYTE, to, kTagChunk, comm,
-                   &requests[i]);
-        ++tally.chunks;
-        tally.bytes += payload;
-      };
-      const auto writers = static_cast<index_t>(writer_ranks.size());
-      const index_t presence_bytes =
-          layout.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
-      ChunkQueue::Entry e;
-      for (;;) {
-        const auto got = queue.peek(e, in_flight() ? kPollMs : -1);
-        if (got == ChunkQueue::Peek::closed) break;
-        if (got == ChunkQueue::Peek::timeout) {
-          reap();
-          continue;
-        }
-        if (e.key.row_chunk == kWrittenPartsEntry) {  // every writer rank records them
-          for (const int to : writer_ranks)
-            send(to, {TransitHeader::written_parts, 0, 0, e.visibilities}, e.data, e.visibilities,
-                 nullptr, 0);
-        } else {
-          // By row chunk, as a streamer's own writers are chosen (Writers::write).
-          send(writer_ranks[static_cast<size_t>(e.key.row_chunk % writers)],
-               {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
-                e.key.freq_chunk, e.visibilities},
-               e.data, layout.chunk_bytes(), e.present, presence_bytes);
-        }
-        queue.release();
-      }
-      if (!queue.failure().empty()) return;  // the streamer is failing: the job ends
-      while (in_flight())
-        if (!reap()) backoff.pause(tally.send_wait_s);
-      // This streamer is done: an empty message to each writer rank.
-      for (const int to : writer_ranks) {
-        MPI_Request request;
-        MPI_Issend(nullptr, 0, MPI_BYTE, to, kTagChunk, comm, &request);
-        wait_for(request);
-      }
-      queue.set_result({});  // nothing written here: the writer ranks count it
+      Forwarder(comm, writer_ranks, slots, layout, tally).run(queue);
     } catch (const std::exception& e) {
       queue.fail(std::string("forwarding to the writer group: ") + e.what());
     }
