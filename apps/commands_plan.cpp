@@ -109,7 +109,7 @@ int run_plan(PlanCommand& s, const CLI::App& plan, const CLI::App& run, const Re
   plan_the_run(plan_run.options, plan_opts);
   // The run's own checks (but for its ranks, which the plan lays out):
   // a script is never written for a run that would refuse its options.
-  iotest::pipeline::check_run_combination(plan_run.options);
+  plan_opts.storage = iotest::pipeline::check_run_combination(plan_run.options);
   if (s.slurm) {
     const auto& r = plan_run.options;
     slurm_opts.run_arguments = shared_arguments(plan, run);

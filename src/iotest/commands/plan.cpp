@@ -294,10 +294,11 @@ report::Report plan(const PlanOptions& o) {
   a.gpus_per_node = gpus.gpus;
   a.gpu_memory_bytes = gpus.memory;
   a.gpu_memory_source = gpus.source;
-  const auto shape =
+  auto shape =
       job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers), o.assigner,
                      threads_available(static_cast<int>(cores / a.ranks_per_node)),
                      job.obs ? storage::layout_of(*job.obs).chunk_bytes() : 0);
+  job::hold_for_storage(shape, o.storage);
   a.threads = shape.threads;
   a.producer_threads = shape.producer_threads;
   std::optional<binning::VisitCounts> counts;

@@ -10,6 +10,7 @@
 #include "iotest/device/device.hpp"
 #include "iotest/job/job_script.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::commands {
@@ -39,6 +40,9 @@ struct PlanOptions {
   bool synthetic_sequential = false;  // --synthetic-vis=sequential (as `run`)
   std::string synthetic_order;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
+  // Its back-end, as the run resolves it (pipeline::check_run_combination):
+  // what its writers hold counts in the memory model.
+  storage::StorageChoice storage;
   // A run's report whose measured rates size the writer group (in transit).
   std::string rates_from;
   // The cores of a node, which its ranks' threads share (none: this

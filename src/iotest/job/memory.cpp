@@ -163,8 +163,11 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       const index_t writers_in_all =
           std::max<index_t>(1, (in_transit ? s.writer_ranks : s.streamers) * s.writer_count);
       // Held parts: as many as the queue's slots, and one more lent to the
-      // writer's I/O thread while it writes a merged chunk.
+      // writer's I/O thread while it writes a merged chunk; what its
+      // back-end holds per row chunk, for every row chunk.
+      const index_t row_chunks = obs.baseline_count() * obs.time.chunks();
       const index_t writer = (queue_slots + 1 + s.writer_held_chunks) * chunk + chunks / 8 +
+                             row_chunks * s.writer_row_chunk_bytes +
                              (s.writes ? kHdf5FileBytes + 16 * (chunks / writers_in_all + 1) : 0);
       const char* writing_role = in_transit ? "writer" : "streamer";
       index_t& writing_bytes = in_transit ? m.writer_bytes : m.streamer_bytes;

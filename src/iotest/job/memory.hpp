@@ -20,6 +20,7 @@
 #include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/image_file.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
 
 namespace iotest::job {
@@ -51,7 +52,11 @@ struct RunShape {
   bool writes = false;             // an output (else the null back-end)
   bool fork_writer = false;        // writers in processes of their own (not in the streamer's RSS)
   bool synthetic = false;          // storage only: no towers, no degridding
-  index_t writer_held_chunks = 0;  // chunk buffers a writer's back-end holds (phdf5's batches)
+  // What a writer's back-end holds besides its queue: chunk buffers
+  // (phdf5's batches, ms's conversions) and bytes per row chunk of the
+  // observation (ms); hold_for_storage sets them.
+  index_t writer_held_chunks = 0;
+  index_t writer_row_chunk_bytes = 0;
   // The imaging direction: producers hold their dirty image facets too;
   // streamers send (not receive) through their slots, grid on one tower a
   // thread and hold the chunks a task reads instead of writers' queues.
@@ -141,7 +146,14 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   }
   if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
   if constexpr (requires { o.device; }) s.device = o.device;
-  return s;  // writer_held_chunks: the back-end's (storage::StorageChoice), set by the caller
+  return s;  // what the back-end holds: hold_for_storage
+}
+
+// What the output's back-end holds besides a writer's queue, in the
+// shape (`run` and `plan` alike: storage::resolve_storage's choice).
+inline void hold_for_storage(RunShape& s, const storage::StorageChoice& storage) {
+  s.writer_held_chunks = s.writes ? storage.held_chunks : 0;
+  s.writer_row_chunk_bytes = s.writes ? storage.row_chunk_bytes : 0;
 }
 
 // Libraries, MPI and FFTW state of one process before any buffer, measured

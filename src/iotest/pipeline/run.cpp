@@ -443,7 +443,7 @@ void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   const index_t chunk_bytes = ctx.job.obs ? storage::layout_of(*ctx.job.obs).chunk_bytes() : 0;
   st.shape = job::run_shape(o, roles.producers, roles.streamers, roles.assigner_rank >= 0,
                             default_threads(comm), chunk_bytes);
-  st.shape.writer_held_chunks = st.shape.writes ? ctx.storage.held_chunks : 0;
+  job::hold_for_storage(st.shape, ctx.storage);
   ctx.options.visibility_queue = st.shape.visibility_queue;  // resolved: every role reads it
   ctx.threads = st.shape.threads;
   ctx.producer_threads = st.shape.producer_threads;

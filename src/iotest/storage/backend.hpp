@@ -197,6 +197,9 @@ class Backend {
   // Chunk buffers (values and presence bits) it holds besides the writer's
   // queue, for the memory model.
   virtual index_t held_chunks() const { return 0; }
+  // Bytes it holds per row chunk of the observation (ms: each row chunk's
+  // first row in its table), for the memory model.
+  virtual index_t row_chunk_bytes() const { return 0; }
   // The bytes it stores per visibility: less than given (16) when it
   // keeps them in less precision (ms: single precision, as MeasurementSets
   // hold them). Its WriteStats count those bytes, and its checksums are of

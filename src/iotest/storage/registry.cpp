@@ -101,6 +101,7 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.folder = spec.folder;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();
+  c.row_chunk_bytes = backend->row_chunk_bytes();
   c.value_bytes = backend->stored_value_bytes();
   return c;
 }

@@ -80,6 +80,7 @@ struct StorageChoice {
   bool folder = false;        // each output a folder (BackendSpec::folder)
   std::string durability;     // what its write times cover (Backend::durability)
   index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue
+  index_t row_chunk_bytes = 0;  // bytes it holds per row chunk (Backend::row_chunk_bytes)
   index_t value_bytes = 16;   // bytes it stores per visibility (Backend::stored_value_bytes)
 };
 StorageChoice resolve_storage(const StorageOptions& options, const std::string& path);
