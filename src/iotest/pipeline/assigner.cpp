@@ -22,7 +22,6 @@ struct Assigner {
   const index_t parts = static_cast<index_t>(ctx.plan.parts.size());
   std::vector<index_t> credit = std::vector<index_t>(static_cast<size_t>(streamers), 0);
   std::vector<bool> told_done = std::vector<bool>(static_cast<size_t>(streamers), false);
-  std::vector<bool> gone = told_done;
   int goodbyes = 0;
   index_t next = 0;  // the next part to grant, in walk order
   // --duration: past the deadline the walk ends at the next visit border.
@@ -93,7 +92,6 @@ bool Assigner::take_request() {
   ++st.messages_received;
   const int s = status.MPI_SOURCE - ctx.roles.producers;
   if (n < 0) {  // goodbye: it has seen that no more work comes
-    gone[static_cast<size_t>(s)] = true;
     ++goodbyes;
   } else {
     credit[static_cast<size_t>(s)] += n;
