@@ -71,7 +71,7 @@ struct PartGrid {
   index_t off0 = 0, off1 = 0;
   double w_lo = 0, w_hi = 0;
   index_t gpu_planes = 0;  // planes per task on the GPU (it builds a tower per task)
-  MView2D sum;
+  MView2D sum{};
   double input_s = 0, check_s = 0, degrid_s = 0;
 };
 
