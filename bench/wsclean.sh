@@ -35,7 +35,8 @@
 # Most of WSClean's time goes into the FFTs of its w-planes, which grow
 # with the image (REC_SET) more than with the visibilities: small's
 # 12288^2 pixels took it 6 min a run on 2 cores for 0.36 M visibilities,
-# so small needs about an hour here (bench/README.md).
+# so small + vlaa (92 M visibilities) took 1 h 45 min here: ratio=4.20
+# (bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${IOTEST:-}" ]; then
