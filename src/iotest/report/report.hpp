@@ -227,8 +227,9 @@ struct Pipeline {
 };
 
 // The rule naming a slow link: its bytes per in-flight second below this
-// fraction of the rate of the messages between the other hosts (so with
-// two hosts or one, none is named: nothing to compare it with).
+// fraction of the rate of the messages between the other hosts, and so
+// are those of its messages with each other host alone (so with two hosts
+// or one, none is named: nothing to compare it with).
 inline constexpr double kSlowLinkFraction = 0.5;
 
 struct Memory {

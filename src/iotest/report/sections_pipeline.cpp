@@ -32,7 +32,9 @@ namespace iotest::report {
 // a walk that moves in step every rank waits as long, but a message to or
 // from the slow host is in flight longer, and every link carries some of
 // those (a fast host's link mixes its messages to the slow host with the
-// others', so its own rate halves too with three hosts).
+// others', so its own rate halves too with three hosts). Each of the
+// host's pairs must be that slow too, so that one slow pair is not
+// blamed on a link (kSlowLinkFraction).
 void judge_links(Pipeline& pl) {
   pl.links.clear();
   pl.slow_link.clear();
@@ -71,8 +73,23 @@ void judge_links(Pipeline& pl) {
         seconds += c.seconds;
       }
     if (seconds > 0) l.others_bytes_per_s = static_cast<double>(bytes) / seconds;
+    // Its messages with each other host, each pair slow too: a slow link
+    // slows every pair its host is in, where a pair that is slow alone (a
+    // rank late to its receives on a busy node) is not its link's doing.
+    std::map<std::string, std::pair<index_t, double>> pairs;
+    for (const auto& c : crossings)
+      if (c.from == host || c.to == host) {
+        auto& [pair_bytes, pair_seconds] = pairs[c.from == host ? c.to : c.from];
+        pair_bytes += c.bytes;
+        pair_seconds += c.seconds;
+      }
+    const bool every_pair_slow = std::all_of(pairs.begin(), pairs.end(), [&](const auto& p) {
+      const auto& [pair_bytes, pair_seconds] = p.second;
+      return pair_seconds > 0 &&
+             static_cast<double>(pair_bytes) / pair_seconds < kSlowLinkFraction * l.others_bytes_per_s;
+    });
     if (l.bytes_per_s > 0 && l.others_bytes_per_s > 0 &&
-        l.bytes_per_s < kSlowLinkFraction * l.others_bytes_per_s &&
+        l.bytes_per_s < kSlowLinkFraction * l.others_bytes_per_s && every_pair_slow &&
         (pl.slow_link.empty() || l.bytes_per_s < slowest)) {
       pl.slow_link = host;
       slowest = l.bytes_per_s;
