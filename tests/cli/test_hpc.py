@@ -69,6 +69,8 @@ def test_plan_slurm_prints_a_job_script_for_the_layout(iotest, tmp_path, nodes):
     assert f"--ntasks={nodes * k}" in words
     assert f"--cpus-per-task={cpus}" in words
     assert any(w.startswith("--cpu-bind=") for w in words)
+    # A rank that dies ends the step, whatever the site's KillOnBadExit.
+    assert "--kill-on-bad-exit=1" in words[:words.index("run")]
     # The run the plan was made for: its options, the plan's threads, the
     # output pattern with %h; none of plan's own.
     run = words[words.index("run"):]

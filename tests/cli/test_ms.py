@@ -2,8 +2,10 @@
 every row the observation has, and open in casacore as the field's tools
 open them; bad MeasurementSets and misplaced options get one line and
 exit status 2."""
+import json
 import shutil
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
@@ -80,6 +82,62 @@ def test_taql_counts_the_rows(ms_set):
                               capture_output=True, text=True, timeout=60)
         rows = 16 * tables.table(str(path / "IOTEST_ROW_CHUNKS"), ack=False).nrows()
         assert f"select result of {rows} rows" in proc.stdout, proc.stdout
+
+
+def chunk_cells(main, first_rows, chunk, time_chunk=16, freq_chunk=8, channel_chunks=2):
+    """A chunk's cells as DATA holds them: its row chunk's rows x its
+    channels, complex64 (this set has no chunk on an edge)."""
+    row = first_rows[chunk // channel_chunks]
+    c0 = (chunk % channel_chunks) * freq_chunk
+    return main.getcol("DATA", row, time_chunk)[:, c0:c0 + freq_chunk, 0]
+
+
+def test_a_chunk_s_checksum_is_of_its_cells_as_data_stores_them(iotest, ms_set, tmp_path):
+    for path in ms_set:
+        main = tables.table(str(path), ack=False)
+        layout = json.loads(main.getkeyword("IOTEST_LAYOUT"))
+        assert layout["checksum_of"] == "stored cells"
+        rows = tables.table(str(path / "IOTEST_ROW_CHUNKS"), ack=False)
+        first_rows = dict(zip(rows.getcol("ROW_CHUNK"), rows.getcol("FIRST_ROW")))
+        sums = tables.table(str(path / "IOTEST_CHUNKS"), ack=False)
+        pairs = list(zip(sums.getcol("CHUNK"), sums.getcol("CRC32")))
+        assert len(pairs) > 100
+        for chunk, crc in pairs[::37]:
+            cells = chunk_cells(main, first_rows, chunk)
+            assert cells.dtype == np.complex64 and cells.shape == (16, 8)
+            assert zlib.crc32(cells.tobytes()) == crc
+    # The last bit of one value of the last file's first chunk changed:
+    # verify --all sees it.
+    chunk = pairs[0][0]
+    row, channel = first_rows[chunk // 2] + 5, (chunk % 2) * 8 + 3
+    copies = bad_copy(ms_set, tmp_path)
+    with tables.table(str(copies[-1]), readonly=False, ack=False) as t:
+        cell = t.getcell("DATA", row)
+        assert cell[channel, 0] != 0
+        bits = cell[channel:channel + 1, 0].view(np.uint32) ^ 1
+        cell[channel, 0] = bits.view(np.complex64)[0]
+        t.putcell("DATA", row, cell)
+    proc = iotest("verify", "--all", *map(str, copies))
+    assert proc.returncode == 1 and "1 chunks differ from what their writers wrote" in proc.stdout
+
+
+def test_an_ms_with_double_precision_checksums_still_verifies(iotest, ms_set, tmp_path):
+    # The first ms writer took its CRC-32s of iotest's values (complex128,
+    # the conjugates of DATA's) and said nothing of it in IOTEST_LAYOUT.
+    copies = bad_copy(ms_set, tmp_path)
+    for path in copies:
+        with tables.table(str(path), readonly=False, ack=False) as main:
+            layout = json.loads(main.getkeyword("IOTEST_LAYOUT"))
+            del layout["checksum_of"]
+            main.putkeyword("IOTEST_LAYOUT", json.dumps(layout))
+            rows = tables.table(str(path / "IOTEST_ROW_CHUNKS"), ack=False)
+            first_rows = dict(zip(rows.getcol("ROW_CHUNK"), rows.getcol("FIRST_ROW")))
+            with tables.table(str(path / "IOTEST_CHUNKS"), readonly=False, ack=False) as sums:
+                old = [zlib.crc32(np.conj(chunk_cells(main, first_rows, c)).astype(np.complex128)
+                                  .tobytes()) for c in sums.getcol("CHUNK")]
+                sums.putcol("CRC32", np.array(old, dtype=np.int64))
+    proc = iotest("verify", "--all", *map(str, copies), check=0)
+    assert ": passed" in proc.stdout
 
 
 def bad_copy(ms_set, tmp_path):

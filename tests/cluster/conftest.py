@@ -6,8 +6,11 @@ import contextlib
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -30,12 +33,43 @@ def iotest_binary():
 
 
 def tool(*args, root=ROOT, timeout=120, check=None, **kw):
+    """tools/cluster ARGS, its output in files (not pipes: a process it left
+    behind could hold a pipe open). Past `timeout` its process group is
+    killed and the test fails with what it printed and what the cluster
+    was running then."""
     env = {**os.environ, "IOTEST_CLUSTER_ROOT": root}
-    proc = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, **kw)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, TOOL, *args], stdout=out, stderr=err, text=True,
+                                env=env, start_new_session=True, **kw)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            out.seek(0), err.seek(0)
+            raise AssertionError(f"{args} did not end in {timeout} s\nstdout: {out.read()[-4000:]}"
+                                 f"\nstderr: {err.read()[-4000:]}\n{cluster_state(root)}") from None
+        out.seek(0), err.seek(0)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
     if check is not None:
-        assert proc.returncode == check, (args, proc.returncode, proc.stdout, proc.stderr)
-    return proc
+        assert done.returncode == check, (args, done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def cluster_state(root):
+    """What a hung job was doing: the cluster's jobs and steps, and every
+    iotest, srun and slurmstepd process with its state and CPU time."""
+    env = {**os.environ, "IOTEST_CLUSTER_ROOT": root}
+    lines = []
+    for cmd in (["squeue", "-h", "-o", "%i %T %M %N %j"], ["squeue", "-h", "--steps"]):
+        p = subprocess.run([sys.executable, TOOL, "exec", "timeout", "10", *cmd],
+                           capture_output=True, text=True, env=env, timeout=30)
+        lines.append(f"{' '.join(cmd)}: {p.stdout.strip()} {p.stderr.strip()}")
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,stat,wchan:24,time,etime,args"],
+                        capture_output=True, text=True, timeout=30).stdout.splitlines()
+    lines += [ps[0]] + [l for l in ps[1:] if re.search(r"iotest |srun|slurmstepd", l)]
+    return "\n".join(lines)
 
 
 class Cluster:
@@ -82,6 +116,7 @@ class Cluster:
     def srun(self, nodes, tasks, *args, check=None, cwd=None, timeout=JOB_TIMEOUT_S):
         """iotest across hosts, launched by Slurm (PMIx), as on a cluster."""
         return self.exec("srun", f"--nodes={nodes}", f"--ntasks={tasks}", "--overcommit",
+                         "--kill-on-bad-exit=1",
                          iotest_binary(), *args, check=check, cwd=cwd, timeout=timeout)
 
 
@@ -106,6 +141,26 @@ def virtual_cluster(root, *up_args):
 def cluster():
     with virtual_cluster(ROOT, *UP_ARGS) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(request):
+    """After a test on the shared cluster, whatever it left (a job whose
+    srun was killed at its timeout keeps its ranks) is cancelled and waited
+    for: a hung job's spinning ranks would slow every later test. The jobs
+    are this test's: the cluster is the session's own."""
+    yield
+    if not {"cluster", "throttled"} & set(request.fixturenames):
+        return
+    left = tool("exec", "squeue", "-h", "-o", "%i", timeout=30).stdout.split()
+    if not left:
+        return
+    tool("exec", "scancel", "--full", "--signal=KILL", *left, timeout=30)
+    for _ in range(60):
+        if not tool("exec", "squeue", "-h", "-o", "%i", timeout=30).stdout.split():
+            return
+        time.sleep(1)
+    pytest.fail(f"jobs {left} still there 60 s after scancel")
 
 
 @pytest.fixture

@@ -336,7 +336,7 @@ report::Report verify(const VerifyOptions& o) {
         ++v.chunks_checksummed;
         const auto it = sums.find(key.row_chunk * chan_chunks + key.freq_chunk);
         if (it != sums.end() && storage::combine_part_crc32(it->second, chunk_bytes) ==
-                                    storage::chunk_crc32(chunk.data(), chunk_bytes))
+                                    files[i]->chunk_checksum(key, chunk.data()))
           continue;
         if (v.checksums_wrong++ == 0)
           first_bad = fmt::format("{} row chunk {} frequency chunk {}", o.files[i], key.row_chunk,

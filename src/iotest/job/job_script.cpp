@@ -205,8 +205,10 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   const std::string run = fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json{}",
                                       o.iotest, arguments, paths);
   if (o.launcher == "srun") {
+    s += "# A rank that dies ends the step (--kill-on-bad-exit): its peers would wait\n"
+         "# for it in MPI until the time limit.\n";
     s += fmt::format(
-        "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={}{} "
+        "srun{} --ntasks={} --ntasks-per-node={} --cpus-per-task={}{} --kill-on-bad-exit=1 "
         "--cpu-bind=verbose,cores \\\n"
         "     --distribution=block:block \\\n     {}\n",
         open_mpi ? "" : " --mpi=pmi2", tasks, a.ranks_per_node, cpus,

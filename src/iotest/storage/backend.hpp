@@ -227,6 +227,10 @@ class Backend {
   // writer writes, in write order. A chunk written again replaces its entry,
   // unless `part`: a part of a shared output's chunk gets an entry of its own.
   void record_checksum(const ChunkKey& key, const void* bytes, bool part = false);
+  // A checksum the back-end took itself, of the chunk as it stores it
+  // (ms: its cells in single precision; its reader's chunk_checksum gives
+  // the same from what it reads back).
+  void record_crc32(const ChunkKey& key, std::uint32_t crc, bool part = false);
   const std::vector<ChunkChecksum>& checksums() const { return checksums_; }
 
  private:

@@ -35,6 +35,7 @@ MsReader::MsReader(const std::string& path) : path_(path) {
     nfreqs_ = doc.at("channels").get<index_t>();
     chunk_rows_ = doc.at("time_chunk").get<index_t>();
     chunk_channels_ = doc.at("freq_chunk").get<index_t>();
+    checksum_of_stored_ = doc.value("checksum_of", "") == kChecksumOfStoredCells;
     if (!doc.at("provenance").is_null()) provenance_ = provenance_from(doc.at("provenance"));
     if (chunk_rows_ < 1 || chunk_channels_ < 1 || nbls_ < 1 || ntimes_ < 1 || nfreqs_ < 1)
       throw UsageError(path, fmt::format("its {} keyword is malformed", kLayoutKeyword));
@@ -174,6 +175,20 @@ bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
     for (index_t c = 0; c < box.channels; ++c, ++in)
       out[r * chunk_channels_ + c] = cplx(in->real(), -in->imag());
   return true;
+}
+
+std::uint32_t MsReader::chunk_checksum(const ChunkKey& key, const cplx* chunk) const {
+  if (!checksum_of_stored_) return Reader::chunk_checksum(key, chunk);
+  // The chunk's cells inside the observation, back as DATA holds them.
+  const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
+                channels = std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_);
+  std::vector<std::complex<float>> cells(static_cast<size_t>(rows * channels));
+  for (index_t r = 0, o = 0; r < rows; ++r)
+    for (index_t c = 0; c < channels; ++c, ++o) {
+      const cplx v = chunk[r * chunk_channels_ + c];
+      cells[static_cast<size_t>(o)] = {static_cast<float>(v.real()), static_cast<float>(-v.imag())};
+    }
+  return chunk_crc32(cells.data(), static_cast<index_t>(cells.size() * sizeof(cells[0])));
 }
 
 std::vector<ChunkKey> MsReader::stored_chunks() const {

@@ -24,6 +24,11 @@ inline constexpr const char* kChunksTable = "IOTEST_CHUNKS";    // CHUNK, CRC32:
 inline constexpr const char* kPartsTable = "IOTEST_WRITTEN_PARTS";
 // ROW_CHUNK, FIRST_ROW: where each row chunk's rows are in the main table.
 inline constexpr const char* kRowChunksTable = "IOTEST_ROW_CHUNKS";
+// IOTEST_LAYOUT's "checksum_of": IOTEST_CHUNKS' CRC-32s are of a chunk's
+// cells as DATA stores them (complex float, conjugated, channels fastest).
+// Files without it (the first ms writer) took them of iotest's values in
+// double precision, as the other back-ends do.
+inline constexpr const char* kChecksumOfStoredCells = "stored cells";
 // The MS's visibilities are the conjugates of iotest's, against uvw of
 // the opposite sign (antenna 1 minus antenna 2), as pyuvdata writes
 // MeasurementSets: CASA's and WSClean's convention, which place the sky
@@ -58,6 +63,7 @@ class MsReader final : public Reader {
   bool chunk_present(index_t row, index_t channel) const override;
   cplx visibility(index_t row, index_t channel) const override;
   bool read_chunk(const ChunkKey& key, cplx* out) const override;
+  std::uint32_t chunk_checksum(const ChunkKey& key, const cplx* chunk) const override;
   std::vector<ChunkKey> stored_chunks() const override;
 
   // Whether `path` is a casacore table (a folder with table.dat).
@@ -78,6 +84,7 @@ class MsReader final : public Reader {
   mutable std::vector<std::complex<float>> cube_;
   std::string path_;
   std::vector<bool> present_;   // per chunk
+  bool checksum_of_stored_ = false;  // kChecksumOfStoredCells (else of iotest's values)
   std::vector<index_t> order_;  // chunks present, in write order
   std::vector<ChunkChecksum> checksums_;
   std::vector<WrittenPart> parts_;

@@ -118,7 +118,6 @@ void zero_past_edges(index_t rows, index_t channels, index_t chunk_rows, index_t
 }
 
 void Backend::record_checksum(const ChunkKey& key, const void* bytes, bool part) {
-  const std::int64_t chunk = key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
   // Of the chunk as readers give it: zero past the observation's edges,
   // whatever the writer left there (a copy only for a chunk on an edge).
   const bool on_edge = (key.row_chunk + 1) * layout_.time_chunk > layout_.rows() ||
@@ -135,6 +134,11 @@ void Backend::record_checksum(const ChunkKey& key, const void* bytes, bool part)
   } else {
     crc = chunk_crc32(bytes, layout_.chunk_bytes());
   }
+  record_crc32(key, crc, part);
+}
+
+void Backend::record_crc32(const ChunkKey& key, std::uint32_t crc, bool part) {
+  const std::int64_t chunk = key.row_chunk * layout_.freq_chunks() + key.freq_chunk;
   // A rewrite (rare: split chunks are held until whole) is most likely of a
   // recent chunk: searched from the end.
   if (!part && written_[static_cast<size_t>(chunk)]) {

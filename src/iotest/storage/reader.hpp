@@ -54,6 +54,9 @@ class Reader {
   // observation's edges; false (and `out` untouched) if it is absent.
   // Readers are used by one thread at a time.
   virtual bool read_chunk(const ChunkKey& key, cplx* out) const = 0;
+  // The CRC-32 its writer recorded for a chunk read_chunk gave (checksums()),
+  // taken again: by default of those values as they are.
+  virtual std::uint32_t chunk_checksum(const ChunkKey& key, const cplx* chunk) const;
   // The chunks present, in the order they lie in storage (the order they
   // were written, which is the imaging direction's visit order): by
   // default the chunk order.

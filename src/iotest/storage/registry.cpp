@@ -118,6 +118,10 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOption
   throw UsageError(path, "not an output of iotest's storage back-ends (" + backend_names() + ")");
 }
 
+std::uint32_t Reader::chunk_checksum(const ChunkKey&, const cplx* chunk) const {
+  return chunk_crc32(chunk, chunk_rows() * chunk_channels() * static_cast<index_t>(sizeof(cplx)));
+}
+
 std::vector<ChunkKey> Reader::stored_chunks() const {
   const auto map = chunk_map();
   std::vector<ChunkKey> keys;
