@@ -14,6 +14,9 @@
 #   checksums, no subtables).
 # - iotest ms: `iotest --synthetic-vis --storage=ms --writer-count=1`, as
 #   bench/write_throughput.sh runs it (the back-end fsyncs every file).
+# - iotest null: the same run with `--storage=null` (the chunks reach the
+#   forked writer's queue and go no further): the synthetic pipeline's own
+#   rate on these cores, the ceiling of any back-end in that run.
 # - fio O_DIRECT: 1 MiB sequential writes of the same bytes.
 #
 # Each REPEATS times (default 3), interleaved, after a settle (delete,
@@ -91,17 +94,20 @@ print(f"casacore {time.perf_counter() - start} {puts}")
 PY
 }
 
-iotest_ms() {
+# iotest_run NAME STORAGE OUTPUT
+iotest_run() {
   $mpirun -np 1 "$IOTEST" --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
     --time=-5400:5400/$dumps/$time_chunk --freq=260e6:300e6/$channels/$freq_chunk --dec=10 \
     --writer-count=1 --fork-writer --visibility-queue=256 --bls-per-task=16 --no-progress \
-    --storage=ms "$dir/vis%d.ms" --report="$dir/run.json" > "$dir/run.txt"
-  "$python" - "$dir/run.json" >> "$results" <<'PY'
+    --storage="$2" "$3" --report="$dir/run.json" > "$dir/run.txt"
+  "$python" - "$dir/run.json" "$1" >> "$results" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))["timing"]
-print(f"iotest {t['stream_s']} {t['write_s']}")
+print(f"{sys.argv[2]} {t['stream_s']} {t['write_s']}")
 PY
 }
+iotest_ms() { iotest_run iotest ms "$dir/vis%d.ms"; }
+iotest_null() { iotest_run null null "$dir/vis%d.bin"; }
 
 fio_direct() {
   mkdir -p "$dir/fio"
@@ -117,11 +123,11 @@ PY
 echo "DATA: $((data_bytes / 1000000)) MB at 1 MiB chunks (tiles [1, $freq_chunk, $time_chunk]);" \
   "$repeats repeat(s) in $dir"
 for ((repeat = 1; repeat <= repeats; repeat++)); do
-  for run in fio_direct casacore_alone iotest_ms; do
+  for run in fio_direct casacore_alone iotest_ms iotest_null; do
     settle
     $run
   done
-  tail -n 3 "$results" | sed "s/^/  repeat $repeat: /"
+  tail -n 4 "$results" | sed "s/^/  repeat $repeat: /"
 done
 
 "$python" - "$results" $data_bytes <<'PY'
@@ -131,7 +137,8 @@ for line in open(sys.argv[1]).read().splitlines():
     what, seconds, inside = line.split()
     runs.setdefault(what, []).append((float(seconds), float(inside)))
 volume = int(sys.argv[2])
-names = {"fio": "fio O_DIRECT", "casacore": "casacore alone (python-casacore)", "iotest": "iotest ms"}
+names = {"fio": "fio O_DIRECT", "casacore": "casacore alone (python-casacore)", "iotest": "iotest ms",
+         "null": "iotest null (the pipeline alone)"}
 print("| what | GB/s | range | of fio O_DIRECT | seconds | in puts/writes s |")
 print("|---|---|---|---|---|---|")
 rate = {w: statistics.median(volume / s for s, _ in r) for w, r in runs.items()}
@@ -140,5 +147,6 @@ for what, r in runs.items():
     print(f"| {names[what]} | {rate[what] / 1e9:.3f} | {min(rates):.2f}-{max(rates):.2f} | "
           f"{rate[what] / rate['fio']:.2f} | {statistics.median(s for s, _ in r):.2f} | "
           f"{statistics.median(i for _, i in r):.2f} |")
+print(f"iotest ms reaches {rate['iotest'] / rate['null']:.2f} of the pipeline alone")
 print(f"ratio={rate['iotest'] / rate['casacore']:.2f} (iotest ms / casacore alone, medians)")
 PY

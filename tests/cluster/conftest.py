@@ -6,6 +6,7 @@ import contextlib
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,12 +45,13 @@ def tool(*args, root=ROOT, timeout=120, check=None, **kw):
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            state = cluster_state(root)  # before the kill, which may end the ranks
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             out.seek(0), err.seek(0)
             raise AssertionError(f"{args} did not end in {timeout} s\nstdout: {out.read()[-4000:]}"
-                                 f"\nstderr: {err.read()[-4000:]}\n{cluster_state(root)}") from None
+                                 f"\nstderr: {err.read()[-4000:]}\n{state}") from None
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
     if check is not None:
@@ -69,6 +71,17 @@ def cluster_state(root):
     ps = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,stat,wchan:24,time,etime,args"],
                         capture_output=True, text=True, timeout=30).stdout.splitlines()
     lines += [ps[0]] + [l for l in ps[1:] if re.search(r"iotest |srun|slurmstepd", l)]
+    # Where each rank is, where gdb is installed (a hang's first question).
+    if shutil.which("gdb"):
+        for l in ps[1:]:
+            pid, *_, command = l.split(None, 6)
+            if command.split()[0].endswith("/iotest"):
+                bt = subprocess.run(["gdb", "-p", pid, "-batch", "-ex", "thread apply all bt 40"],
+                                    capture_output=True, text=True, timeout=60).stdout
+                # Each thread's top frames, and every frame of iotest, HDF5 or MPI.
+                kept = [b for b in bt.splitlines() if b.startswith("Thread") or
+                        re.match(r"#[0-2] ", b) or re.search(r"iotest::|H5|MPI_|PMPI_", b)]
+                lines += [f"rank process {pid}:"] + kept[:150]
     return "\n".join(lines)
 
 
@@ -84,13 +97,15 @@ class Cluster:
         return os.path.join(self.root, "hosts", host, "local")
 
     def exec(self, *cmd, timeout=JOB_TIMEOUT_S, check=None, cwd=None):
-        """A command on the login side (sbatch, srun, salloc)."""
-        return tool("exec", "timeout", "-k", "10", str(timeout), *cmd, timeout=timeout + 30,
+        """A command on the login side (sbatch, srun, salloc). Past
+        `timeout` the test fails with the cluster's state; `timeout`, 30 s
+        later, is the backstop should the test itself be gone."""
+        return tool("exec", "timeout", "-k", "10", str(timeout + 30), *cmd, timeout=timeout,
                     check=check, cwd=cwd or self.shared, root=self.root)
 
     def on(self, host, *cmd, timeout=JOB_TIMEOUT_S, check=None):
-        return tool("on", host, "timeout", "-k", "10", str(timeout), *cmd,
-                    timeout=timeout + 30, check=check, root=self.root)
+        return tool("on", host, "timeout", "-k", "10", str(timeout + 30), *cmd,
+                    timeout=timeout, check=check, root=self.root)
 
     def verify_published(self, pattern, count, report):
         """`count` outputs under their final names, none left .partial, and

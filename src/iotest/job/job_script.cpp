@@ -201,7 +201,7 @@ std::string slurm_script(const report::Advice& a, const JobScriptOptions& o) {
   words += " ";
   if (words.find(" --no-progress ") == std::string::npos) arguments += " --no-progress";
   std::string paths;
-  for (const auto& path : o.paths) paths += " " + shell_quote(path);
+  for (const auto& path : o.paths) paths.append(" ").append(shell_quote(path));
   const std::string run = fmt::format("{} run {} --report=iotest-${{SLURM_JOB_ID}}.json{}",
                                       o.iotest, arguments, paths);
   if (o.launcher == "srun") {
