@@ -11,6 +11,7 @@
 
 #include "iotest/common/errors.hpp"
 #include "iotest/common/mpi_agree.hpp"
+#include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
 #include "iotest/pipeline/run.hpp"
@@ -220,12 +221,15 @@ report::Report read(const ReadOptions& o, MPI_Comm comm) {
   const std::uint32_t nonce = set_nonce(mine, comm);
   if (o.drop_caches) drop_page_caches_per_node(comm);
 
-  // The reading phase, barrier to this rank's last chunk.
-  MPI_Barrier(comm);
+  // The reading phase, barrier to this rank's last chunk. The barriers
+  // sleep (Open MPI's MPI_Barrier spins): a rank done early must not take
+  // the cores of those still reading.
+  barrier(comm);
   const double t0 = MPI_Wtime();
   degrid::PatternCheck pattern;
   read_chunks(mine, o.check, nonce, pattern);
   const double wall_mine = MPI_Wtime() - t0;
+  barrier(comm);
   mine.totals.values_checked = pattern.checked;
   mine.totals.values_right = pattern.right;
   mine.totals.values_wrong = pattern.wrong;

@@ -741,7 +741,11 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
   const auto& o = ctx.options;
   const auto& roles = ctx.roles;
   if (ctx.writers) ctx.writers->wait_opened();  // a failure aborts the job
-  MPI_Barrier(comm);
+  // Sleeping, not Open MPI's spinning MPI_Barrier: the first ranks here
+  // would take the cores of those still planning FFTs or opening files
+  // (on 2 shared cores a phdf5 open once took 20 s, FFTW's planning 30x
+  // its time).
+  barrier(comm);
   ctx.start_s = MPI_Wtime();
   ctx.timeline.start(o.timeline_s, Clock::now());
   if (o.duration)
@@ -765,7 +769,7 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
                                     : run_streamer(ctx);
   }
   mine.stats.cpu_s = process_cpu_seconds() - cpu0;
-  MPI_Barrier(comm);
+  barrier(comm);  // sleeping: the last writers' syncs keep their cores
   Outcome out;
   out.stream_s = MPI_Wtime() - ctx.start_s;
   // The dirty image into its file, after the walk and apart from it, as
