@@ -742,9 +742,7 @@ Outcome run_roles(Context& ctx, MPI_Comm comm) {
   const auto& roles = ctx.roles;
   if (ctx.writers) ctx.writers->wait_opened();  // a failure aborts the job
   // Sleeping, not Open MPI's spinning MPI_Barrier: the first ranks here
-  // would take the cores of those still planning FFTs or opening files
-  // (on 2 shared cores a phdf5 open once took 20 s, FFTW's planning 30x
-  // its time).
+  // would take the cores of those still planning FFTs or opening files.
   barrier(comm);
   ctx.start_s = MPI_Wtime();
   ctx.timeline.start(o.timeline_s, Clock::now());
