@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -122,6 +123,9 @@ int run_in_process(const ReportOptions& out, const std::function<int()>& body) {
   }
 }
 
+// Seconds a failed rank gives MPI_Abort before it leaves by itself.
+constexpr int kAbortGraceS = 10;
+
 // A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
 // "When a rank fails"). Usage errors are agreed by every rank: rank 0 says
 // it once and all leave with the usage status. Any other failure is this
@@ -161,6 +165,14 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
     // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
     // moment first, so that the one line reaches the user.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // A resource manager may be slow to carry the abort out (Slurm's PMIx
+    // plugin once left such a job for minutes): this rank then leaves by
+    // itself, its failed exit ending the step (srun --kill-on-bad-exit, as
+    // plan's scripts launch) and its closed links its peers' waits.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceS));
+      std::_Exit(iotest::kExitFailure);
+    }).detach();
     MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
   }
   // After run() no rank waits on another: rank 0 failing to write the

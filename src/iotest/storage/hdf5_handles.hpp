@@ -11,11 +11,25 @@
 
 namespace iotest::storage::hdf5 {
 
+// The deepest entry of HDF5's error stack ("(file) unable to lock the
+// file", an MPI error's text): what a failed call's one line adds.
+inline std::string innermost_error() {
+  std::string deepest;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* to) -> herr_t {
+        if (n == 0 && e->desc) *static_cast<std::string*>(to) = e->desc;
+        return 0;
+      },
+      &deepest);
+  return deepest.empty() ? std::string() : " (" + deepest + ")";
+}
 inline void check(herr_t status, const char* what) {
-  if (status < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+  if (status < 0)
+    throw std::runtime_error(std::string("HDF5: ") + what + " failed" + innermost_error());
 }
 inline hid_t check_id(hid_t id, const char* what) {
-  if (id < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed");
+  if (id < 0) throw std::runtime_error(std::string("HDF5: ") + what + " failed" + innermost_error());
   return id;
 }
 
