@@ -120,7 +120,10 @@ def test_the_time_limit_without_duration_leaves_only_partial_files(throttled, wo
     proc, job = submit(throttled, workdir)
     elapsed = time.monotonic() - start
     print(f"time limit without --duration: ended after {elapsed:.1f} s")
-    assert proc.returncode != 0
+    # Slurm's own word (sbatch --wait's status depends on whether the batch
+    # shell or srun took the SIGTERM first: once 0).
+    state = throttled.exec("scontrol", "show", "job", job, check=0).stdout
+    assert "JobState=TIMEOUT" in state, state
     # Slurm checks limits every 30 s or so, sbatch --wait polls its job; the
     # ranks end at the SIGTERM itself (their line says so), not KillWait's
     # SIGKILL.
