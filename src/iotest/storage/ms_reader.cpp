@@ -156,10 +156,7 @@ cplx MsReader::visibility(index_t row, index_t channel) const {
 bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
   if (!present_[static_cast<size_t>(key.row_chunk * channel_chunks() + key.freq_chunk)])
     return false;
-  const Box box{first_row_[static_cast<size_t>(key.row_chunk)],
-                std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
-                key.freq_chunk * chunk_channels_,
-                std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};
+  const Box box = box_of(key);
   cube_.resize(static_cast<size_t>(box.rows * box.channels));
   {
     const std::lock_guard<std::mutex> hold(library_lock());
@@ -180,15 +177,21 @@ bool MsReader::read_chunk(const ChunkKey& key, cplx* out) const {
 std::uint32_t MsReader::chunk_checksum(const ChunkKey& key, const cplx* chunk) const {
   if (!checksum_of_stored_) return Reader::chunk_checksum(key, chunk);
   // The chunk's cells inside the observation, back as DATA holds them.
-  const index_t rows = std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
-                channels = std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_);
-  std::vector<std::complex<float>> cells(static_cast<size_t>(rows * channels));
-  for (index_t r = 0, o = 0; r < rows; ++r)
-    for (index_t c = 0; c < channels; ++c, ++o) {
+  const Box box = box_of(key);
+  std::vector<std::complex<float>> cells(static_cast<size_t>(box.rows * box.channels));
+  for (index_t r = 0, o = 0; r < box.rows; ++r)
+    for (index_t c = 0; c < box.channels; ++c, ++o) {
       const cplx v = chunk[r * chunk_channels_ + c];
       cells[static_cast<size_t>(o)] = {static_cast<float>(v.real()), static_cast<float>(-v.imag())};
     }
   return chunk_crc32(cells.data(), static_cast<index_t>(cells.size() * sizeof(cells[0])));
+}
+
+Box MsReader::box_of(const ChunkKey& key) const {
+  return {first_row_[static_cast<size_t>(key.row_chunk)],
+          std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
+          key.freq_chunk * chunk_channels_,
+          std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};
 }
 
 std::vector<ChunkKey> MsReader::stored_chunks() const {

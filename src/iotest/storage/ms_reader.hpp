@@ -72,6 +72,8 @@ class MsReader final : public Reader {
  private:
   // The main table's row of an observation row here (-1: not in this file).
   index_t table_row(index_t row) const;
+  // A chunk's cells in the main table, clipped at the observation's edges.
+  Box box_of(const ChunkKey& key) const;
 
   std::unique_ptr<TableReader> table_;
   std::vector<index_t> first_row_;  // per row chunk: its first row here, -1: none
