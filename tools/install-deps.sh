@@ -2,7 +2,7 @@
 # Installs what iotest needs on a fresh Debian/Ubuntu machine: the Debian
 # packages (apt-get, as root or through sudo) and the Python venv for the
 # tests and tools. Idempotent: installs only what is missing.
-#   tools/install-deps.sh [--libraries-only] [--mpich] [--containers] [--cuda]
+#   tools/install-deps.sh [--libraries-only] [--mpich] [--containers] [--cuda] [--cluster]
 #     --libraries-only  no venv: what a plain `cmake --preset release` needs
 #     --mpich           also MPICH and its parallel HDF5, for `cmake --preset
 #                       mpich` (beside Open MPI, which stays the default MPI)
@@ -13,20 +13,26 @@
 #                       -DIOTEST_CUDA_WHEELS=.venv` where no toolkit is
 #                       installed (docs/gpu.md). The GPU driver is the
 #                       system's.
+#     --cluster         what tools/cluster needs (also without
+#                       --libraries-only): Slurm, munge, iproute2 and, for
+#                       `up --storage=cephfs`, Debian's Ceph (monitor,
+#                       manager, OSD, metadata server, ceph-fuse and the
+#                       ceph CLI) and fio (bench/cephfs.sh's peer)
 # Without --libraries-only it also installs what tools/cluster (the virtual
 # cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
 # peers bench/ compares with: fio (the storage scripts), mpi4py for the
 # system python3 (bench/net_osu.sh's stand-in for OSU), and casacore-tools
 # and WSClean (the MeasurementSet checks, bench/wsclean.sh).
 set -euo pipefail
-libraries_only=false mpich=false containers=false cuda=false
+libraries_only=false mpich=false containers=false cuda=false cluster=false
 for option in "$@"; do
   case $option in
     --libraries-only) libraries_only=true ;;
     --mpich) mpich=true ;;
     --containers) containers=true ;;
     --cuda) cuda=true ;;
-    *) echo "tools/install-deps.sh: unknown option '$option' (expected --libraries-only, --mpich, --containers or --cuda)" >&2; exit 2 ;;
+    --cluster) cluster=true ;;
+    *) echo "tools/install-deps.sh: unknown option '$option' (expected --libraries-only, --mpich, --containers, --cuda or --cluster)" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
@@ -42,7 +48,13 @@ packages=(
 # casacore-tools (taql, showtableinfo) and WSClean, the field's imager: the
 # tests and bench/wsclean.sh hold iotest's MeasurementSets and images
 # against them.
-$libraries_only || packages+=(slurm-wlm munge iproute2 fio python3-mpi4py casacore-tools wsclean)
+$libraries_only || packages+=(fio python3-mpi4py casacore-tools wsclean)
+# The virtual cluster (tools/cluster): Slurm, munge, iproute2's ip and tc,
+# and a real CephFS for `up --storage=cephfs` (docs/cluster.md).
+if ! $libraries_only || $cluster; then
+  packages+=(slurm-wlm munge iproute2 fio
+             ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common)
+fi
 # Debian ranks Open MPI's alternatives (mpirun, mpicc, h5pcc) above MPICH's,
 # so installing MPICH beside it changes no default: the mpich preset names
 # MPICH's own wrappers.

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# iotest on a real parallel file system, against limits set in advance
+# (issue 44): a CephFS of its own in the virtual cluster (tools/cluster up 3
+# --storage=cephfs), two storage hosts with an OSD each, their links shaped
+# to LINK_RATE (tc tbf, as the network calibration shapes hosts' links),
+# the data pool kept REPLICATION times, a ceph-fuse client on each of the
+# three compute hosts. Side by side, interleaved, REPEATS times:
+# - iotest: `--synthetic-vis` (storage only: no degridding, which two cores
+#   could not feed at the links' rate beside Ceph's daemons) from the three
+#   hosts under srun, one streamer a host with WRITERS forked writers each,
+#   `posix` through the page cache with fsync at close, TRANSFER KiB
+#   chunks; its figure is the durable volume over timing.stream_s (start
+#   barrier to the last writer's fsync and close), as bench/write_throughput.sh's;
+# - fio on the same mount from the same three hosts at once, the same
+#   files per host, transfer size and volume, fsync at the end; its figure
+#   is every host's bytes over the longest host's run;
+# - `rados bench` on the data pool from the login side (Ceph's own
+#   benchmark of the object store underneath: no file system, no FUSE),
+#   16 writes of TRANSFER KiB objects in flight.
+# The links allow STORAGE_HOSTS x LINK_RATE / REPLICATION: every byte a
+# client writes enters its primary OSD's host and, REPLICATION - 1 times,
+# another storage host (tbf on both ends of each storage host's link; the
+# compute hosts' links are not shaped). The table gives each median with
+# its range and its fraction of that limit; the last line is
+# ratio=<iotest/fio>, medians.
+#
+# Usage: [LINK_RATE=200mbit] [REPLICATION=2] [REPEATS=3] [TRANSFER=1024]
+#        [WRITERS=2] [IOTEST=build/bin/iotest] bench/cephfs.sh
+# Needs root and what tools/install-deps.sh --cluster installs. Its cluster
+# has a root, subnet and port of its own, and goes down at the end, whatever
+# happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${IOTEST:-}" ]; then
+  source bench/common.sh
+  IOTEST=build/bin/iotest
+fi
+IOTEST=$(realpath "$IOTEST")
+rate=${LINK_RATE:-200mbit} replication=${REPLICATION:-2} repeats=${REPEATS:-3}
+kib=${TRANSFER:-1024} writers=${WRITERS:-2}
+storage_hosts=2 hosts=3
+export IOTEST_CLUSTER_ROOT=${BENCH_CLUSTER_ROOT:-/var/tmp/iotest-bench-cephfs}
+cluster="tools/cluster"
+out=bench/out/cephfs
+mkdir -p "$out"
+results="$out/results.txt"
+: > "$results"
+trap '$cluster down > /dev/null 2>&1 || true' EXIT
+$cluster up $hosts --storage=cephfs --storage-hosts=$storage_hosts \
+  --replication="$replication" --storage-link-rate="$rate" --subnet=10.81.0 --port=16857 \
+  --lifetime=5400 > "$out/up.txt" 2>&1 || { cat "$out/up.txt"; exit 1; }
+shared=$IOTEST_CLUSTER_ROOT/shared
+dir=$shared/bench
+
+# 351 baselines x 128 dumps x 1024 channels x 16 B: 736 MB, chunks of 64
+# dumps x TRANSFER/1 KiB channels (1 MiB: 64 x 1024).
+dumps=128 channels=1024
+volume=$((351 * dumps * channels * 16))
+freq_chunk=$((kib * 1024 / (64 * 16)))
+files=$((hosts * writers))
+
+settle() {
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  sync
+  sleep 3
+}
+
+iotest_write() {
+  settle
+  $cluster exec srun --nodes=$hosts --ntasks=$hosts --kill-on-bad-exit=1 \
+    "$IOTEST" --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
+    --time=-5400:5400/$dumps/64 --freq=260e6:300e6/$channels/$freq_chunk --dec=10 \
+    --writer-count="$writers" --fork-writer --bls-per-task=16 --no-progress \
+    --storage=posix "$dir/vis%d" --report="$dir/run.json" > "$out/run.txt" 2>&1 ||
+    { cat "$out/run.txt"; exit 1; }
+  $cluster exec "$IOTEST" verify "$dir"/vis[0-9]* > "$out/verify.txt" 2>&1 ||
+    { cat "$out/verify.txt"; exit 1; }
+  python3 - "$dir/run.json" "$volume" >> "$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c, t = r["counts"], r["timing"]
+assert c["visibilities_written"] == c["visibilities"]
+hosts = sorted({k["host"] for k in r["pipeline"]["per_rank"]})
+assert len(hosts) == 3, hosts
+print(f"iotest {int(sys.argv[2]) / t['stream_s']}")
+PY
+}
+
+# fio on every host at once: each host's share in WRITERS files.
+fio_write() {
+  settle
+  local pids=() k
+  for ((k = 1; k <= hosts; k++)); do
+    mkdir -p "$dir/fio-node$k"
+    $cluster on node$k fio --name=write --rw=write --bs=${kib}k --size=$((volume / files)) \
+      --numjobs="$writers" --ioengine=psync --end_fsync=1 --group_reporting \
+      --directory="$dir/fio-node$k" --output-format=json > "$out/fio-node$k.json" &
+    pids+=($!)
+  done
+  for k in "${pids[@]}"; do wait "$k"; done
+  python3 - "$out"/fio-node*.json >> "$results" <<'PY'
+import json, sys
+jobs = [json.load(open(p))["jobs"][0]["write"] for p in sys.argv[1:]]
+print(f"fio {sum(j['io_bytes'] for j in jobs) / (max(j['runtime'] for j in jobs) / 1e3)}")
+PY
+}
+
+rados_write() {
+  settle
+  $cluster exec rados -p cephfs_data bench 20 write -b $((kib * 1024)) -t 16 --no-cleanup \
+    --format=json > "$out/rados.json" 2> "$out/rados.err" || { cat "$out/rados.err"; exit 1; }
+  $cluster exec rados -p cephfs_data cleanup > /dev/null 2>&1
+  python3 - "$out/rados.json" >> "$results" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+r = json.loads(text[text.index("{"):])
+print(f"rados {r['total_writes_made'] * r['write_size'] / r['time_elapsed']}")
+PY
+}
+
+for ((repeat = 1; repeat <= repeats; repeat++)); do
+  iotest_write
+  fio_write
+  rados_write
+done
+rm -rf "$dir"
+
+python3 - "$results" "$rate" "$storage_hosts" "$replication" "$repeats" "$volume" "$kib" \
+  "$files" <<'PY'
+import re, statistics, sys
+path, rate, stores, repl, repeats, volume, kib, files = sys.argv[1:]
+m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate, re.I)
+link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()] / 8
+limit = int(stores) * link / int(repl)
+runs = {}
+for line in open(path):
+    what, value = line.split()
+    runs.setdefault(what, []).append(float(value))
+print(f"CephFS through ceph-fuse: 3 client hosts, {stores} storage hosts with an OSD each, "
+      f"links {rate}, replication {repl}; {int(volume) / 1e6:.0f} MB in {files} files, "
+      f"{kib} KiB transfers; median of {repeats} (range), MB/s")
+print(f"The links allow {stores} x {link / 1e6:.1f} MB/s / {repl} = {limit / 1e6:.1f} MB/s")
+print("| what | MB/s | range | of the links' limit |")
+print("|---|---|---|---|")
+label = {"iotest": "iotest posix, 3 hosts", "fio": "fio, 3 hosts, same files",
+         "rados": "rados bench, data pool"}
+med = {}
+for what in ("iotest", "fio", "rados"):
+    r = runs[what]
+    med[what] = statistics.median(r)
+    print(f"| {label[what]} | {med[what] / 1e6:.1f} | {min(r) / 1e6:.1f}-{max(r) / 1e6:.1f} | "
+          f"{med[what] / limit:.2f} |")
+print(f"The file system and FUSE path: fio at {med['fio'] / med['rados']:.2f} of rados bench")
+print(f"ratio={med['iotest'] / med['fio']:.2f}")
+PY
