@@ -115,7 +115,8 @@ rados_write() {
 import json, sys
 text = open(sys.argv[1]).read()
 r = json.loads(text[text.index("{"):])
-print(f"rados {r['total_writes_made'] * r['write_size'] / r['time_elapsed']}")
+# Its JSON gives numbers as strings.
+print(f"rados {float(r['total_writes_made']) * float(r['write_size']) / float(r['total_time_run'])}")
 PY
 }
 
