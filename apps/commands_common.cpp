@@ -20,6 +20,7 @@
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/storage/storage_progress.hpp"
 #include "iotest/swiftly/fft.hpp"
 #include "revision.hpp"  // generated: IOTEST_GIT_REVISION
 
@@ -126,6 +127,26 @@ int run_in_process(const ReportOptions& out, const std::function<int()>& body) {
 // Seconds a failed rank gives MPI_Abort before it leaves by itself.
 constexpr int kAbortGraceS = 10;
 
+// Ends the whole job from this rank, whose failure is said: only
+// MPI_Abort reaches peers blocked on it.
+void abort_job() {
+  // A launcher forwards a rank's output through its own processes
+  // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
+  // moment first, so that the one line reaches the user.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // A resource manager may be slow to carry the abort out (Slurm's PMIx
+  // plugin once left such a job for minutes): this rank then leaves by
+  // itself, its failed exit ending the step (srun --kill-on-bad-exit, as
+  // plan's scripts launch) and its closed links its peers' waits. _Exit:
+  // no destructors or exit handlers, which could wait on a thread or
+  // flush into a file system that stopped answering.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceS));
+    std::_Exit(iotest::kExitFailure);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
+}
+
 // A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
 // "When a rank fails"). Usage errors are agreed by every rank: rank 0 says
 // it once and all leave with the usage status. Any other failure is this
@@ -161,19 +182,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
     status = iotest::kExitFailure;
   } catch (const std::exception& e) {
     print_error(fmt::format("(rank {}) {}", rank, what_failed(e)));
-    // A launcher forwards a rank's output through its own processes
-    // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
-    // moment first, so that the one line reaches the user.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    // A resource manager may be slow to carry the abort out (Slurm's PMIx
-    // plugin once left such a job for minutes): this rank then leaves by
-    // itself, its failed exit ending the step (srun --kill-on-bad-exit, as
-    // plan's scripts launch) and its closed links its peers' waits.
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceS));
-      std::_Exit(iotest::kExitFailure);
-    }).detach();
-    MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
+    abort_job();
   }
   // After run() no rank waits on another: rank 0 failing to write the
   // report ends with the failure status, the others as they are.
@@ -201,6 +210,17 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
   const bool multiple =
       iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
   const auto repeated = [&](MPI_Comm comm) {
+    // A storage call blocked in the kernel (a shared file system's link
+    // cut) cannot be cancelled, nor its thread joined: the watchdog says
+    // so once and ends the job, the blocked process left to the kernel
+    // (docs/pipeline.md, "A stalled file system").
+    const iotest::storage::StallWatch watch(
+        iotest::storage::rank_progress(), options.storage_stall_timeout_s,
+        [](const iotest::storage::Stall& stall) {
+          print_error(iotest::storage::describe(stall, iotest::host_name()));
+          abort_job();
+          std::_Exit(iotest::kExitFailure);  // MPI_Abort came back: leave anyway
+        });
     // --repetitions: the whole job again in the same processes (setup
     // included, outside the measured part); the outputs are written anew
     // each time, the last ones stay.

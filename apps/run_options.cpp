@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
+
 #include "cli_options.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/job/job.hpp"
@@ -10,6 +13,19 @@
 namespace iotest::cli {
 
 namespace {
+
+// A bound in seconds: a number, 0 or more (CLI11's own range check prints
+// its range up to DBL_MAX; its conversion error does not say what was
+// expected).
+const CLI::Validator kSeconds(
+    [](std::string& value) {
+      char* end = nullptr;
+      const double s = std::strtod(value.c_str(), &end);
+      return value.empty() || *end != '\0' || !std::isfinite(s) || s < 0
+                 ? "expected a number of seconds, 0 or more, got '" + value + "'"
+                 : std::string();
+    },
+    "SECONDS");
 
 // What the run checks against the direct transforms.
 void add_check_options(CLI::App* app, pipeline::RunOptions& o) {
@@ -71,6 +87,13 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
   app->add_flag("--require-space", o.require_space,
                 "exit 2 before any work when an output's file system has less free space than "
                 "the writing rank will write there (default: a warning)")
+      ->group("Storage");
+  app->add_option("--storage-stall-timeout", o.storage_stall_timeout_s,
+                  "end the job when a storage call (open, write, sync, close) makes no progress "
+                  "for this many seconds: a shared file system that stopped answering (0: wait "
+                  "for ever)")
+      ->check(kSeconds)
+      ->capture_default_str()
       ->group("Storage");
   app->add_option("--image", o.image,
                   std::string("--direction=image or both: ") + kImageHelp +

@@ -563,6 +563,8 @@ void claim_outputs(Context& ctx) {
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
   for (const auto& path : ctx.outputs()) {
     if (path.empty()) continue;
+    const storage::WatchedCall call(storage::StorageStep::creating,
+                                    storage::partial_path(path, ctx.nonce));
     if (writes && first == 0)
       ctx.claims.emplace_back(path, ctx.nonce, "OUTPUT", ctx.storage.folder);
     else
@@ -711,6 +713,7 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
   std::string clash;
   for (auto* claim : claims) {
     try {
+      const storage::WatchedCall call(storage::StorageStep::publishing, claim->partial());
       clash = claim->take();
     } catch (const std::exception& e) {  // agreed too: no rank keeps a name alone
       clash = e.what();
@@ -729,6 +732,7 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
   index_t replaced = 0, in_all = 0;
   for (auto* claim : claims) {
     replaced += claim->replaces() ? 1 : 0;
+    const storage::WatchedCall call(storage::StorageStep::publishing, claim->partial());
     claim->commit();
   }
   MPI_Reduce(&replaced, &in_all, 1, MPI_INT64_T, MPI_SUM, 0, comm);

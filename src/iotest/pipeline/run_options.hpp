@@ -24,6 +24,11 @@ struct RunOptions {
   // An output's file system with less free space than its rank will write
   // there: a usage error (else a warning).
   bool require_space = false;
+  // A storage call (open, write, sync, close, publish) in progress this
+  // many seconds with no other ending meanwhile ends the job: a shared
+  // file system that stopped answering (docs/pipeline.md, "A stalled file
+  // system"). 0: no bound.
+  double storage_stall_timeout_s = 120;
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
   index_t source_count = 10;
   std::uint64_t seed = 1;

@@ -40,6 +40,9 @@ struct ChunkQueue::Shared {
   index_t taken_bytes = 0;  // values of the chunks the writer has taken
   char failure[512] = {};
   storage::WriteStats result;
+  // The writer's storage calls, marked for the streamer's watchdog (a
+  // forked writer's too: it is in the shared mapping).
+  storage::StorageProgress progress;
   struct Entry {
     storage::ChunkKey key;
     index_t visibilities = 0;
@@ -131,9 +134,12 @@ ChunkQueue::ChunkQueue(index_t slots, index_t chunk_values, index_t presence_wor
   pthread_cond_init(&shared_->not_full, &ca);
   pthread_cond_init(&shared_->not_empty, &ca);
   pthread_condattr_destroy(&ca);
+  storage::rank_progress().add(&shared_->progress);
 }
 
 ChunkQueue::~ChunkQueue() {
+  // Out of the watchdog's sight before it is unmapped.
+  storage::rank_progress().remove(&shared_->progress);
   // Unmapped, not destroyed: pthread_cond_destroy waits for the waiters
   // woken last, and a writer process killed while waiting never answers.
   // The process-shared objects hold nothing outside the mapping.
@@ -317,6 +323,9 @@ index_t ChunkQueue::taken_bytes() const {
 index_t ChunkQueue::high_water() const {
   Hold hold(*shared_);
   return shared_->high_water;
+}
+storage::StorageProgress& ChunkQueue::progress() {
+  return shared_->progress;
 }
 double ChunkQueue::push_wait_s() const {
   Hold hold(*shared_);
@@ -620,6 +629,7 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
   std::unique_ptr<storage::Backend> backend;
   try {
     backend = storage::make_backend(storage, path);
+    backend->watch(&queue.progress());
     if (shared != MPI_COMM_NULL) backend->share(shared);
     backend->open(path, layout);
     queue.mark_opened();

@@ -85,6 +85,9 @@ class ChunkQueue {
   index_t high_water() const;
   double push_wait_s() const;   // time pushers spent waiting for a slot
   index_t taken_bytes() const;  // visibilities' bytes in the chunks taken so far
+  // Its writer's storage calls' marks, in the queue's memory (shared with
+  // a forked writer), in the rank's progress table while the queue lives.
+  storage::StorageProgress& progress();
 
  private:
   struct Shared;

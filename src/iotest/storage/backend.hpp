@@ -18,6 +18,7 @@
 
 #include "iotest/common/array.hpp"
 #include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/storage_progress.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::storage {
@@ -206,6 +207,11 @@ class Backend {
   // the values it stores, as readers give them back.
   virtual index_t stored_value_bytes() const { return static_cast<index_t>(sizeof(cplx)); }
   virtual std::string_view name() const = 0;
+  // Where its calls (open, write_chunk, idle, flush, complete) are marked
+  // as they start and end, for the rank's watchdog: a call that blocks on
+  // a stalled file system ends the job (storage_progress.hpp). Before
+  // open(); nullptr: not watched.
+  void watch(StorageProgress* progress) { progress_ = progress; }
   const WriteStats& stats() const { return stats_; }
   const VisibilityLayout& layout() const { return layout_; }
 
@@ -240,6 +246,7 @@ class Backend {
   std::vector<WrittenPart> written_parts_;
   std::vector<ChunkChecksum> checksums_;
   const std::uint32_t* given_crc32_ = nullptr;  // write_chunk's, for its first write
+  StorageProgress* progress_ = nullptr;
 };
 
 // The HDF5 library's version ("1.10.8"), for the reports.

@@ -39,6 +39,8 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
   written_.assign(static_cast<size_t>(layout.chunk_count()), false);
   stats_ = {};
   checksums_.clear();
+  if (progress_) progress_->name(partial_of(path));
+  const ProgressMark mark(progress_, StorageStep::opening);
   const auto start = Clock::now();
   do_open(path);
   do_flush();
@@ -50,6 +52,7 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
   if (key.row_chunk < 0 || key.row_chunk >= layout_.row_chunks() || key.freq_chunk < 0 ||
       key.freq_chunk >= layout_.freq_chunks())
     throw std::logic_error("chunk outside the visibility layout");
+  const ProgressMark mark(progress_, StorageStep::writing);
   const auto start = Clock::now();
   auto seen = written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
   // Of the bytes given: a rewrite's are the sum, and a back-end that
@@ -70,18 +73,21 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
 }
 
 void Backend::idle() {
+  const ProgressMark mark(progress_, StorageStep::writing);  // a collective round
   const auto start = Clock::now();
   do_idle();
   stats_.seconds += seconds_since(start);
 }
 
 void Backend::flush() {
+  const ProgressMark mark(progress_, StorageStep::syncing);
   const auto start = Clock::now();
   do_flush();
   stats_.sync_s += seconds_since(start);
 }
 
 void Backend::complete() {
+  const ProgressMark mark(progress_, StorageStep::closing);
   const auto start = Clock::now();
   do_close();
   stats_.sync_s += seconds_since(start);
