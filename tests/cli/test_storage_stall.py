@@ -1,0 +1,128 @@
+"""A stalled file system ends the job (docs/pipeline.md, "A stalled file
+system"): a storage call that makes no progress for --storage-stall-timeout
+seconds ends the run with one line naming the host, the call and the file,
+a non-zero status, and no output under its final name.
+
+A host whose link to a shared file system is cut is played on one host by
+the test hook IOTEST_TEST_STALL_STORAGE=STEP in one rank's environment (an
+MPMD launch): that rank's first call of STEP blocks for ever, as a write
+into a dead mount would."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import MPI_TIMEOUT_S, MPIRUN, children, iotest_binary, mpi_env, rank_processes
+
+# test_errors.py's smallest job: 3 ranks are 1 producer and 2 streamers.
+OBS = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-1800:1800/16/8",
+       "--freq=260e6:300e6/32/16", "--dec=-40", "--source-count=10", "--no-progress"]
+
+
+def error_lines(proc):
+    return [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
+
+
+def nothing_looks_complete(folder):
+    """No output under its final name: only in-progress files (or none)."""
+    assert all(p.name.endswith(".partial") for p in folder.iterdir()), \
+        sorted(os.listdir(folder))
+
+# The whole job, stall included, is over well within this.
+BOUND_S = 30
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def stalled_job(tmp_path, hook, args, stall_timeout="3", ext="h5"):
+    """Runs 3 ranks (a producer, streamers 1 and 2 writing out0 and out1)
+    with `hook` in rank 2's environment; returns the finished process, its
+    seconds and every rank's and writer process's pid seen meanwhile.
+    Whatever happens, no process of the job outlives the call."""
+    run = [iotest_binary(), *OBS, f"--storage-stall-timeout={stall_timeout}", *args,
+           str(tmp_path / f"out%d.{ext}")]
+    cmd = [*MPIRUN, "-np", "2", *run, ":", "-np", "1", "env",
+           f"IOTEST_TEST_STALL_STORAGE={hook}", *run]
+    start = time.time()
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=mpi_env())
+    seen = set()
+    try:
+        while job.poll() is None and time.time() - start < MPI_TIMEOUT_S:
+            for pid in rank_processes(job.pid).values():
+                seen |= {pid, *children(pid)}
+            time.sleep(0.1)
+        out, err = job.communicate(timeout=max(1, MPI_TIMEOUT_S - (time.time() - start)))
+    finally:
+        if job.poll() is None:
+            job.send_signal(signal.SIGTERM)  # mpirun takes its ranks down with it
+            job.communicate(timeout=60)
+        for pid in seen:  # and whatever it left
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    seconds = time.time() - start
+    return subprocess.CompletedProcess(cmd, job.returncode, out, err), seconds, seen
+
+
+def stall_line(proc, step, ext):
+    """The one error line, naming the host, the call and rank 2's output."""
+    lines = error_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    pattern = (r"iotest: error: storage made no progress for (\d+) s on (\S+): "
+               rf"{step} (\S+/out1\.{ext}\.run-\d+\.partial) "
+               r"\(the file system stopped answering; --storage-stall-timeout\)$")
+    match = re.match(pattern, lines[0])
+    assert match, lines[0]
+    return int(match.group(1)), match.group(2), match.group(3)
+
+
+@pytest.mark.parametrize("step,extra,ext", [
+    ("writing", [], "h5"),                  # a writer thread's chunk write
+    ("writing", ["--fork-writer"], "h5"),   # a writer process's, marked in shared memory
+    ("writing", [], "bin"),                 # the posix back-end
+    ("opening", [], "h5"),                  # before the start barrier
+    ("closing", ["--fork-writer"], "bin"),  # the close, the streamer joining its writer
+])
+def test_a_stalled_storage_call_ends_the_job_with_one_line(tmp_path, step, extra, ext):
+    proc, seconds, pids = stalled_job(tmp_path, step, extra, ext=ext)
+    assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    assert seconds < BOUND_S, (seconds, proc.stderr)
+    stalled_s, host, _ = stall_line(proc, step, ext)
+    assert stalled_s >= 3
+    assert host == subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    nothing_looks_complete(tmp_path)
+    # Every rank and writer process is gone (a stall in userland here:
+    # one in the kernel would leave its process to the kernel).
+    deadline = time.time() + 10
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+
+
+def test_a_slow_call_under_the_bound_is_no_stall(tmp_path):
+    # One write takes 2 s, under a bound of 10 s: the run completes.
+    proc, _, _ = stalled_job(tmp_path, "writing:2", [], stall_timeout="10")
+    assert proc.returncode == 0, proc.stderr
+    assert not error_lines(proc), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out0.h5", "out1.h5"]
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "inf", ""])
+def test_a_bound_that_is_no_number_of_seconds_is_a_usage_error(iotest, tmp_path, value):
+    proc = iotest("run", *OBS, f"--storage-stall-timeout={value}", str(tmp_path / "out%d.h5"))
+    assert proc.returncode == 2, proc.stderr
+    lines = error_lines(proc)
+    assert len(lines) == 1 and "--storage-stall-timeout" in lines[0], proc.stderr
+    assert not list(tmp_path.iterdir())
