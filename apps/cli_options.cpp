@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -111,6 +113,29 @@ void add_storage_options(CLI::App* app, storage::StorageOptions& o, bool choose)
             ->group(group);
       }
     }
+}
+
+// A bound in seconds: a number, 0 or more (CLI11's own range check prints
+// its range up to DBL_MAX; its conversion error does not say what was
+// expected).
+const CLI::Validator kSeconds(
+    [](std::string& value) {
+      char* end = nullptr;
+      const double s = std::strtod(value.c_str(), &end);
+      return value.empty() || *end != '\0' || !std::isfinite(s) || s < 0
+                 ? "expected a number of seconds, 0 or more, got '" + value + "'"
+                 : std::string();
+    },
+    "SECONDS");
+
+void add_storage_stall_option(CLI::App* app, double& seconds) {
+  app->add_option("--storage-stall-timeout", seconds,
+                  "end the job when a storage call (open, read, write, sync, close) makes no "
+                  "progress for this many seconds: a shared file system that stopped answering "
+                  "(0: wait for ever)")
+      ->check(kSeconds)
+      ->capture_default_str()
+      ->group("Storage");
 }
 
 void add_report_options(CLI::App* app, ReportOptions& o, bool rank0) {

@@ -146,6 +146,10 @@ void add_process_threads_option(CLI::App* app, int& threads);
 // --help group, as IOR does. Readers find the back-end from the files.
 void add_storage_options(CLI::App* app, storage::StorageOptions& o, bool choose = true);
 
+// --storage-stall-timeout (run, read): the bound on a storage call
+// (docs/pipeline.md, "A stalled file system").
+void add_storage_stall_option(CLI::App* app, double& seconds);
+
 // --report, --csv and --config. `rank0`: the command runs under mpirun.
 struct ReportOptions {
   std::string report;  // JSON report path ("-": stdout)

@@ -66,10 +66,12 @@ int run_in_process(const ReportOptions& out, const std::function<int()>& body);
 // docs/pipeline.md says ("When a rank fails"). `body` runs the command;
 // `parse_error`, when not empty, is a usage error said by rank 0 instead;
 // `data_path` is its output or input; `threads`: the MPI thread support the
-// command needs (MPI_THREAD_MULTIPLE when writer threads call MPI).
+// command needs (MPI_THREAD_MULTIPLE when writer threads call MPI);
+// `stall_timeout_s`: its storage calls' bound (--storage-stall-timeout; 0:
+// none), its report's included.
 int run_mpi(const std::function<report::Report(MPI_Comm)>& body, const ReportOptions& out,
             const std::string& parse_error, const std::string& data_path,
-            int threads = MPI_THREAD_FUNNELED);
+            int threads = MPI_THREAD_FUNNELED, double stall_timeout_s = 0);
 
 // `iotest run`: the pipeline, `repetitions` times, over run_mpi.
 int run_pipeline(const pipeline::RunOptions& options, int repetitions, const ReportOptions& out,

@@ -95,14 +95,28 @@ void emit(iotest::report::Report report, const ReportOptions& out, const std::st
     std::fputs(report.advice->job_script.c_str(), stdout);
     std::fflush(stdout);
   }
-  if (!out.report.empty()) iotest::report::write_json(report, out.report);
-  if (!out.csv.empty()) iotest::report::write_csv(report, out.csv);
+  // Watched as the outputs are (a report on the shared file system).
+  if (!out.report.empty()) {
+    const iotest::storage::WatchedCall call(iotest::storage::StorageStep::writing, out.report);
+    iotest::report::write_json(report, out.report);
+  }
+  if (!out.csv.empty()) {
+    const iotest::storage::WatchedCall call(iotest::storage::StorageStep::writing, out.csv);
+    iotest::report::write_csv(report, out.csv);
+  }
 }
 
 // Before any work: the report's and the tables' paths can be written.
 void check_outputs(const ReportOptions& out) {
-  if (!out.report.empty()) iotest::report::check_writable(out.report);
-  if (!out.csv.empty()) iotest::report::check_writable(out.csv + ".summary.csv", "--csv");
+  using iotest::storage::StorageStep, iotest::storage::WatchedCall;
+  if (!out.report.empty()) {
+    const WatchedCall call(StorageStep::creating, out.report);
+    iotest::report::check_writable(out.report);
+  }
+  if (!out.csv.empty()) {
+    const WatchedCall call(StorageStep::creating, out.csv + ".summary.csv");
+    iotest::report::check_writable(out.csv + ".summary.csv", "--csv");
+  }
 }
 
 // The one line a failure gets on stderr.
@@ -147,6 +161,20 @@ void abort_job() {
   MPI_Abort(MPI_COMM_WORLD, iotest::kExitFailure);
 }
 
+// A storage call blocked in the kernel (a shared file system's link cut)
+// cannot be cancelled, nor its thread joined: the watchdog says so once
+// and ends the job, the blocked process left to the kernel
+// (docs/pipeline.md, "A stalled file system").
+std::optional<iotest::storage::StallWatch> watch_storage(double bound_s) {
+  return std::optional<iotest::storage::StallWatch>(
+      std::in_place, iotest::storage::rank_progress(), bound_s,
+      [](const iotest::storage::Stall& stall) {
+        print_error(iotest::storage::describe(stall, iotest::host_name()));
+        abort_job();
+        std::_Exit(iotest::kExitFailure);  // MPI_Abort came back: leave anyway
+      });
+}
+
 // A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
 // "When a rank fails"). Usage errors are agreed by every rank: rank 0 says
 // it once and all leave with the usage status. Any other failure is this
@@ -155,11 +183,13 @@ void abort_job() {
 // `threads`: the MPI thread support the command needs (MPI_THREAD_MULTIPLE
 // when writer threads call MPI: the phdf5 back-end).
 int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const ReportOptions& out,
-            const std::string& parse_error, const std::string& data_path, int threads) {
+            const std::string& parse_error, const std::string& data_path, int threads,
+            double stall_timeout_s) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, threads, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto watch = watch_storage(stall_timeout_s);  // MPI_Abort needs MPI up
   int status = iotest::kExitOk;
   std::optional<iotest::report::Report> report;
   try {
@@ -199,6 +229,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
     if (report->interconnect && report->interconnect->messages_wrong > 0)
       status = iotest::kExitFailure;
   }
+  watch.reset();
   MPI_Finalize();
   return status;
 }
@@ -210,17 +241,6 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
   const bool multiple =
       iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
   const auto repeated = [&](MPI_Comm comm) {
-    // A storage call blocked in the kernel (a shared file system's link
-    // cut) cannot be cancelled, nor its thread joined: the watchdog says
-    // so once and ends the job, the blocked process left to the kernel
-    // (docs/pipeline.md, "A stalled file system").
-    const iotest::storage::StallWatch watch(
-        iotest::storage::rank_progress(), options.storage_stall_timeout_s,
-        [](const iotest::storage::Stall& stall) {
-          print_error(iotest::storage::describe(stall, iotest::host_name()));
-          abort_job();
-          std::_Exit(iotest::kExitFailure);  // MPI_Abort came back: leave anyway
-        });
     // --repetitions: the whole job again in the same processes (setup
     // included, outside the measured part); the outputs are written anew
     // each time, the last ones stay.
@@ -233,9 +253,9 @@ int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
     return repetitions > 1 ? iotest::report::with_repetitions(std::move(runs))
                            : std::move(runs.front());
   };
-  return run_mpi(repeated, out, parse_error,
-                 options.inputs.empty() ? options.output : options.inputs.front(),
-                 multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
+  return run_mpi(
+      repeated, out, parse_error, options.inputs.empty() ? options.output : options.inputs.front(),
+      multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, options.storage_stall_timeout_s);
 }
 
 }  // namespace iotest::cli

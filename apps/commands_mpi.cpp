@@ -68,10 +68,12 @@ Command add_read_command(CLI::App& app, ReportOptions& out) {
       ->group(kChecks);
   add_report_options(read, out, true);
   add_storage_options(read, read_opts->storage, false);
+  add_storage_stall_option(read, read_opts->storage_stall_timeout_s);
   set_example(read, "  mpirun -np 2 iotest read out/vis*.h5 --check --report=read.json");
   const auto execute = [read_opts, &out] {
     return run_mpi([&](MPI_Comm comm) { return iotest::pipeline::read(*read_opts, comm); }, out, "",
-                   read_opts->files.front());
+                   read_opts->files.front(), MPI_THREAD_FUNNELED,
+                   read_opts->storage_stall_timeout_s);
   };
   return {read, execute, parse_failed_under_mpi};
 }

@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <cstdlib>
-
 #include "cli_options.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/job/job.hpp"
@@ -13,19 +10,6 @@
 namespace iotest::cli {
 
 namespace {
-
-// A bound in seconds: a number, 0 or more (CLI11's own range check prints
-// its range up to DBL_MAX; its conversion error does not say what was
-// expected).
-const CLI::Validator kSeconds(
-    [](std::string& value) {
-      char* end = nullptr;
-      const double s = std::strtod(value.c_str(), &end);
-      return value.empty() || *end != '\0' || !std::isfinite(s) || s < 0
-                 ? "expected a number of seconds, 0 or more, got '" + value + "'"
-                 : std::string();
-    },
-    "SECONDS");
 
 // What the run checks against the direct transforms.
 void add_check_options(CLI::App* app, pipeline::RunOptions& o) {
@@ -88,13 +72,7 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
                 "exit 2 before any work when an output's file system has less free space than "
                 "the writing rank will write there (default: a warning)")
       ->group("Storage");
-  app->add_option("--storage-stall-timeout", o.storage_stall_timeout_s,
-                  "end the job when a storage call (open, write, sync, close) makes no progress "
-                  "for this many seconds: a shared file system that stopped answering (0: wait "
-                  "for ever)")
-      ->check(kSeconds)
-      ->capture_default_str()
-      ->group("Storage");
+  add_storage_stall_option(app, o.storage_stall_timeout_s);
   app->add_option("--image", o.image,
                   std::string("--direction=image or both: ") + kImageHelp +
                       "; rank 0 writes it after the walk, taking the facets a block at a time")

@@ -48,9 +48,14 @@ def stalled_job(tmp_path, hook, args, stall_timeout="3", ext="h5"):
     with `hook` in rank 2's environment; returns the finished process, its
     seconds and every rank's and writer process's pid seen meanwhile.
     Whatever happens, no process of the job outlives the call."""
-    run = [iotest_binary(), *OBS, f"--storage-stall-timeout={stall_timeout}", *args,
-           str(tmp_path / f"out%d.{ext}")]
-    cmd = [*MPIRUN, "-np", "2", *run, ":", "-np", "1", "env",
+    return hooked_job(3, hook, [*OBS, f"--storage-stall-timeout={stall_timeout}", *args,
+                                str(tmp_path / f"out%d.{ext}")])
+
+
+def hooked_job(ranks, hook, args):
+    """`ranks` ranks of `iotest ARGS`, the last with `hook` in its environment."""
+    run = [iotest_binary(), *args]
+    cmd = [*MPIRUN, "-np", str(ranks - 1), *run, ":", "-np", "1", "env",
            f"IOTEST_TEST_STALL_STORAGE={hook}", *run]
     start = time.time()
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -76,12 +81,13 @@ def stalled_job(tmp_path, hook, args, stall_timeout="3", ext="h5"):
     return subprocess.CompletedProcess(cmd, job.returncode, out, err), seconds, seen
 
 
-def stall_line(proc, step, ext):
+def stall_line(proc, step, ext, file=r"out1\.{ext}\.run-\d+\.partial"):
     """The one error line, naming the host, the call and rank 2's output."""
     lines = error_lines(proc)
     assert len(lines) == 1, proc.stderr
+    file = file.format(ext=ext)
     pattern = (r"iotest: error: storage made no progress for (\d+) s on (\S+): "
-               rf"{step} (\S+/out1\.{ext}\.run-\d+\.partial) "
+               rf"{step} (\S+/{file}) "
                r"\(the file system stopped answering; --storage-stall-timeout\)$")
     match = re.match(pattern, lines[0])
     assert match, lines[0]
@@ -105,6 +111,21 @@ def test_a_stalled_storage_call_ends_the_job_with_one_line(tmp_path, step, extra
     nothing_looks_complete(tmp_path)
     # Every rank and writer process is gone (a stall in userland here:
     # one in the kernel would leave its process to the kernel).
+    deadline = time.time() + 10
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+
+
+def test_a_stalled_read_ends_the_job_with_one_line(mpirun, tmp_path):
+    mpirun(3, *OBS, "--synthetic-vis", str(tmp_path / "out%d.h5"), check=0)
+    files = [str(tmp_path / f"out{i}.h5") for i in range(2)]
+    # Rank 1 reads out1.h5, and its first read never returns.
+    proc, seconds, pids = hooked_job(2, "reading", ["read", *files,
+                                                    "--storage-stall-timeout=3"])
+    assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    assert seconds < BOUND_S, (seconds, proc.stderr)
+    stall_line(proc, "reading", "h5", file=r"out1\.h5")
     deadline = time.time() + 10
     while any(alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.1)

@@ -22,6 +22,9 @@ struct ReadOptions {
   storage::StorageOptions storage;  // the back-ends' read options (--posix.direct)
   bool drop_caches = false;         // root only: empty the page cache first
   bool check = false;               // every value against the synthetic pattern
+  // A read (or open) that makes no progress this long ends the job, as a
+  // run's storage calls do (RunOptions::storage_stall_timeout_s).
+  double storage_stall_timeout_s = 120;
 };
 
 // Collective over comm; the report is complete on rank 0. UsageErrors are

@@ -23,6 +23,8 @@ const char* step_name(StorageStep step) {
       return "closing";
     case StorageStep::publishing:
       return "publishing";
+    case StorageStep::reading:
+      return "reading";
     case StorageStep::none:
       break;
   }
@@ -67,8 +69,9 @@ StallHook read_stall_hook() {
   const std::string text = value;
   const auto colon = text.find(':');
   const std::string name = text.substr(0, colon);
-  for (auto s : {StorageStep::creating, StorageStep::opening, StorageStep::writing,
-                 StorageStep::syncing, StorageStep::closing, StorageStep::publishing})
+  for (auto s :
+       {StorageStep::creating, StorageStep::opening, StorageStep::writing, StorageStep::syncing,
+        StorageStep::closing, StorageStep::publishing, StorageStep::reading})
     if (name == step_name(s)) hook.step = s;
   if (colon != std::string::npos) hook.seconds = std::atof(text.c_str() + colon + 1);
   return hook;

@@ -32,6 +32,7 @@ enum class StorageStep : std::int32_t {
   syncing,     // fsync, MPI_File_sync
   closing,     // completing the output, synced
   publishing,  // giving an output its final name
+  reading,     // a chunk read back (iotest read)
 };
 const char* step_name(StorageStep step);
 
