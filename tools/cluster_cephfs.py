@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 import uuid
 
@@ -106,6 +105,7 @@ def write_conf(state, root):
         "mds cache memory limit = 268435456",
         "[client]",
         "client oc size = 67108864",
+        "client oc max dirty = 50331648",
         "",
     ]
     with open(conf_path(root), "w") as f:
@@ -287,20 +287,3 @@ def status_lines(state, root, ops):
     p = ceph(ops, root, "health", timeout=10, check=False)
     lines.append(f"  ceph health: {(p.stdout or p.stderr).strip()}")
     return lines
-
-
-def client_pids(state):
-    return {h: state["daemons"].get(f"ceph-fuse-{h}") for h in [*state["hosts"], "login"]}
-
-
-def wait_gone(pids, timeout_s=10):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if not [p for p in pids if p and os.path.exists(f"/proc/{p}")]:
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def subprocess_errors():
-    return (subprocess.SubprocessError, OSError)

@@ -120,12 +120,25 @@ def test_every_back_end_from_three_hosts_read_through_another_client(ceph, folde
     nonce = str(report["config"]["nonce"])
     # The login side's client, then node3's: neither wrote alone.
     ceph.exec(iotest_binary(), "verify", "--all", "--nonce", nonce, *files, check=0)
-    ceph.exec("srun", "--nodes=1", "--nodelist=node3", "--ntasks=2", "--overcommit",
-              "--kill-on-bad-exit=1", iotest_binary(), "read", "--check", *files, check=0)
-    if backend != "posix":  # an image needs the field's files (UVH5, MS)
-        ceph.exec("srun", "--nodes=1", "--nodelist=node3", "--ntasks=3", "--overcommit",
-                  "--kill-on-bad-exit=1", iotest_binary(), "run", *T05[:5], "--threads=1",
-                  "--no-progress", "--direction=image", *files, check=0)
+    # Two more sets from the three hosts, read through node3's client: the
+    # imaging direction needs a whole observation (the plan's script
+    # stonewalls, --duration, so its files are refused there), and
+    # `read --check` checks the synthetic pattern.
+    on_node3 = ["srun", "--nodes=1", "--nodelist=node3", "--overcommit", "--kill-on-bad-exit=1"]
+    for kind in (["--synthetic-vis"], [] if backend != "posix" else None):
+        if kind is None:  # an image needs the field's files (UVH5, MS)
+            continue
+        sub = os.path.join(folder, "synthetic" if kind else "whole")
+        os.makedirs(sub)
+        ceph.srun(3, 3, "run", *kind, *T05, f"--storage={backend}",
+                  os.path.join(sub, OUTPUTS[backend]), check=0, cwd=sub)
+        written = sorted(glob.glob(os.path.join(sub, OUTPUTS[backend].replace("%d", "[0-9]"))))
+        if kind:
+            ceph.exec(*on_node3, "--ntasks=2", iotest_binary(), "read", "--check", *written,
+                      check=0)
+        else:
+            ceph.exec(*on_node3, "--ntasks=3", iotest_binary(), "run", *T05, "--no-progress",
+                      "--direction=image", *written, check=0)
 
 
 def test_the_report_names_ceph_its_pool_and_the_layout_set(ceph, folder):
