@@ -53,6 +53,10 @@ $cluster up $hosts --storage=cephfs --storage-hosts=$storage_hosts \
   --replication="$replication" --storage-link-rate="$rate" --subnet=10.81.0 --port=16857 \
   --lifetime=5400 > "$out/up.txt" 2>&1 || { cat "$out/up.txt"; exit 1; }
 shared=$IOTEST_CLUSTER_ROOT/shared
+# Ranks that wait sleep, as plan --slurm's scripts have them (srun passes
+# the environment on): spinning ranks would take the cores the clients and
+# OSDs need (bench/README.md, Calibration).
+export OMP_WAIT_POLICY=PASSIVE OMPI_MCA_mpi_yield_when_idle=1
 dir=$shared/bench
 
 # 351 baselines x 128 dumps x 1024 channels x 16 B: 736 MB, chunks of 64
