@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 
+#include "iotest/common/file_layout.hpp"
+
 namespace iotest::storage {
 
 // Where an output is written until it is complete: PATH.run-<nonce>.partial
@@ -80,6 +82,15 @@ class OutputClaim {
   // A file was under the final name when the claim was made: publishing
   // replaces it.
   bool replaces() const { return replaces_; }
+
+  // --file-layout: sets `request` on the in-progress file while it is
+  // still empty (a folder output: on the folder, which what is made in it
+  // inherits). The back-ends write into that file, truncating it at most
+  // (which keeps a layout; removing and creating it again would lose
+  // it). Empty, or why not (common/file_layout.hpp).
+  std::string set_layout(const FileLayout& request) const {
+    return set_file_layout(fd_, partial_, folder_, request);
+  }
 
   // Publishing is in two steps, so that a run of many outputs (ranks)
   // publishes all of them or none. take() gives the output its final name
