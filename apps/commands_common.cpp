@@ -15,10 +15,12 @@
 
 #include "commands.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/file_layout.hpp"
 #include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/output_claim.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/storage_progress.hpp"
 #include "iotest/swiftly/fft.hpp"
@@ -29,6 +31,68 @@ namespace iotest::cli {
 std::string command_line, configuration;
 
 namespace {
+
+// The first output of a pattern on this host, for its layout: the path
+// itself where it is there (a single output, the files read), else the
+// lowest numbered of OUT%d.h5 (or out.<n>.h5 for several writers of
+// out.h5), found in one listing of the folder.
+std::optional<std::string> first_output(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(path, error)) return path;
+  const std::string name = fs::path(path).filename().string();
+  const std::string numbered =
+      name.find("%d") != std::string::npos ? name : iotest::storage::before_extension(name, ".%d");
+  const auto at = numbered.find("%d");
+  const std::string prefix = numbered.substr(0, at), suffix = numbered.substr(at + 2);
+  std::optional<std::string> first;
+  long lowest = -1;
+  for (const auto& entry : fs::directory_iterator(iotest::storage::folder_of(path), error)) {
+    const std::string n = entry.path().filename().string();
+    if (n.size() <= prefix.size() + suffix.size() || !n.starts_with(prefix) || !n.ends_with(suffix))
+      continue;
+    const std::string digits = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    if (const long number = std::stol(digits); lowest < 0 || number < lowest) {
+      lowest = number;
+      first = entry.path().string();
+    }
+  }
+  return first;
+}
+
+// The file system of the output (or the files read) on this host: its
+// mount, and on CephFS the first output's layout and its pool's
+// replication (asked of the ceph CLI: once, here, on the rank that writes
+// the report).
+std::optional<iotest::report::Environment::FileSystem> file_system_of(
+    const std::string& data_path) {
+  const std::string path = iotest::pipeline::with_host(data_path, iotest::host_name());
+  // An output pattern (OUT%d.h5) is looked up by its folder.
+  const auto folder = std::filesystem::path(path).parent_path();
+  const auto m = iotest::mount_of(folder.empty() ? "." : folder.string());
+  if (!m) return std::nullopt;
+  iotest::report::Environment::FileSystem fs;
+  fs.path = data_path;
+  fs.mount_point = m->mount_point;
+  fs.type = m->type;
+  fs.options = m->options;
+  fs.name = iotest::file_system_name(m->type);
+  fs.client = iotest::file_system_client(m->type);
+  if (fs.name != "ceph") return fs;
+  try {  // a listing that fails midway leaves the layout unknown, not the report unwritten
+    if (const auto output = first_output(path)) fs.layout = iotest::read_file_layout(*output);
+  } catch (const std::exception&) {
+  }
+  if (!fs.layout) {
+    fs.replication_unknown_why = "the output's layout, and so its pool, could not be read";
+    return fs;
+  }
+  const auto replication = iotest::pool_replication(fs.layout->pool);
+  fs.replication = replication.copies;
+  fs.replication_unknown_why = replication.unknown_why;
+  return fs;
+}
 
 // Where the report was made: versions, hosts, date, the command line, and
 // the file system of `data_path` (the output, or the files read).
@@ -62,15 +126,7 @@ iotest::report::Environment environment(const iotest::report::Report& report,
         if (std::find(e.hosts.begin(), e.hosts.end(), h) == e.hosts.end()) e.hosts.push_back(h);
   }
   if (e.hosts.empty()) e.hosts.push_back(iotest::host_name());
-  if (!data_path.empty()) {
-    // An output pattern (OUT%d.h5) is looked up by its folder.
-    const auto folder =
-        std::filesystem::path(iotest::pipeline::with_host(data_path, iotest::host_name()))
-            .parent_path();
-    if (const auto m = iotest::mount_of(folder.empty() ? "." : folder.string()))
-      e.output =
-          iotest::report::Environment::FileSystem{data_path, m->mount_point, m->type, m->options};
-  }
+  if (!data_path.empty()) e.output = file_system_of(data_path);
   return e;
 }
 

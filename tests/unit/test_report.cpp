@@ -410,5 +410,49 @@ TEST(Report, JsonHoldsExactlyTheKeysOfItsSections) {
                                       "scaling", "scaling_fits", "checkpoint", "read_ranks"}));
 }
 
+// The output's file system in the report: in plain words everywhere, and
+// on CephFS its layout and pool's replication, or why not (JSON and line).
+TEST(Report, EnvironmentNamesCephItsPoolAndLayout) {
+  Report r;
+  r.mode = "verify";
+  r.environment = Environment{};
+  auto& fs = r.environment->output.emplace();
+  fs.path = "/x/vis%d.h5";
+  fs.mount_point = "/x";
+  fs.type = "fuse.ceph-fuse";
+  fs.options = "rw";
+  fs.name = "ceph";
+  fs.client = "fuse";
+  fs.layout = FileLayout{4 << 20, 1 << 20, 4, "cephfs_data"};
+  fs.replication = 2;
+  auto j = to_json(r)["environment"]["output_file_system"];
+  EXPECT_EQ(j["name"], "ceph");
+  EXPECT_EQ(j["client"], "fuse");
+  EXPECT_EQ(j["layout"], (nlohmann::json{{"object_size", 4 << 20},
+                                         {"stripe_unit", 1 << 20},
+                                         {"stripe_count", 4},
+                                         {"pool", "cephfs_data"}}));
+  EXPECT_EQ(j["replication"], 2);
+  EXPECT_FALSE(j.contains("replication_unknown_why"));
+  EXPECT_NE(render_text(r).find("  /x/vis%d.h5 on ceph through FUSE (fuse.ceph-fuse: rw; mounted "
+                                "at /x): pool cephfs_data, 2 replicas; layout 4 MiB objects, "
+                                "stripe unit 1 MiB, 4 stripes\n"),
+            std::string::npos)
+      << render_text(r);
+  fs.replication.reset();
+  fs.replication_unknown_why = "ceph CLI not found";
+  j = to_json(r)["environment"]["output_file_system"];
+  EXPECT_TRUE(j["replication"].is_null());
+  EXPECT_EQ(j["replication_unknown_why"], "ceph CLI not found");
+  EXPECT_NE(render_text(r).find("replicas unknown (ceph CLI not found)"), std::string::npos);
+  // Elsewhere: no Ceph fields.
+  fs.name = fs.type = "ext4";
+  fs.client = "kernel";
+  j = to_json(r)["environment"]["output_file_system"];
+  EXPECT_FALSE(j.contains("layout") || j.contains("replication"));
+  EXPECT_NE(render_text(r).find("on ext4 through the kernel's client (ext4: rw; mounted at /x)\n"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace iotest::report

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "iotest/common/array.hpp"
+#include "iotest/common/file_layout.hpp"
 #include "iotest/config/rec_set.hpp"
 
 namespace iotest::report {
@@ -52,6 +53,12 @@ struct RunSettings {  // what the user chose besides the recombination set
   // Files under the outputs' final names when the run began, which it
   // replaced (docs/storage.md, "Outputs that belong to their run").
   index_t outputs_replaced = 0;
+  // --file-layout: the layout asked for the outputs (the fields given),
+  // and whether it was set on every one (else the first reason a rank
+  // found, as the run's one warning said).
+  std::optional<FileLayout> file_layout;
+  bool file_layout_applied = false;
+  std::string file_layout_not_applied_why;
 };
 
 struct Counts {
@@ -497,6 +504,15 @@ struct Environment {
   struct FileSystem {
     std::string path;  // the output (or input) it was found for
     std::string mount_point, type, options;
+    // The file system in plain words ("ceph" for fuse.ceph-fuse and ceph)
+    // and how this host reaches it: "fuse" or "kernel".
+    std::string name, client;
+    // CephFS only (name "ceph"): the output's layout where it could be
+    // read (common/file_layout.hpp), and its pool's replication (copies),
+    // or why not ("ceph CLI not found").
+    std::optional<FileLayout> layout;
+    std::optional<int> replication;
+    std::string replication_unknown_why;
   };
   std::optional<FileSystem> output;
 };

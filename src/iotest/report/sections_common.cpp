@@ -60,6 +60,18 @@ void mode_summary(const Report& r, Summary& out) {
 // config: the recombination set's parameters, the run's settings and the
 // observation's, in one object (empty without a recombination).
 
+namespace {
+// --file-layout's fields as given (bytes), the others left out.
+json file_layout_request_json(const FileLayout& l) {
+  json j = json::object();
+  if (l.object_size > 0) j["object_size"] = l.object_size;
+  if (l.stripe_unit > 0) j["stripe_unit"] = l.stripe_unit;
+  if (l.stripe_count > 0) j["stripe_count"] = l.stripe_count;
+  if (!l.pool.empty()) j["pool"] = l.pool;
+  return j;
+}
+}  // namespace
+
 json config_json(const Report& r) {
   json j = has_recombination(r) ? params_json(r.rec) : json::object();
   if (r.settings) {
@@ -91,6 +103,12 @@ json config_json(const Report& r) {
       j["nonce"] = s.nonce;
       j["output"] = s.output;
       j["outputs_replaced"] = s.outputs_replaced;
+      if (s.file_layout)
+        j["file_layout"] = {
+            {"requested", file_layout_request_json(*s.file_layout)},
+            {"applied", s.file_layout_applied},
+            {"not_applied_why",
+             s.file_layout_applied ? json(nullptr) : json(s.file_layout_not_applied_why)}};
     }
   }
   if (r.observation) {
@@ -275,10 +293,19 @@ json counts_json(const Report& r) {
   return j;
 }
 
+// --file-layout's line: what was asked and whether the outputs have it.
+std::string file_layout_text(const RunSettings& s) {
+  if (!s.file_layout) return {};
+  return fmt::format("  --file-layout={}: {}\n", layout_request_text(*s.file_layout),
+                     s.file_layout_applied ? "set on the outputs"
+                                           : s.file_layout_not_applied_why +
+                                                 "; written with the file system's own layout");
+}
+
 // What was written, where and how fast.
 std::string counts_text(const Report& r) {
   if (!r.settings || r.settings->output.empty()) return {};
-  return fmt::format(
+  const std::string wrote = fmt::format(
       "  wrote {} in {} chunks (+{} rewritten; {:.3f}x the visibilities' bytes) to {} ({}: "
       "writes {:.3f} s, sync and close "
       "{:.3f} s, {:.3g} B/s, {}{}{})\n",
@@ -293,6 +320,7 @@ std::string counts_text(const Report& r) {
       r.settings->outputs_replaced > 0
           ? fmt::format("; replaced {} file(s) there before the run", r.settings->outputs_replaced)
           : "");
+  return wrote + file_layout_text(*r.settings);
 }
 
 void counts_summary(const Report& r, Summary& out) {
@@ -519,17 +547,62 @@ std::string bound_text(const std::string& bound, const Report& r) {
 
 // environment: every report's last lines
 
+namespace {
+
+// A layout's size for people: 4194304 -> "4 MiB", 65536 -> "64 KiB".
+std::string layout_size_text(index_t bytes) {
+  constexpr std::pair<int, const char*> kUnits[] = {{30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& [shift, unit] : kUnits)
+    if (bytes >= (index_t{1} << shift) && bytes % (index_t{1} << shift) == 0)
+      return fmt::format("{} {}", bytes >> shift, unit);
+  return fmt::format("{} B", bytes);
+}
+
+json layout_json(const FileLayout& l) {
+  return {{"object_size", l.object_size},
+          {"stripe_unit", l.stripe_unit},
+          {"stripe_count", l.stripe_count},
+          {"pool", l.pool}};
+}
+
+json file_system_json(const Environment::FileSystem& f) {
+  json j = {{"path", f.path}, {"mount_point", f.mount_point},
+            {"type", f.type}, {"options", f.options},
+            {"name", f.name}, {"client", f.client}};
+  if (f.name != "ceph") return j;
+  j["layout"] = f.layout ? layout_json(*f.layout) : json(nullptr);
+  j["replication"] = f.replication ? json(*f.replication) : json(nullptr);
+  if (!f.replication) j["replication_unknown_why"] = f.replication_unknown_why;
+  return j;
+}
+
+// "  /x/out%d.h5 on ceph through FUSE (fuse.ceph-fuse: rw,...; mounted at
+// /x): pool cephfs_data, 2 replicas; layout 4 MiB objects, ..."
+std::string file_system_text(const Environment::FileSystem& f) {
+  std::string s = fmt::format("  {} on {} through {} ({}: {}; mounted at {})", f.path, f.name,
+                              f.client == "fuse" ? "FUSE" : "the kernel's client", f.type,
+                              f.options, f.mount_point);
+  if (f.name != "ceph") return s + "\n";
+  const auto& l = f.layout;
+  s += fmt::format(": pool {}, {}", l ? l->pool : std::string("unknown"),
+                   f.replication
+                       ? fmt::format("{} replica{}", *f.replication, *f.replication == 1 ? "" : "s")
+                       : "replicas unknown (" + f.replication_unknown_why + ")");
+  if (!l) return s + "; layout unknown\n";
+  return s + fmt::format("; layout {} objects, stripe unit {}, {} stripe{}\n",
+                         layout_size_text(l->object_size), layout_size_text(l->stripe_unit),
+                         l->stripe_count, l->stripe_count == 1 ? "" : "s");
+}
+
+}  // namespace
+
 json to_json(const Environment& e) {
   json j = {{"iotest_version", e.iotest_version}, {"git_revision", e.git_revision},
             {"build_arch", e.build_arch},         {"configuration", e.configuration},
             {"hdf5_version", e.hdf5_version},     {"mpi_version", e.mpi_version},
             {"fftw_version", e.fftw_version},     {"date", e.date},
             {"command_line", e.command_line},     {"hosts", e.hosts}};
-  if (e.output)
-    j["output_file_system"] = {{"path", e.output->path},
-                               {"mount_point", e.output->mount_point},
-                               {"type", e.output->type},
-                               {"options", e.output->options}};
+  if (e.output) j["output_file_system"] = file_system_json(*e.output);
   return j;
 }
 
@@ -539,9 +612,7 @@ std::string render_text(const Environment& e, const Report&) {
   std::string s = fmt::format("  iotest {} ({}, built for {}) on {}, {}; HDF5 {}, {}, {}\n",
                               e.iotest_version, e.git_revision, e.build_arch, hosts, e.date,
                               e.hdf5_version, e.mpi_version, e.fftw_version);
-  if (e.output)
-    s += fmt::format("  {} on {} ({}, mounted at {})\n", e.output->path, e.output->type,
-                     e.output->options, e.output->mount_point);
+  if (e.output) s += file_system_text(*e.output);
   return s;
 }
 
