@@ -4,6 +4,7 @@
 
 #include "cli_options.hpp"
 #include "iotest/common/errors.hpp"
+#include "iotest/common/file_layout.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/swiftly/direction.hpp"
 
@@ -26,6 +27,18 @@ void add_check_options(CLI::App* app, pipeline::RunOptions& o) {
       ->capture_default_str()
       ->group(kChecks);
 }
+
+// --file-layout's value, checked where it is given (plan --slurm too).
+const CLI::Validator kFileLayout(
+    [](std::string& value) {
+      try {
+        parse_layout_request(value);
+        return std::string();
+      } catch (const UsageError& e) {
+        return std::string(e.what());
+      }
+    },
+    "LAYOUT");
 
 }  // namespace
 
@@ -73,6 +86,12 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
                 "the writing rank will write there (default: a warning)")
       ->group("Storage");
   add_storage_stall_option(app, o.storage_stall_timeout_s);
+  app->add_option("--file-layout", run.file_layout,
+                  "CephFS: make each output with this layout (object_size=4M,stripe_unit=1M,"
+                  "stripe_count=4,pool=NAME, any of them), as IOR sets Lustre stripes; "
+                  "elsewhere a warning (Lustre: lfs setstripe on the output folder)")
+      ->check(kFileLayout)
+      ->group("Storage");
   app->add_option("--image", o.image,
                   std::string("--direction=image or both: ") + kImageHelp +
                       "; rank 0 writes it after the walk, taking the facets a block at a time")
@@ -92,6 +111,7 @@ void check_run_command(RunCommand& run) {
   o.progress = !run.no_progress;
   o.direction = swiftly::parse_direction(run.direction);
   o.device = job::parse_device(run.device);
+  if (!run.file_layout.empty()) o.file_layout = parse_layout_request(run.file_layout);
   o.output.clear();
   o.inputs.clear();
   if (o.direction == swiftly::Direction::predict) {

@@ -23,6 +23,7 @@ struct RunCommand {
   std::string device = "cpu";
   int repetitions = 1;
   bool no_progress = false;
+  std::string file_layout;         // --file-layout as given (checked by its validator)
   std::vector<std::string> paths;  // predict: the output pattern; image: the files read
 };
 

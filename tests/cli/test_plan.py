@@ -220,6 +220,7 @@ RUN_VALUES = {
     "--producer-threads": "1", "--visibility-queue": "32", "--duration": "30",
     "--image": "dirty image.fits", "--storage": "posix", "--phdf5.alignment": "4096",
     "--phdf5.chunk-cache": "1048576", "--phdf5.hints": "striping_factor=4",
+    "--file-layout": "object_size=8M,stripe_unit=1M,stripe_count=4",
 }
 # Each command's own, never carried: where its report goes, its --config.
 NOT_CARRIED = {"--help", "--report", "--csv", "--config"}

@@ -138,6 +138,9 @@ struct Context {
   std::vector<storage::OutputClaim> claims;
   // --image: the dirty image's claim, held by rank 0, its writer.
   std::optional<storage::OutputClaim> image_claim;
+  // --file-layout: why it could not be set on an output (empty: set, or
+  // not asked); this rank's first reason, then the run's (agree_layout).
+  std::string file_layout_not_set;
   // A streamer's writers and the layout they write (with visibilities),
   // opened before the start barrier (open_writers).
   std::unique_ptr<Writers> writers;

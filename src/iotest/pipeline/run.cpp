@@ -552,6 +552,14 @@ void share_gpus(Context& ctx, MPI_Comm comm) {
     ctx.gpus.push_back({f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]});
 }
 
+// --file-layout on a claimed output, while it is empty: this rank's first
+// reason where it cannot be set.
+void set_layout(Context& ctx, const storage::OutputClaim& claim) {
+  if (!ctx.options.file_layout || !ctx.file_layout_not_set.empty()) return;
+  const std::string why = claim.set_layout(*ctx.options.file_layout);
+  if (!why.empty()) ctx.file_layout_not_set = "not set on " + claim.path() + " (" + why + ")";
+}
+
 // This rank's outputs checked, and those it publishes claimed: each of
 // its own, a shared one by its first writing rank (the others check it).
 // Claimed only where a back-end writes files with visibilities: a dry run
@@ -565,18 +573,38 @@ void claim_outputs(Context& ctx) {
     if (path.empty()) continue;
     const storage::WatchedCall call(storage::StorageStep::creating,
                                     storage::partial_path(path, ctx.nonce));
-    if (writes && first == 0)
+    if (writes && first == 0) {
       ctx.claims.emplace_back(path, ctx.nonce, "OUTPUT", ctx.storage.folder);
-    else
+      set_layout(ctx, ctx.claims.back());
+    } else {
       storage::check_creatable(path, "OUTPUT", ctx.storage.folder);
+    }
   }
 }
 
 // --image: rank 0, its writer, claims it for the run (its partial file
 // named by the run's nonce), before any work.
 void claim_image(Context& ctx) {
-  if (!ctx.options.image.empty() && ctx.roles.rank == 0)
+  if (!ctx.options.image.empty() && ctx.roles.rank == 0) {
     ctx.image_claim.emplace(storage::claim_image_path(ctx.options.image, ctx.nonce));
+    set_layout(ctx, *ctx.image_claim);
+  }
+}
+
+// --file-layout: whether every output has it, agreed (collective); rank 0
+// says once, for the whole run and all its repetitions, where it has not,
+// and the run goes on with the file system's own layout.
+void agree_layout(Context& ctx, MPI_Comm comm) {
+  if (!ctx.options.file_layout) return;
+  ctx.file_layout_not_set = agree_on_error(comm, ctx.file_layout_not_set);
+  static bool warned = false;
+  if (ctx.file_layout_not_set.empty() || ctx.roles.rank != 0 || warned) return;
+  warned = true;
+  std::fprintf(stderr,
+               "iotest: warning: --file-layout: %s; the run goes on with the file system's own "
+               "layout\n",
+               ctx.file_layout_not_set.c_str());
+  std::fflush(stderr);
 }
 
 // The visits and their figures: counted in parallel over the ranks, the
@@ -612,6 +640,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
     claim_image(ctx);
     check_free_space(ctx);
   });
+  agree_layout(ctx, comm);
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "iotest/common/array.hpp"
+#include "iotest/common/file_layout.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/device/device.hpp"
 #include "iotest/storage/registry.hpp"
@@ -29,6 +30,10 @@ struct RunOptions {
   // file system that stopped answering (docs/pipeline.md, "A stalled file
   // system"). 0: no bound.
   double storage_stall_timeout_s = 120;
+  // --file-layout: the layout each output is made with (CephFS; set on
+  // its file in progress before any byte, common/file_layout.hpp). Where
+  // it cannot be set, one warning and the file system's own layout.
+  std::optional<FileLayout> file_layout;
   std::optional<telescope::ObservationOptions> observation;  // with --vis-set
   index_t source_count = 10;
   std::uint64_t seed = 1;

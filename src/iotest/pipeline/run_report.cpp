@@ -470,6 +470,11 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.value_bytes = ctx.storage.value_bytes;
       s.nonce = ctx.nonce;
       s.output = o.output;
+      s.file_layout = o.file_layout;
+      const bool makes_files = !o.output.empty() && !o.network_only && ctx.storage.writes_files;
+      s.file_layout_not_applied_why =
+          makes_files ? ctx.file_layout_not_set : std::string("the run made no output file");
+      s.file_layout_applied = o.file_layout && s.file_layout_not_applied_why.empty();
     }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
   }
