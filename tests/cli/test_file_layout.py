@@ -79,3 +79,26 @@ def test_plan_carries_the_layout_into_its_job_script(iotest, tmp_path):
     proc = iotest("plan", *OBS, "--slurm", "--nodes=2", f"--file-layout={LAYOUT}",
                   str(tmp_path / "out%d.h5"), check=0)
     assert f"--file-layout={LAYOUT}" in proc.stdout
+
+
+def test_the_dirty_image_is_made_with_it_too(mpirun, tmp_path):
+    # --direction=both: no visibility file, the image alone.
+    report = tmp_path / "run.json"
+    sky = [a for a in OBS if a != "--synthetic-vis"]
+    proc = mpirun(3, *sky, "--direction=both", f"--image={tmp_path / 'dirty.fits'}",
+                  "--file-layout=stripe_count=2", f"--report={report}", check=0,
+                  timeout=MPI_TIMEOUT_S)
+    warnings = [l for l in proc.stderr.splitlines() if "--file-layout" in l]
+    assert len(warnings) == 1 and "dirty.fits (" in warnings[0], proc.stderr
+    asked = load(report)["config"]["file_layout"]
+    assert asked["requested"] == {"stripe_count": 2} and asked["applied"] is False
+    assert (tmp_path / "dirty.fits").exists()
+
+
+def test_a_dry_run_makes_no_file_to_lay_out(mpirun, tmp_path):
+    report = tmp_path / "run.json"
+    proc = mpirun(3, *OBS, "--file-layout=stripe_count=2", f"--report={report}", check=0,
+                  timeout=MPI_TIMEOUT_S)
+    assert "warning" not in proc.stderr
+    asked = load(report)["config"]["file_layout"]
+    assert asked["applied"] is False and asked["not_applied_why"] == "the run made no output file"

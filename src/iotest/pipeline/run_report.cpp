@@ -436,6 +436,19 @@ void timing_and_rates(const Context& ctx, const Setup& st, const Totals& t, cons
     r.memory.peak_rss_bytes = std::max(*r.memory.peak_rss_bytes, k.peak_rss_bytes);
 }
 
+// --file-layout: what was asked, and whether every output (visibilities,
+// --image) was made with it.
+void record_file_layout(const Context& ctx, report::RunSettings& s) {
+  const auto& o = ctx.options;
+  const bool visibilities = ctx.job.obs && !ctx.imaging() && !o.output.empty() &&
+                            !o.network_only && ctx.storage.writes_files;
+  s.file_layout = o.file_layout;
+  s.file_layout_not_applied_why = visibilities || !o.image.empty()
+                                      ? ctx.file_layout_not_set
+                                      : std::string("the run made no output file");
+  s.file_layout_applied = s.file_layout_not_applied_why.empty();
+}
+
 }  // namespace
 
 report::Report planned_report(const Context& ctx, const Setup& st) {
@@ -470,14 +483,10 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.value_bytes = ctx.storage.value_bytes;
       s.nonce = ctx.nonce;
       s.output = o.output;
-      s.file_layout = o.file_layout;
-      const bool makes_files = !o.output.empty() && !o.network_only && ctx.storage.writes_files;
-      s.file_layout_not_applied_why =
-          makes_files ? ctx.file_layout_not_set : std::string("the run made no output file");
-      s.file_layout_applied = o.file_layout && s.file_layout_not_applied_why.empty();
     }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
   }
+  if (o.file_layout) record_file_layout(ctx, s);
   r.counts.facets = ctx.job.p.facet_count();
   r.counts.subgrids = ctx.job.p.subgrid_count();
   r.counts.subgrids_processed = r.pipeline->subgrid_visits;

@@ -103,13 +103,13 @@ json config_json(const Report& r) {
       j["nonce"] = s.nonce;
       j["output"] = s.output;
       j["outputs_replaced"] = s.outputs_replaced;
-      if (s.file_layout)
-        j["file_layout"] = {
-            {"requested", file_layout_request_json(*s.file_layout)},
-            {"applied", s.file_layout_applied},
-            {"not_applied_why",
-             s.file_layout_applied ? json(nullptr) : json(s.file_layout_not_applied_why)}};
     }
+    if (s.file_layout)
+      j["file_layout"] = {
+          {"requested", file_layout_request_json(*s.file_layout)},
+          {"applied", s.file_layout_applied},
+          {"not_applied_why",
+           s.file_layout_applied ? json(nullptr) : json(s.file_layout_not_applied_why)}};
   }
   if (r.observation) {
     const auto& o = *r.observation;
@@ -304,7 +304,8 @@ std::string file_layout_text(const RunSettings& s) {
 
 // What was written, where and how fast.
 std::string counts_text(const Report& r) {
-  if (!r.settings || r.settings->output.empty()) return {};
+  if (!r.settings) return {};
+  if (r.settings->output.empty()) return file_layout_text(*r.settings);  // --image's alone
   const std::string wrote = fmt::format(
       "  wrote {} in {} chunks (+{} rewritten; {:.3f}x the visibilities' bytes) to {} ({}: "
       "writes {:.3f} s, sync and close "
