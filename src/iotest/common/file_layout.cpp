@@ -327,10 +327,10 @@ PoolReplication pool_replication(const std::string& pool) {
   std::vector<std::string> argv{ceph,   "--connect-timeout=10", "osd", "pool", "get", pool,
                                 "size", "--format=json"};
   if (const std::string bound = on_path("timeout"); !bound.empty())
-    argv.insert(argv.begin(), {bound, "10"});
+    argv.insert(argv.begin(), {bound, "--kill-after=2", "10"});
   std::string output;
   const int status = run_captured(argv, output);
-  if (status == 124) return {std::nullopt, "ceph osd pool get failed: no answer in 10 s"};
+  if (status == 124 || status == 137) return {std::nullopt, "ceph osd pool get failed: no answer in 10 s"};
   if (status != 0)
     return {std::nullopt,
             "ceph osd pool get failed: " +
