@@ -20,12 +20,13 @@
 # - `rados bench` on the data pool from the login side (Ceph's own
 #   benchmark of the object store underneath: no file system, no FUSE),
 #   16 writes of TRANSFER KiB objects in flight.
-# The links allow STORAGE_HOSTS x LINK_RATE / REPLICATION: every byte a
-# client writes enters its primary OSD's host and, REPLICATION - 1 times,
-# another storage host (tbf on both ends of each storage host's link; the
-# compute hosts' links are not shaped). The table gives each median with
-# its range and its fraction of that limit; the last line is
-# ratio=<iotest/fio>, medians.
+# The links allow STORAGE_HOSTS x T / REPLICATION, where T is what a TCP
+# stream carries through one storage link (measured first: 0.956 of
+# LINK_RATE, which counts Ethernet frames): every byte a client writes
+# enters its primary OSD's host and, REPLICATION - 1 times, another storage
+# host (tbf on both ends of each storage host's link; the compute hosts'
+# links are not shaped). The table gives each median with its range and
+# its fraction of that limit; the last line is ratio=<iotest/fio>, medians.
 #
 # Usage: [LINK_RATE=200mbit] [REPLICATION=2] [REPEATS=3] [TRANSFER=1024]
 #        [WRITERS=2] [IOTEST=build/bin/iotest] bench/cephfs.sh
@@ -132,6 +133,36 @@ print(f"rados {float(r['total_writes_made']) * float(r['write_size']) / float(r[
 PY
 }
 
+# What one storage link carries of a TCP stream (node1 -> store1, 200 MiB):
+# the links' limit in payload, against which the file system's rates are
+# judged (a link's rate counts Ethernet frames: 1448/1514 of it at most).
+tcp_stream() {
+  local listener
+  listener=$(mktemp)
+  cat > "$listener" <<'PY'
+import socket, sys, time
+s = socket.create_server(("0.0.0.0", 5999))
+c, _ = s.accept()
+n, start = 0, None
+while (b := c.recv(1 << 20)):
+    start = start or time.perf_counter()
+    n += len(b)
+print(f"tcp {n / (time.perf_counter() - start)}")
+PY
+  timeout 120 $cluster on store1 python3 "$listener" >> "$results" &
+  local pid=$!
+  sleep 1
+  timeout 120 $cluster on node1 python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], 5999))
+block = bytes(1 << 20)
+for _ in range(200):
+    s.sendall(block)' "$(awk '$2 == "store1" { print $1 }' "$IOTEST_CLUSTER_ROOT/etc/hosts")"
+  wait $pid
+  rm -f "$listener"
+}
+
+tcp_stream
 for ((repeat = 1; repeat <= repeats; repeat++)); do
   iotest_write
   fio_write
@@ -145,15 +176,18 @@ import re, statistics, sys
 path, rate, stores, repl, repeats, volume, kib, files = sys.argv[1:]
 m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate, re.I)
 link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()] / 8
-limit = int(stores) * link / int(repl)
 runs = {}
 for line in open(path):
     what, value = line.split()
     runs.setdefault(what, []).append(float(value))
+tcp = runs.pop("tcp")[0]
+limit = int(stores) * tcp / int(repl)
 print(f"CephFS through ceph-fuse: 3 client hosts, {stores} storage hosts with an OSD each, "
       f"links {rate}, replication {repl}; {int(volume) / 1e6:.0f} MB in {files} files, "
       f"{kib} KiB transfers; median of {repeats} (range), MB/s")
-print(f"The links allow {stores} x {link / 1e6:.1f} MB/s / {repl} = {limit / 1e6:.1f} MB/s")
+print(f"A TCP stream through one storage link: {tcp / 1e6:.1f} MB/s ({tcp / link:.3f} of "
+      f"{link / 1e6:.1f} MB/s in frames); the links allow {stores} x {tcp / 1e6:.1f} / {repl} = "
+      f"{limit / 1e6:.1f} MB/s of payload")
 print("| what | MB/s | range | of the links' limit |")
 print("|---|---|---|---|")
 label = {"iotest": "iotest posix, 3 hosts (bytes written)",
