@@ -14,6 +14,8 @@
 #   took, as fio's is (a chunk that two streamers share is written in part
 #   by each, into each one's file: the report's "x the visibilities'
 #   bytes"); the visibilities' own bytes over the same time are a row apart;
+#   and the same with `--synthetic-vis=sequential` (every chunk whole, in
+#   file order, no walk: IOR's pattern, iotest's storage ceiling);
 # - fio on the same mount from the same three hosts at once, the same
 #   files per host, transfer size and volume, fsync at the end; its figure
 #   is every host's bytes over the longest host's run;
@@ -60,9 +62,10 @@ shared=$IOTEST_CLUSTER_ROOT/shared
 export OMP_WAIT_POLICY=PASSIVE OMPI_MCA_mpi_yield_when_idle=1
 dir=$shared/bench
 
-# 351 baselines x 128 dumps x 1024 channels x 16 B: 736 MB, chunks of 64
-# dumps x TRANSFER/1 KiB channels (1 MiB: 64 x 1024).
-dumps=128 channels=1024
+# 351 baselines x 192 dumps x 1024 channels x 16 B: 1.1 GB (a minute at
+# 20 MB/s: the pipeline's start and end, seconds, weigh little), chunks of
+# 64 dumps x TRANSFER/1 KiB channels (1 MiB: 64 x 1024).
+dumps=192 channels=1024
 volume=$((351 * dumps * channels * 16))
 freq_chunk=$((kib * 1024 / (64 * 16)))
 files=$((hosts * writers))
@@ -74,19 +77,24 @@ settle() {
   sleep 3
 }
 
+# iotest_write LABEL SYNTHETIC: the pipeline's walk (--synthetic-vis), or
+# every chunk whole in file order (--synthetic-vis=sequential, IOR's
+# pattern: no chunk split between streamers, none rewritten).
 iotest_write() {
+  local label=$1 synthetic=$2
   settle
   $cluster exec srun --nodes=$hosts --ntasks=$hosts --kill-on-bad-exit=1 \
-    "$IOTEST" --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
+    "$IOTEST" "$synthetic" --rec-set=T05_ --vis-set=vlaa \
     --time=-5400:5400/$dumps/64 --freq=260e6:300e6/$channels/$freq_chunk --dec=10 \
     --writer-count="$writers" --fork-writer --bls-per-task=16 --no-progress \
     --storage=posix "$dir/vis%d" --report="$dir/run.json" > "$out/run.txt" 2>&1 ||
     { cat "$out/run.txt"; exit 1; }
   $cluster exec "$IOTEST" verify "$dir"/vis[0-9]* > "$out/verify.txt" 2>&1 ||
     { cat "$out/verify.txt"; exit 1; }
-  python3 - "$dir/run.json" "$volume" >> "$results" <<'PY'
+  python3 - "$dir/run.json" "$volume" "$label" >> "$results" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
+label = sys.argv[3]
 c, t = r["counts"], r["timing"]
 assert c["visibilities_written"] == c["visibilities"]
 hosts = sorted({k["host"] for k in r["pipeline"]["per_rank"]})
@@ -95,8 +103,8 @@ assert len(hosts) == 3, hosts
 # chunks that two streamers share written in part by each, in each one's
 # file (the report's "x the visibilities' bytes"); and, apart, the
 # visibilities' own bytes.
-print(f"iotest {c['bytes_written'] / t['stream_s']}")
-print(f"visibilities {int(sys.argv[2]) / t['stream_s']}")
+print(f"{label} {c['bytes_written'] / t['stream_s']}")
+print(f"{label}-visibilities {int(sys.argv[2]) / t['stream_s']}")
 PY
 }
 
@@ -164,7 +172,8 @@ for _ in range(200):
 
 tcp_stream
 for ((repeat = 1; repeat <= repeats; repeat++)); do
-  iotest_write
+  iotest_write iotest --synthetic-vis
+  iotest_write sequential --synthetic-vis=sequential
   fio_write
   rados_write
 done
@@ -190,11 +199,13 @@ print(f"A TCP stream through one storage link: {tcp / 1e6:.1f} MB/s ({tcp / link
       f"{limit / 1e6:.1f} MB/s of payload")
 print("| what | MB/s | range | of the links' limit |")
 print("|---|---|---|---|")
-label = {"iotest": "iotest posix, 3 hosts (bytes written)",
-         "visibilities": "iotest, the visibilities' bytes",
+label = {"iotest": "iotest posix, 3 hosts, the pipeline's walk (bytes written)",
+         "iotest-visibilities": "iotest, the walk: the visibilities' bytes",
+         "sequential": "iotest posix, 3 hosts, sequential (bytes written)",
+         "sequential-visibilities": "iotest, sequential: the visibilities' bytes",
          "fio": "fio, 3 hosts, same files", "rados": "rados bench, data pool"}
 med = {}
-for what in ("iotest", "visibilities", "fio", "rados"):
+for what in label:
     r = runs[what]
     med[what] = statistics.median(r)
     print(f"| {label[what]} | {med[what] / 1e6:.1f} | {min(r) / 1e6:.1f}-{max(r) / 1e6:.1f} | "
