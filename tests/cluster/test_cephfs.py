@@ -230,18 +230,25 @@ def finished_or_partial(c, folder, proc, report, timeout_s):
     return rc, log
 
 
-def test_the_metadata_server_killed_and_restarted_during_a_run(ceph, folder):
+def fault_during_a_run(c, folder, what, fault):
+    """A 3-host hdf5 run, `fault()` once it writes; it finishes and
+    verifies, or ends non-zero in bounded time with only .partial files."""
     report = os.path.join(folder, "run.json")
-    proc = background_job(ceph, folder, 3, *LONG, f"--report={report}",
+    proc = background_job(c, folder, 3, *LONG, f"--report={report}",
                           os.path.join(folder, "vis%d.h5"))
     try:
         wait_for_partials(folder, 1 << 20)
+        fault()
         start = time.monotonic()
-        tool("restart", "mds.a", "--down-for=5", root=ROOT, check=0)
-        rc, log = finished_or_partial(ceph, folder, proc, report, JOB_TIMEOUT_S)
-        print(f"MDS restarted: the run ended with {rc}, {time.monotonic() - start:.0f} s after")
+        rc, _ = finished_or_partial(c, folder, proc, report, JOB_TIMEOUT_S)
+        print(f"{what}: the run ended with {rc}, {time.monotonic() - start:.0f} s after")
     finally:
         proc.kill()
+
+
+def test_the_metadata_server_killed_and_restarted_during_a_run(ceph, folder):
+    fault_during_a_run(ceph, folder, "MDS restarted", lambda: tool(
+        "restart", "mds.a", "--down-for=5", root=ROOT, check=0))
     # The file system is whole again for what follows.
     end = time.monotonic() + 120
     while not ceph.exec("ceph", "health", check=0, timeout=60).stdout.startswith("HEALTH_OK"):
@@ -278,16 +285,7 @@ def test_an_osd_host_killed_during_a_write(ceph, folder):
     # Last: store2 does not come back. Replication 2 with min_size 1: the
     # run goes on with one copy, or ends in bounded time, nothing finished-
     # looking left.
-    report = os.path.join(folder, "run.json")
-    proc = background_job(ceph, folder, 3, *LONG, f"--report={report}",
-                          os.path.join(folder, "vis%d.h5"))
-    try:
-        wait_for_partials(folder, 1 << 20)
-        tool("kill", "store2", root=ROOT, check=0)
-        start = time.monotonic()
-        rc, log = finished_or_partial(ceph, folder, proc, report, JOB_TIMEOUT_S)
-        print(f"OSD host killed: the run ended with {rc}, {time.monotonic() - start:.0f} s after")
-    finally:
-        proc.kill()
+    fault_during_a_run(ceph, folder, "OSD host killed",
+                       lambda: tool("kill", "store2", root=ROOT, check=0))
     status = ceph_json(ceph, "osd", "stat")
     assert status["num_up_osds"] == 1, status
