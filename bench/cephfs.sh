@@ -31,7 +31,7 @@
 # its fraction of that limit; the last line is ratio=<iotest/fio>, medians.
 #
 # Usage: [LINK_RATE=200mbit] [REPLICATION=2] [REPEATS=3] [TRANSFER=1024]
-#        [WRITERS=2] [IOTEST=build/bin/iotest] bench/cephfs.sh
+#        [WRITERS=4] [IOTEST=build/bin/iotest] bench/cephfs.sh
 # Needs root and what tools/install-deps.sh --cluster installs. Its cluster
 # has a root, subnet and port of its own, and goes down at the end, whatever
 # happens.
@@ -43,7 +43,7 @@ if [ -z "${IOTEST:-}" ]; then
 fi
 IOTEST=$(realpath "$IOTEST")
 rate=${LINK_RATE:-200mbit} replication=${REPLICATION:-2} repeats=${REPEATS:-3}
-kib=${TRANSFER:-1024} writers=${WRITERS:-2}
+kib=${TRANSFER:-1024} writers=${WRITERS:-4}
 storage_hosts=2 hosts=3
 export IOTEST_CLUSTER_ROOT=${BENCH_CLUSTER_ROOT:-/var/tmp/iotest-bench-cephfs}
 cluster="tools/cluster"
