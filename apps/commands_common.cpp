@@ -20,7 +20,6 @@
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
-#include "iotest/storage/output_claim.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/storage_progress.hpp"
 #include "iotest/swiftly/fft.hpp"
@@ -32,33 +31,14 @@ std::string command_line, configuration;
 
 namespace {
 
-// The first output of a pattern on this host, for its layout: the path
-// itself where it is there (a single output, the files read), else the
-// lowest numbered of OUT%d.h5 (or out.<n>.h5 for several writers of
-// out.h5), found in one listing of the folder.
+// The first output of a pattern, for its layout: the path itself where
+// it is there (a single output, the files read), else writer 0's, named as
+// the writers name theirs (OUT0.h5, or out.0.h5 for several writers of
+// out.h5): every run has a writer 0.
 std::optional<std::string> first_output(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  if (fs::exists(path, error)) return path;
-  const std::string name = fs::path(path).filename().string();
-  const std::string numbered =
-      name.find("%d") != std::string::npos ? name : iotest::storage::before_extension(name, ".%d");
-  const auto at = numbered.find("%d");
-  const std::string prefix = numbered.substr(0, at), suffix = numbered.substr(at + 2);
-  std::optional<std::string> first;
-  long lowest = -1;
-  for (const auto& entry : fs::directory_iterator(iotest::storage::folder_of(path), error)) {
-    const std::string n = entry.path().filename().string();
-    if (n.size() <= prefix.size() + suffix.size() || !n.starts_with(prefix) || !n.ends_with(suffix))
-      continue;
-    const std::string digits = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
-    if (const long number = std::stol(digits); lowest < 0 || number < lowest) {
-      lowest = number;
-      first = entry.path().string();
-    }
-  }
-  return first;
+  for (const auto& candidate : {path, iotest::pipeline::output_path(path, 0, 2)})
+    if (std::error_code error; std::filesystem::exists(candidate, error)) return candidate;
+  return std::nullopt;
 }
 
 // The file system of the output (or the files read) on this host: its

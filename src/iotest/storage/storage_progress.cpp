@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
+
+#include "iotest/common/system.hpp"
 
 namespace iotest::storage {
 
@@ -32,9 +33,10 @@ const char* step_name(StorageStep step) {
 }
 
 std::int64_t steady_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  // The run's Clock (CLOCK_MONOTONIC on Linux: one time line for a rank and
+  // its forked writers, which share the marks).
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 void StorageProgress::name(const std::string& path) {
