@@ -1,5 +1,5 @@
 """Which link bounds a run (issue 37, item 4): on three hosts, with node3's
-link shaped to 200 Mbit/s (tc tbf on both ends of its veth, as tools/cluster
+link shaped to 20 Mbit/s (tc tbf on both ends of its veth, as tools/cluster
 shapes every host's with --link-rate) and the others free, a --network-only
 run names node3's link in the report (pipeline.slow_link) and in its
 summary line ("bound by network: node3's link (...)"); before the shaping,
@@ -13,7 +13,10 @@ import tempfile
 from conftest import T05, iotest_binary, load, virtual_cluster
 
 SLOW_HOST = "node3"
-RATE = "200mbit"
+# A tenth of what the free links reach here: at 200 Mbit/s the shaped
+# link's rate (0.15-0.40 of the others') overlapped the free links' (0.53
+# and up, once 0.38), and CI once named a free link (docs/pipeline.md).
+RATE = "20mbit"
 
 
 def network_only(c, name):
@@ -66,7 +69,7 @@ def test_the_report_names_the_one_slow_hosts_link_and_none_when_all_are_free():
             pl = r["pipeline"]
             assert pl["bound"] == "network" and pl["slow_link"] == SLOW_HOST, pl["links"]
             link = {l["host"]: l for l in pl["links"]}[SLOW_HOST]
-            assert link["bytes_per_s"] < 0.5 * link["others_bytes_per_s"]
+            assert link["bytes_per_s"] < 0.25 * link["others_bytes_per_s"]
             assert f"bound by network: {SLOW_HOST}'s link (" in text, text
             # Every rank's traffic per peer host, its own host included.
             hosts = {k["rank"]: k["host"] for k in pl["per_rank"]}

@@ -310,7 +310,8 @@ TEST(Report, TheLinkClearlySlowerThanTheOthersIsNamed) {
   EXPECT_NEAR(pl.links[2].others_bytes_per_s, 1e9, 1e3);
   EXPECT_EQ(pl.links[0].bytes_out, 2 << 20);
   // No link that slow, or nothing to judge one by: none.
-  for (auto [factor, hosts] : {std::pair{1.5, 3}, {1.0, 3}, {5.0, 2}, {5.0, 1}}) {
+  // A link at a third of the others' rate is within what free links do.
+  for (auto [factor, hosts] : {std::pair{1.5, 3}, {1.0, 3}, {3.0, 3}, {5.0, 2}, {5.0, 1}}) {
     auto other = three_hosts(factor, hosts);
     judge_links(other);
     EXPECT_EQ(other.slow_link, "") << factor << " " << hosts;
@@ -319,7 +320,7 @@ TEST(Report, TheLinkClearlySlowerThanTheOthersIsNamed) {
 }
 
 // One pair slow (node1 <-> node3), every link free: node1's rate and
-// node3's fall below half of the pair between the others, but neither
+// node3's fall below a quarter of the pair between the others, but neither
 // host is slow with every other host, so no link is named (a cluster
 // test's free run, where a busy node's late receives slowed one pair).
 TEST(Report, OneSlowPairIsNotASlowLink) {
