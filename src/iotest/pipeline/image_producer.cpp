@@ -64,7 +64,7 @@ void ImageReceiver::finish_column() {
 
 void ImageReceiver::finish_stack() {
   finish_column();
-  if (stack_ < 0) return;
+  if (stack_ == kNoStack) return;
   // The imaging direction grids the whole observation (imaging_results
   // checks it), so the sum of the weights is known before the walk ends.
   const double scale = degrid::dirty_image_scale(ctx_.job.obs->visibility_count());
@@ -82,7 +82,7 @@ void ImageReceiver::finish_stack() {
       for (index_t x = 0; x < image.size(); ++x) image.data()[x] += scale * facet.data()[x];
     });
   failures_.rethrow();
-  stack_ = -1;
+  stack_ = kNoStack;
 }
 
 bool ImageReceiver::step(report::RankFigures& st) {

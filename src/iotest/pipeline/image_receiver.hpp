@@ -55,7 +55,7 @@ class ImageReceiver {
   index_t k_ = 0, j_ = 0, i_ = 0;
   std::vector<int> streamers_;
   bool streamers_known_ = false;
-  index_t stack_ = -1, column_ = -1;
+  index_t stack_ = kNoStack, column_ = -1;
 };
 
 }  // namespace iotest::pipeline

@@ -133,7 +133,7 @@ struct Producer {
   double waited = 0;
   StopAgreement stop{ctx};          // --duration, static assignment
   std::vector<int> streamers;       // the current visit's parts'
-  index_t stack = -1, column = -1;  // the w-stack and subgrid column prepared
+  index_t stack = kNoStack, column = -1;  // the w-stack and subgrid column prepared
 
   explicit Producer(Context& c);
   RankResult run();
@@ -209,7 +209,7 @@ bool Producer::visit(size_t k) {
 void Producer::prepare_facets(index_t new_stack) {
   // The streamers wait for the first stack's facets with nothing else
   // to do, so the host's idle cores join each facet's transforms.
-  const int inner = stack < 0 ? std::max(1, ctx.setup_threads / threads) : 1;
+  const int inner = stack == kNoStack ? std::max(1, ctx.setup_threads / threads) : 1;
   stack = new_stack;
   column = -1;
   const auto t_facets = Clock::now();

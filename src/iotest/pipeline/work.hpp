@@ -4,6 +4,7 @@
 // part. Every rank computes the same plan from the same inputs.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -12,6 +13,11 @@
 #include "iotest/config/rec_set.hpp"
 
 namespace iotest::pipeline {
+
+// No w-stack yet. Not -1: the planes run from below zero (a layout whose
+// w range is centred has stacks -1, 0, 1), and a walk starting on stack
+// -1 took -1 for "prepared" and predicted from facets never filled.
+inline constexpr index_t kNoStack = std::numeric_limits<index_t>::min();
 
 // One subgrid of one w-stacking plane: the unit producers send.
 struct Visit {
