@@ -115,3 +115,9 @@ def rank_processes(launcher):
                 found.setdefault(rank, pid)
         level = below
     return found
+
+
+def pytest_configure(config):
+    # `make test` leaves these out; `make test-long` (and CI) runs them.
+    config.addinivalue_line(
+        "markers", "long: a check of about 10 s or more, run by `make test-long` (cli-long)")

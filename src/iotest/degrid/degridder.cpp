@@ -14,7 +14,6 @@
 
 namespace iotest::degrid {
 namespace {
-constexpr double kTwoPi = 2 * std::numbers::pi;
 inline index_t centred(index_t i, index_t n) {
   return i < n / 2 ? i : i - n;
 }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <complex>
+#include <numbers>
 #include <optional>
 #include <vector>
 
@@ -31,6 +32,8 @@
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::degrid {
+
+inline constexpr double kTwoPi = 2 * std::numbers::pi;
 
 struct DegridOptions {
   int support = 12;   // u, v kernel width in cells

@@ -89,7 +89,6 @@ void run_phases(const Degridder& d, const binning::VisRun& run, double l, double
   const auto b = d.baseline_uvw(run.baseline, run.time);
   const double n = std::sqrt(1 - l * l - m * m);
   const double turns_per_hz = sign * (b.u * l + b.v * m + b.w * (n - 1)) / telescope::kSpeedOfLight;
-  constexpr double kTwoPi = 2 * std::numbers::pi;
   const cplx step = std::polar(1.0, kTwoPi * turns_per_hz * freq.step());
   cplx phase;
   for (index_t k = 0; k < run.count(); ++k, phase *= step) {
