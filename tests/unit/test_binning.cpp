@@ -2,6 +2,9 @@
 // tile holds its nearest grid cell.
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "iotest/binning/binning.hpp"
 #include "iotest/common/errors.hpp"
 
@@ -140,6 +143,57 @@ TEST(Binning, GridCoversTheLongestBaseline) {
   const auto g = grid_geometry(p, obs);
   EXPECT_NEAR(g.cell_uv * static_cast<double>(p.N) / 2, g.max_uv, 1e-6 * g.max_uv);
   EXPECT_NEAR(g.pixel_lm * g.cell_uv * static_cast<double>(p.N), 1.0, 1e-12);
+}
+
+// The imaging direction's split leaves the autocorrelations out (as
+// WSClean and CASA do): no run, count or visit of theirs, and every other
+// row's runs exactly as predict's, so the image's sum of the weights is
+// the rows left.
+TEST(Binning, AutocorrelationsLeftOutMakeNoRunsAndTheRestAsBefore) {
+  const auto p = config::resolve_rec_set("1k-512-128");
+  const auto obs =
+      telescope::make_observation({"lowbd2-core", "-460:460/6/3", "260e6:300e6/50/32", -30});
+  ASSERT_TRUE(obs.autocorrelations);
+  const auto g = grid_geometry(p, obs);
+  const Binner all(p, obs, g, {true, g.max_uv / 7});
+  const Binner imaged(p, obs, g, {true, g.max_uv / 7, false});
+  const auto baselines = obs.baselines();
+  const index_t nb = obs.baseline_count(), nt = obs.time.steps;
+  const index_t autos = obs.antenna_count() * nt * obs.freq.steps;
+  EXPECT_EQ(all.visibility_count(), obs.visibility_count());
+  EXPECT_EQ(imaged.visibility_count(), obs.visibility_count() - autos);
+  const auto key = [](const VisRun& r) {
+    return std::tuple{r.baseline, r.time, r.chan_begin, r.chan_end, r.w_stack};
+  };
+  for (index_t b = 0; b < nb; ++b) {
+    const bool auto_row = baselines[static_cast<size_t>(b)].first ==
+                          baselines[static_cast<size_t>(b)].second;
+    EXPECT_EQ(imaged.leaves_out(b), auto_row);
+    EXPECT_FALSE(all.leaves_out(b));
+    std::vector<std::tuple<int, int, int, int, int>> want, got;
+    all.runs(b, 0, nt, [&](index_t, const VisRun& r) { want.push_back(key(r)); });
+    imaged.runs(b, 0, nt, [&](index_t, const VisRun& r) { got.push_back(key(r)); });
+    EXPECT_EQ(got, auto_row ? decltype(want){} : want) << "baseline " << b;
+  }
+  // The counts and the visits' runs agree with the rule.
+  const auto counts = imaged.count_visits(0, nb, 2);
+  EXPECT_EQ(summarise(counts).visibilities, imaged.visibility_count());
+  index_t visited = 0;
+  std::vector<VisRun> runs;
+  for (index_t s = imaged.first_stack(); s < imaged.first_stack() + imaged.stacks(); ++s)
+    for (index_t sg = 0; sg < p.subgrid_count(); ++sg) {
+      const VisitRuns visit(imaged, s, sg);
+      EXPECT_EQ(visit.visibilities(), counts.visibilities[static_cast<size_t>(counts.at(s, sg))]);
+      for (const auto& [first, last] : visit.tasks(4, 1000)) {
+        visit.runs(first, last, runs);
+        for (const auto& r : runs) {
+          const auto [a1, a2] = baselines[static_cast<size_t>(r.baseline)];
+          EXPECT_NE(a1, a2);
+          visited += r.count();
+        }
+      }
+    }
+  EXPECT_EQ(visited, imaged.visibility_count());
 }
 
 }  // namespace

@@ -90,6 +90,12 @@ Binner::Binner(const config::RecombinationParams& p, const telescope::Observatio
   stacks_ = s_hi - s_lo + 1;
 }
 
+index_t Binner::visibility_count() const {
+  index_t rows = 0;
+  for (index_t b = 0; b < static_cast<index_t>(baselines_.size()); ++b) rows += !leaves_out(b);
+  return rows * times_ * channels_;
+}
+
 void Binner::widen_w_range(const VisRun& run, double& lo, double& hi) const {
   // As the degridder computes it, so the tower holds every visibility.
   const double w_m = baseline_w(run.baseline, run.time), inv_c = 1.0 / telescope::kSpeedOfLight;
@@ -229,7 +235,9 @@ std::vector<TrackPiece> Binner::candidate_pieces(index_t stack, index_t subgrid)
   const index_t tile0 = subgrid / locate_.per_axis(), tile1 = subgrid % locate_.per_axis();
   std::vector<TrackPiece> out;
   for (size_t b = 0; b < baselines_.size(); ++b) {
-    if (!box_meets(track_boxes_[b], stack, tile0, tile1)) continue;
+    if (leaves_out(static_cast<index_t>(b)) ||
+        !box_meets(track_boxes_[b], stack, tile0, tile1))
+      continue;
     for (const auto& piece : pieces_of(static_cast<index_t>(b)))
       if (box_meets(piece_box(static_cast<index_t>(b), piece.t_begin, piece.t_end), stack, tile0,
                     tile1))

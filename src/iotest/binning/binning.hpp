@@ -68,10 +68,15 @@ inline index_t nearest_cell(double position) {
   return static_cast<index_t>(std::floor(position + 0.5));
 }
 
-// How runs are cut.
+// How runs are cut, and which rows make them.
 struct RunSplit {
   bool chunks = true;       // at frequency chunk borders (false: for counting only)
   double w_stack_step = 0;  // at w-stacking plane borders, planes this far apart (0: none)
+  // Rows whose two antennas are the same (autocorrelations) make runs.
+  // false: the imaging direction's default, as WSClean and CASA leave
+  // them out of the dirty image (docs/imaging.md, "Autocorrelations");
+  // predict writes every row.
+  bool autocorrelations = true;
 };
 
 // A piece of one baseline's track: its time steps [t_begin, t_end) inside
@@ -138,6 +143,16 @@ class Binner {
   std::vector<TrackPiece> pieces_of(index_t b) const;
   index_t row_chunk(const TrackPiece& piece) const {
     return (index_t{piece.baseline} * times_ + piece.t_begin) / time_chunk_;
+  }
+
+  // Visibilities the runs hold over the whole observation: every row's,
+  // less the autocorrelations' where the split leaves them out. The
+  // imaging direction's sum of the weights (degrid::dirty_image_scale).
+  index_t visibility_count() const;
+  // Whether baseline b makes no runs (an autocorrelation left out).
+  bool leaves_out(index_t b) const {
+    const auto [a1, a2] = baselines_[static_cast<size_t>(b)];
+    return a1 == a2 && !split_.autocorrelations;
   }
 
   // Baseline b's w in metres at time step t.
@@ -267,6 +282,7 @@ std::vector<std::pair<size_t, size_t>> cut_at_row_chunks(size_t n, RowChunk&& ro
 template <class Visit>
 void Binner::runs_cut(index_t b, index_t t_begin, index_t t_end, index_t chunk, Visit&& visit,
                       const Only& only) const {
+  if (leaves_out(b)) return;
   const index_t steps = channels_;
   const auto [a1, a2] = baselines_[static_cast<size_t>(b)];
   for (index_t t = t_begin; t < t_end; ++t) {
