@@ -365,6 +365,27 @@ TEST(ReportCsv, WritesEachTableWholeAndNothingElse) {
   EXPECT_THROW(write_csv(r, "/nonexistent-dir/run"), std::runtime_error);
 }
 
+// The imaging rule for autocorrelations: in the JSON only where an image
+// is made, and said once in the text's observation line.
+TEST(Report, ObservationSaysWhetherTheImageTookTheAutocorrelations) {
+  Report r = plan("T05_");
+  r.mode = "grid";
+  r.observation = Observation{};
+  r.observation->vis_set = "lowbd2-core";
+  r.observation->autocorrelations = true;
+  EXPECT_FALSE(to_json(r)["observation"].contains("autocorrelations_imaged"));
+  EXPECT_NE(render_text(r).find("with autocorrelations,"), std::string::npos);
+  for (const bool imaged : {false, true}) {
+    r.observation->autocorrelations_imaged = imaged;
+    EXPECT_EQ(to_json(r)["observation"]["autocorrelations_imaged"], imaged);
+    const auto text = render_text(r);
+    const std::string said = imaged ? "with autocorrelations (imaged)"
+                                    : "with autocorrelations (left out of the image)";
+    EXPECT_NE(text.find(said), std::string::npos) << text;
+    EXPECT_EQ(text.find("autocorrelations", text.find(said) + said.size()), std::string::npos);
+  }
+}
+
 // The JSON holds a key for each section the report has, and no other:
 // a guard on the section list.
 TEST(Report, JsonHoldsExactlyTheKeysOfItsSections) {

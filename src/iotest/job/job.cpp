@@ -41,6 +41,7 @@ Job resolve(const JobOptions& o) {
   Job job;
   job.kernel = o.kernel;
   job.target_err = o.target_err;
+  job.bin_autocorrelations = o.bin_autocorrelations;
   const auto p0 = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
   if (o.observation) {
     job.obs = telescope::make_observation(*o.observation);
@@ -142,6 +143,11 @@ void add_observation(report::Report& r, const telescope::Observation& obs,
   o.vis_per_subgrid_mean = d.mean;
   o.vis_per_subgrid_max = d.max;
   r.observation = o;
+}
+
+void add_imaging_rule(report::Report& r, const Job& job) {
+  if (r.observation && job.obs)
+    r.observation->autocorrelations_imaged = job.obs->autocorrelations && job.bin_autocorrelations;
 }
 
 void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,

@@ -29,6 +29,10 @@ struct JobOptions {
   std::optional<double> target_err;
   index_t source_count = 10;  // 0: an all-zero sky (nothing to check)
   std::uint64_t seed = 1;
+  // Whether autocorrelations make runs (binning::RunSplit::autocorrelations):
+  // predict writes every row; the imaging direction leaves them out of the
+  // image unless --image-autocorrelations (docs/imaging.md, "Autocorrelations").
+  bool bin_autocorrelations = true;
 };
 
 struct Job {
@@ -39,8 +43,10 @@ struct Job {
   degrid::DegridOptions kernel;
   std::optional<double> target_err;
   std::vector<sky::PointSource> sources;
-  // The split the binning uses: at frequency chunks and w-stacking planes.
-  binning::RunSplit split() const { return {true, w.stack_step}; }
+  bool bin_autocorrelations = true;  // JobOptions'
+  // The split the binning uses: at frequency chunks and w-stacking planes,
+  // autocorrelations as the job takes them.
+  binning::RunSplit split() const { return {true, w.stack_step, bin_autocorrelations}; }
 };
 
 // Throws UsageError naming the option at fault.
@@ -90,6 +96,9 @@ report::Observation observation_section(const telescope::Observation& obs);
 // With the grid and the distribution of visibilities over subgrids:
 void add_observation(report::Report& r, const telescope::Observation& obs,
                      const binning::GridGeometry& g, const binning::Distribution& d);
+// An imaging job's rule in its observation section (after add_observation):
+// whether the observation's autocorrelations went into the dirty image.
+void add_imaging_rule(report::Report& r, const Job& job);
 void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,
                          index_t w_stacks,
                          const std::optional<degrid::TowerCalibration>& calibration);

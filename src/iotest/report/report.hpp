@@ -270,6 +270,9 @@ struct Observation {
   std::string description;
   index_t antennas = 0;
   bool autocorrelations = false;
+  // The imaging direction: whether they went into the dirty image
+  // (--image-autocorrelations; imagers leave them out). None: predict.
+  std::optional<bool> autocorrelations_imaged;
   std::string time;  // START:END/STEPS/CHUNK, hour angle seconds
   std::string freq;  // START:END/STEPS/CHUNK, Hz
   index_t time_chunks = 0, freq_chunks = 0;

@@ -402,6 +402,7 @@ json to_json(const Observation& o) {
             {"time_chunks", o.time_chunks},
             {"freq_chunks", o.freq_chunks},
             {"visibility_bytes", o.visibility_bytes}};
+  if (o.autocorrelations_imaged) j["autocorrelations_imaged"] = *o.autocorrelations_imaged;
   if (o.cell_uv > 0) {  // with a recombination: the grid and the work per subgrid
     j["grid"] = {{"max_uv_wavelengths", o.max_uv},
                  {"pixel_lm", o.pixel_lm},
@@ -414,10 +415,23 @@ json to_json(const Observation& o) {
   return j;
 }
 
+namespace {
+
+// How the text names the autocorrelations: whether there are any, and in
+// the imaging direction whether the image took them.
+std::string autocorrelations_text(const Observation& o) {
+  if (!o.autocorrelations) return "";
+  if (!o.autocorrelations_imaged) return " with autocorrelations";
+  return *o.autocorrelations_imaged ? " with autocorrelations (imaged)"
+                                    : " with autocorrelations (left out of the image)";
+}
+
+}  // namespace
+
 std::string render_text(const Observation& o, const Report& r) {
   std::string s = fmt::format("  vis-set {} ({}): {} antennas, {} baselines{}, dec {}\n", o.vis_set,
                               o.description, o.antennas, r.counts.baselines.value_or(0),
-                              o.autocorrelations ? " with autocorrelations" : "", o.dec_deg);
+                              autocorrelations_text(o), o.dec_deg);
   s += fmt::format("  time {} ({} chunks), freq {} ({} chunks)\n", o.time, o.time_chunks, o.freq,
                    o.freq_chunks);
   s += fmt::format(
