@@ -37,4 +37,11 @@ inline void check_threads(const std::string& option, int threads) {
                                  std::to_string(threads));
 }
 
+// The threads of a command in one process: as many as given, else all
+// the runtime offers.
+inline int threads_or_all(const std::string& option, int threads) {
+  check_threads(option, threads);
+  return threads > 0 ? threads : omp_get_max_threads();
+}
+
 }  // namespace iotest
