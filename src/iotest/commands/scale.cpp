@@ -79,9 +79,9 @@ std::string default_python() {
   return fs::exists(venv) ? venv : "python3";
 }
 
-}  // namespace
-
-report::Report scale(const ScaleOptions& o) {
+// The options checked before any run: the runs to make or the reports to
+// fit, the output folder made, the fit's tool found.
+void check_scale_options(const ScaleOptions& o) {
   const bool running = !o.ranks.empty();
   if (running == !o.reports.empty())
     throw UsageError("--ranks", running ? "expected --ranks or run reports, not both"
@@ -105,68 +105,86 @@ report::Report scale(const ScaleOptions& o) {
   if (ec || !fs::is_directory(o.out))
     throw UsageError("--out", fmt::format("cannot create the folder '{}': {}", o.out,
                                           ec ? ec.message() : "not a folder"));
-  const std::string python = o.python.empty() ? default_python() : o.python;
-  const std::string tool = usl_tool();
-  if (!fs::exists(tool))
+  if (!fs::exists(usl_tool()))
     throw UsageError("--python", fmt::format("the fit's tool {} is not there (set IOTEST_USL "
                                              "to tools/usl.py of the iotest sources)",
-                                             tool));
+                                             usl_tool()));
+}
 
-  // The runs, one after the other, each with its report and its output.
-  std::vector<std::string> reports = o.reports;
-  if (running) {
-    const std::string self = o.self.empty() ? fs::read_symlink("/proc/self/exe").string() : o.self;
-    for (const int n : o.ranks) {
-      auto argv = words(o.launcher);
-      if (argv.empty()) throw UsageError("--launcher", "expected a launcher, e.g. mpirun");
-      const std::string report = fmt::format("{}/report-{}.json", o.out, n);
-      const std::string log = fmt::format("{}/run-{}.txt", o.out, n);
-      for (const auto& w : std::vector<std::string>{o.np_flag, std::to_string(n), self, "run"})
-        argv.push_back(w);
-      for (const auto& w : words(o.job)) argv.push_back(w);
-      argv.push_back("--no-progress");
-      argv.push_back("--report=" + report);
-      const int status = run_to(argv, log, "--launcher");
-      if (status == kExitUsage)
-        throw UsageError("--job", fmt::format("refused at {} ranks: {}", n, error_in(log)));
-      if (status != 0)
-        throw std::runtime_error(
-            fmt::format("the run at {} ranks failed (exit {}): {}", n, status, error_in(log)));
-      reports.push_back(report);
-    }
+// The job at each rank count, one run after the other, each with its
+// report and its output in the folder; the reports' paths.
+std::vector<std::string> run_at_ranks(const ScaleOptions& o) {
+  std::vector<std::string> reports;
+  const std::string self = o.self.empty() ? fs::read_symlink("/proc/self/exe").string() : o.self;
+  for (const int n : o.ranks) {
+    auto argv = words(o.launcher);
+    if (argv.empty()) throw UsageError("--launcher", "expected a launcher, e.g. mpirun");
+    const std::string report = fmt::format("{}/report-{}.json", o.out, n);
+    const std::string log = fmt::format("{}/run-{}.txt", o.out, n);
+    for (const auto& w : std::vector<std::string>{o.np_flag, std::to_string(n), self, "run"})
+      argv.push_back(w);
+    for (const auto& w : words(o.job)) argv.push_back(w);
+    argv.push_back("--no-progress");
+    argv.push_back("--report=" + report);
+    const int status = run_to(argv, log, "--launcher");
+    if (status == kExitUsage)
+      throw UsageError("--job", fmt::format("refused at {} ranks: {}", n, error_in(log)));
+    if (status != 0)
+      throw std::runtime_error(
+          fmt::format("the run at {} ranks failed (exit {}): {}", n, status, error_in(log)));
+    reports.push_back(report);
   }
+  return reports;
+}
 
-  report::Report r;
-  r.mode = "scale";
-  report::Scaling sc;
-  sc.n_by = o.n_by;
-  for (const auto& path : reports) {
-    const json j = report::read_json(path, "REPORT");
-    if (j.value("mode", "") != "run" || !j.contains("pipeline"))
-      throw UsageError(path, "is not an `iotest run` report");
-    const auto& pl = j["pipeline"];
-    report::Scaling::Point pt;
-    pt.report = path;
-    pt.ranks = pl.value("ranks", 0);
-    pt.streamers = pl.value("streamers", 0);
-    std::set<std::string> hosts;
-    for (const auto& k : pl["per_rank"]) hosts.insert(k.value("host", ""));
-    pt.n = o.n_by == "ranks"   ? pt.ranks
-           : o.n_by == "nodes" ? static_cast<int>(hosts.size())
-                               : pt.streamers;
-    pt.stream_s = number(j["timing"], "stream_s");
-    pt.vis_per_s = number(j["rates"], "vis_per_s");
-    pt.net_bytes_per_s = number(j["rates"], "net_bytes_per_s");
-    // A dry run's null back-end only counts: no write rate.
-    const bool writes = !j["config"].value("output", std::string()).empty();
-    pt.write_bytes_per_s = writes ? number(j["rates"], "write_bytes_per_s") : 0;
-    sc.points.push_back(pt);
-  }
-  std::sort(sc.points.begin(), sc.points.end(),
-            [](const auto& a, const auto& b) { return a.n < b.n; });
+// A run's report as a point of the study: its N (what --n counts) and
+// its stages' rates.
+report::Scaling::Point scaling_point(const std::string& path, const std::string& n_by) {
+  const json j = report::read_json(path, "REPORT");
+  if (j.value("mode", "") != "run" || !j.contains("pipeline"))
+    throw UsageError(path, "is not an `iotest run` report");
+  const auto& pl = j["pipeline"];
+  report::Scaling::Point pt;
+  pt.report = path;
+  pt.ranks = pl.value("ranks", 0);
+  pt.streamers = pl.value("streamers", 0);
+  std::set<std::string> hosts;
+  for (const auto& k : pl["per_rank"]) hosts.insert(k.value("host", ""));
+  pt.n = n_by == "ranks"   ? pt.ranks
+         : n_by == "nodes" ? static_cast<int>(hosts.size())
+                           : pt.streamers;
+  pt.stream_s = number(j["timing"], "stream_s");
+  pt.vis_per_s = number(j["rates"], "vis_per_s");
+  pt.net_bytes_per_s = number(j["rates"], "net_bytes_per_s");
+  // A dry run's null back-end only counts: no write rate.
+  const bool writes = !j["config"].value("output", std::string()).empty();
+  pt.write_bytes_per_s = writes ? number(j["rates"], "write_bytes_per_s") : 0;
+  return pt;
+}
 
-  // The fit and the plots: the Python tool, as its own process.
-  std::vector<std::string> argv{python, tool};
+report::Scaling::Fit usl_fit_of(const json& f) {
+  report::Scaling::Fit fit;
+  fit.stage = f.value("stage", "");
+  fit.unit = f.value("unit", "");
+  fit.gamma = number(f, "gamma");
+  fit.alpha = number(f, "alpha");
+  fit.beta = number(f, "beta");
+  fit.gamma_ci = number(f, "gamma_ci");
+  fit.alpha_ci = number(f, "alpha_ci");
+  fit.beta_ci = number(f, "beta_ci");
+  fit.peak_n =
+      f.contains("peak_n") && f["peak_n"].is_number() ? f["peak_n"].get<double>() : INFINITY;
+  fit.efficiency = f["efficiency"].empty() ? std::nan("") : f["efficiency"].back().get<double>();
+  fit.sublinear = f.value("sublinear", false);
+  fit.negative = f.value("negative", false);
+  return fit;
+}
+
+// The fit and the plots: the Python tool, as its own process. The fits,
+// and the plots it drew, in name order.
+void fit_usl(const ScaleOptions& o, const std::vector<std::string>& reports, report::Scaling& sc) {
+  const std::string python = o.python.empty() ? default_python() : o.python;
+  std::vector<std::string> argv{python, usl_tool()};
   for (const auto& path : reports) argv.push_back(path);
   const std::string fits = o.out + "/fits.json", plots = o.out + "/plots";
   for (const auto& w : {"--n=" + o.n_by, "--plots=" + plots, "--json=" + fits}) argv.push_back(w);
@@ -175,26 +193,25 @@ report::Report scale(const ScaleOptions& o) {
   if (status == kExitUsage) throw UsageError("REPORT", error_in(log));
   if (status != 0)
     throw std::runtime_error(fmt::format("the fit failed (exit {}): {}", status, error_in(log)));
-  for (const auto& f : report::read_json(fits, "--python")) {
-    report::Scaling::Fit fit;
-    fit.stage = f.value("stage", "");
-    fit.unit = f.value("unit", "");
-    fit.gamma = number(f, "gamma");
-    fit.alpha = number(f, "alpha");
-    fit.beta = number(f, "beta");
-    fit.gamma_ci = number(f, "gamma_ci");
-    fit.alpha_ci = number(f, "alpha_ci");
-    fit.beta_ci = number(f, "beta_ci");
-    fit.peak_n =
-        f.contains("peak_n") && f["peak_n"].is_number() ? f["peak_n"].get<double>() : INFINITY;
-    fit.efficiency = f["efficiency"].empty() ? std::nan("") : f["efficiency"].back().get<double>();
-    fit.sublinear = f.value("sublinear", false);
-    fit.negative = f.value("negative", false);
-    sc.fits.push_back(fit);
-  }
+  for (const auto& f : report::read_json(fits, "--python")) sc.fits.push_back(usl_fit_of(f));
   for (const auto& entry : fs::directory_iterator(plots))
     if (entry.path().extension() == ".png") sc.plots.push_back(entry.path().string());
   std::sort(sc.plots.begin(), sc.plots.end());
+}
+
+}  // namespace
+
+report::Report scale(const ScaleOptions& o) {
+  check_scale_options(o);
+  const auto reports = o.ranks.empty() ? o.reports : run_at_ranks(o);
+  report::Report r;
+  r.mode = "scale";
+  report::Scaling sc;
+  sc.n_by = o.n_by;
+  for (const auto& path : reports) sc.points.push_back(scaling_point(path, o.n_by));
+  std::sort(sc.points.begin(), sc.points.end(),
+            [](const auto& a, const auto& b) { return a.n < b.n; });
+  fit_usl(o, reports, sc);
   r.scaling = sc;
   return r;
 }
