@@ -244,13 +244,13 @@ std::vector<SubgridColumn> plan_walk(const config::RecombinationParams& p, index
   return walk;
 }
 
-report::Report run(const Options& o) {
-  const auto t_wall = Clock::now();
-  report::Report r;
-  r.mode = "recombine";
-  r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
-  const auto& p = r.rec;
+namespace {
 
+// How many subgrids the walk takes, and how many of those it checks.
+struct WalkSize {
+  index_t count = 0, check = 0;
+};
+WalkSize walk_size(const Options& o, const config::RecombinationParams& p) {
   const index_t total = p.subgrid_count();
   const index_t count = o.subgrids.value_or(total);
   if (count < 1 || count > total)
@@ -262,25 +262,86 @@ report::Report run(const Options& o) {
   if (check < 0 || check > count)
     throw UsageError("--check",
                      fmt::format("expected 0..{} (the subgrids processed), got {}", count, check));
-  check_threads("--threads", o.threads);
-  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+  return {count, check};
+}
 
+report::Memory check_recombine_memory(const config::RecombinationParams& p, int threads) {
   job::Job job;
   job.p = p;
   job::RunShape shape;
   shape.threads = threads;
-  r.memory = job::estimate_memory(job, shape, nullptr);
-  job::require_memory(p, r.memory.single_process_bytes);
+  auto memory = job::estimate_memory(job, shape, nullptr);
+  job::require_memory(p, memory.single_process_bytes);
+  return memory;
+}
 
-  Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, count), {}, count};
+// The walk, its checks spread evenly over it.
+Walk checked_walk(const config::RecombinationParams& p, const WalkSize& size) {
+  Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, size.count), {}, size.count};
+  const index_t count = size.count, check = size.check;
   index_t seen = 0;
   for (const auto& col : walk.columns) {
     std::vector<bool> flags;
     for (size_t s = 0; s < col.t1.size(); ++s, ++seen)
-      // Spread the checks evenly over the walk.
       flags.push_back(check > 0 && (seen * check) / count != ((seen + 1) * check) / count);
     walk.checked.push_back(std::move(flags));
   }
+  return walk;
+}
+
+void report_predict_direction(const DirectionResult& res, index_t count, report::Report& r,
+                              report::Timing& timing, report::Rates& rates,
+                              report::Accuracy& accuracy) {
+  timing.predict_s = res.timed_s;
+  timing.check_s += res.check_s;
+  rates.predict_subgrids_per_s = static_cast<double>(count) / res.timed_s;
+  rates.predict_gflops = res.flops / res.timed_s * 1e-9;
+  accuracy.subgrid_rmse = res.errors.pooled.value();
+  accuracy.subgrid_rmse_max = res.errors.worst;
+  r.counts.subgrids_checked = res.errors.items;
+  rates.gflops += res.flops;
+}
+
+void report_image_direction(const DirectionResult& res, index_t count, report::Report& r,
+                            report::Timing& timing, report::Rates& rates,
+                            report::Accuracy& accuracy) {
+  timing.image_s = res.timed_s;
+  timing.check_s += res.check_s;
+  rates.image_subgrids_per_s = static_cast<double>(count) / res.timed_s;
+  rates.image_gflops = res.flops / res.timed_s * 1e-9;
+  accuracy.facet_rmse = res.errors.pooled.value();
+  accuracy.facet_rmse_max = res.errors.worst;
+  r.counts.facets_checked = res.errors.items;
+  rates.gflops += res.flops;
+}
+
+void describe_recombine(report::Report& r, const Options& o, const WalkSize& size, int threads,
+                        const Walk& walk) {
+  r.settings = report::RunSettings{};
+  r.settings->source_count = o.source_count;
+  r.settings->seed = o.seed;
+  r.settings->direction = to_string(o.direction);
+  r.settings->subgrids = size.count;
+  r.settings->check = size.check;
+  r.settings->threads = threads;
+  r.counts.facets = r.rec.facet_count();
+  r.counts.subgrids = r.rec.subgrid_count();
+  r.counts.subgrids_processed = size.count;
+  r.counts.subgrid_columns = static_cast<index_t>(walk.columns.size());
+}
+
+}  // namespace
+
+report::Report run(const Options& o) {
+  const auto t_wall = Clock::now();
+  report::Report r;
+  r.mode = "recombine";
+  r.rec = config::resolve_rec_set(o.rec_set, {o.window_width, 0});
+  const auto& p = r.rec;
+  const auto size = walk_size(o, p);
+  const int threads = threads_or_all("--threads", o.threads);
+  r.memory = check_recombine_memory(p, threads);
+  const auto walk = checked_walk(p, size);
 
   report::Timing timing;
   auto t0 = Clock::now();
@@ -291,41 +352,15 @@ report::Report run(const Options& o) {
 
   report::Rates rates;
   report::Accuracy accuracy;
-  if (o.direction != Direction::image) {
-    const auto res = run_predict(rec, walk, sources, roots, threads);
-    timing.predict_s = res.timed_s;
-    timing.check_s += res.check_s;
-    rates.predict_subgrids_per_s = static_cast<double>(count) / res.timed_s;
-    rates.predict_gflops = res.flops / res.timed_s * 1e-9;
-    accuracy.subgrid_rmse = res.errors.pooled.value();
-    accuracy.subgrid_rmse_max = res.errors.worst;
-    r.counts.subgrids_checked = res.errors.items;
-    rates.gflops += res.flops;
-  }
-  if (o.direction != Direction::predict) {
-    const auto res = run_image(rec, walk, sources, roots, threads);
-    timing.image_s = res.timed_s;
-    timing.check_s += res.check_s;
-    rates.image_subgrids_per_s = static_cast<double>(count) / res.timed_s;
-    rates.image_gflops = res.flops / res.timed_s * 1e-9;
-    accuracy.facet_rmse = res.errors.pooled.value();
-    accuracy.facet_rmse_max = res.errors.worst;
-    r.counts.facets_checked = res.errors.items;
-    rates.gflops += res.flops;
-  }
+  if (o.direction != Direction::image)
+    report_predict_direction(run_predict(rec, walk, sources, roots, threads), size.count, r, timing,
+                             rates, accuracy);
+  if (o.direction != Direction::predict)
+    report_image_direction(run_image(rec, walk, sources, roots, threads), size.count, r, timing,
+                           rates, accuracy);
   rates.gflops = rates.gflops / (timing.predict_s + timing.image_s) * 1e-9;
 
-  r.settings = report::RunSettings{};
-  r.settings->source_count = o.source_count;
-  r.settings->seed = o.seed;
-  r.settings->direction = to_string(o.direction);
-  r.settings->subgrids = count;
-  r.settings->check = check;
-  r.settings->threads = threads;
-  r.counts.facets = p.facet_count();
-  r.counts.subgrids = total;
-  r.counts.subgrids_processed = count;
-  r.counts.subgrid_columns = static_cast<index_t>(walk.columns.size());
+  describe_recombine(r, o, size, threads, walk);
   r.accuracy = accuracy;
   r.rates = rates;
   r.memory.peak_rss_bytes = peak_rss_bytes();
