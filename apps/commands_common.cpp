@@ -272,10 +272,12 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
 
 int run_pipeline(const iotest::pipeline::RunOptions& options, int repetitions,
                  const ReportOptions& out, const std::string& parse_error) {
-  // Threads other than the first call MPI: a shared output's writers, and
-  // in transit each streamer's forwarding thread.
-  const bool multiple =
-      iotest::storage::shares_output(options.storage, options.output) || options.writer_ranks > 0;
+  // Threads other than the first call MPI: a shared output's writers, in
+  // transit each streamer's forwarding thread, and with outputs split by
+  // frequency the streamers' exchange (its forwarding and receiving threads).
+  const bool multiple = iotest::storage::shares_output(options.storage, options.output) ||
+                        options.writer_ranks > 0 ||
+                        iotest::storage::splits_by_frequency(options.storage, options.output);
   const auto repeated = [&](MPI_Comm comm) {
     // --repetitions: the whole job again in the same processes (setup
     // included, outside the measured part); the outputs are written anew

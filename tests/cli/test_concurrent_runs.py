@@ -69,6 +69,7 @@ def wait_for_partials(folder, job, count):
         time.sleep(0.05)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_runs_started_together_each_keep_their_own_outputs(tmp_path, backend):
     # Three times, two runs at once into the same pattern, different seeds,

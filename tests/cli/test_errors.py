@@ -84,6 +84,15 @@ def test_a_parse_error_is_said_once(mpirun, tmp_path, args, option):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.parametrize("direction", [[], ["--direction=predict"]])
+def test_image_autocorrelations_without_an_image_is_said_once(mpirun, tmp_path, direction):
+    # A rule of the dirty image: predict writes every row and makes none.
+    proc = mpirun(3, *OBS, *direction, "--image-autocorrelations", str(tmp_path / "out%d.h5"),
+                  timeout=MPI_TIMEOUT_S)
+    ends_with_one_error(proc, 2, "--image-autocorrelations", "--direction=image")
+    assert not os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize("report", ["missing/r.json", "."])  # no such folder; a folder
 def test_the_report_path_checked_on_rank_0_stops_every_rank(mpirun, tmp_path, report):
     (tmp_path / "out").mkdir()
@@ -167,8 +176,10 @@ def test_a_write_failing_mid_run_ends_the_job(tmp_path, extra, ext):
         assert lines and all("failed" in line and f".{ext}" in line for line in lines), proc.stderr
         nothing_looks_complete(tmp_path)
         return
-    # ms stores 8 B per visibility, not 16: twice the time steps to pass the limit.
-    time = "-1800:1800/128/8" if ext == "ms" else "-1800:1800/64/8"
+    # ms stores 8 B per visibility, not 16, and each file half the channels
+    # (a MeasurementSet per frequency range): four times the time steps to
+    # pass the limit.
+    time = "-1800:1800/256/8" if ext == "ms" else "-1800:1800/64/8"
     args = [*with_obs(time=time), *extra, str(tmp_path / f"out%d.{ext}")]
     proc = mpmd((2, [], args), (1, limit, args), timeout=MPI_TIMEOUT_S)
     ends_with_one_error(proc, 1, "(rank 2)", f"out1.{ext}", "failed")

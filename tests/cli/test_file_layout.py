@@ -43,8 +43,11 @@ def test_a_bad_layout_is_one_line_with_status_2(iotest, tmp_path, command, value
 def test_a_layout_that_cannot_be_set_is_said_once_and_the_run_goes_on(
         mpirun, iotest, tmp_path, backend, output, attribute):
     # Streamers with 2 writers each: several outputs, one warning, from rank 0.
+    # A MeasurementSet per frequency range: a frequency chunk for each.
+    obs = [a if not a.startswith("--freq=") or backend != "ms" else "--freq=260e6:300e6/32/4"
+           for a in OBS]
     report = tmp_path / "run.json"
-    proc = mpirun(4, *OBS, f"--storage={backend}", "--writer-count=2", f"--file-layout={LAYOUT}",
+    proc = mpirun(4, *obs, f"--storage={backend}", "--writer-count=2", f"--file-layout={LAYOUT}",
                   str(tmp_path / output),
                   f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
     warnings = [l for l in proc.stderr.splitlines() if "--file-layout" in l]

@@ -44,6 +44,7 @@ def test_h5_writes_every_step_of_every_rank(mpirun, tmp_path, ranks, args, mode)
     np.testing.assert_array_equal(data, ((t * g[0] + x) * g[1] + y) * g[2] + z)
 
 
+@pytest.mark.long
 def test_h5_removes_its_file_unless_kept_and_refuses_bad_input(mpirun, tmp_path):
     path = tmp_path / "ck.h5"
     mpirun(2, "h5", str(path), "--domain=4,4,4", "--steps=2", check=0, timeout=MPI_TIMEOUT_S)

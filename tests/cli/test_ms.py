@@ -40,20 +40,24 @@ def test_a_run_writes_measurement_sets_that_verify(iotest, ms_set):
     assert 1e-9 < rmse < 5e-8, proc.stdout
 
 
-def test_every_file_holds_its_rows_in_the_field_s_layout(ms_set):
-    held = {}
-    for path in ms_set:
+def test_every_file_holds_every_row_of_its_own_channels_in_the_field_s_layout(ms_set):
+    """The SDP's layout (issue 46): a MeasurementSet per frequency range,
+    each every (time, baseline) row once, no channel in two files."""
+    channels = []
+    for i, path in enumerate(ms_set):
         main = tables.table(str(path), ack=False)
-        # A file holds the row chunks (16 baseline-times) its writer wrote in.
         row_chunks = tables.table(str(path / "IOTEST_ROW_CHUNKS"), ack=False)
-        assert 0 < main.nrows() == 16 * row_chunks.nrows() < ROWS
+        assert main.nrows() == 16 * row_chunks.nrows() == ROWS
         assert main.getcoldesc("DATA")["valueType"] == "complex"
         assert main.getcolkeyword("DATA", "UNIT") == "Jy"
         assert main.getcolkeyword("UVW", "MEASINFO")["Ref"] == "J2000"
         pol = tables.table(str(path / "POLARIZATION"), ack=False)
         assert list(pol.getcol("CORR_TYPE")[0]) == [9]  # XX
         spw = tables.table(str(path / "SPECTRAL_WINDOW"), ack=False)
-        assert np.allclose(spw.getcol("CHAN_FREQ")[0], np.linspace(260e6, 300e6, 16))
+        # File i of 2: frequency chunk i of 2, channels 8i to 8i + 7.
+        own = np.linspace(260e6, 300e6, 16)[8 * i:8 * i + 8]
+        assert np.allclose(spw.getcol("CHAN_FREQ")[0], own)
+        channels.extend(own)
         field = tables.table(str(path / "FIELD"), ack=False)
         # The phase centre in ICRS (labelled J2000): dec 34 of date at the
         # VLA is RA 46.62683, Dec 33.90986 there (docs/imaging.md,
@@ -63,14 +67,12 @@ def test_every_file_holds_its_rows_in_the_field_s_layout(ms_set):
                            rtol=0, atol=1e-5)
         assert tables.table(str(path / "ANTENNA"), ack=False).nrows() == 27
         flags, data = main.getcol("FLAG")[:, :, 0], main.getcol("DATA")[:, :, 0]
-        # What a file does not hold is flagged, and only that.
-        assert np.all(data[flags] == 0) and np.all(data[~flags] != 0)
+        # Nothing flagged, every value written.
+        assert data.shape == (ROWS, 8) and not flags.any() and np.all(data != 0)
         keys = zip(main.getcol("ANTENNA1"), main.getcol("ANTENNA2"), main.getcol("TIME"))
-        for key, row_flags in zip(keys, flags):
-            held.setdefault(key, []).append(~row_flags)
-    # Every visibility of the observation is in exactly one file.
-    assert len(held) == ROWS
-    assert all(np.array_equal(np.sum(rows, axis=0), np.ones(16)) for rows in held.values())
+        assert len(set(keys)) == ROWS
+    # Together the files hold every channel once.
+    assert np.allclose(sorted(channels), np.linspace(260e6, 300e6, 16))
 
 
 def test_taql_counts_the_rows(ms_set):
@@ -84,11 +86,13 @@ def test_taql_counts_the_rows(ms_set):
         assert f"select result of {rows} rows" in proc.stdout, proc.stdout
 
 
-def chunk_cells(main, first_rows, chunk, time_chunk=16, freq_chunk=8, channel_chunks=2):
+def chunk_cells(main, first_rows, chunk, first_channel, time_chunk=16, freq_chunk=8,
+                channel_chunks=2):
     """A chunk's cells as DATA holds them: its row chunk's rows x its
-    channels, complex64 (this set has no chunk on an edge)."""
+    channels (DATA's channel 0 is the file's first), complex64 (this set
+    has no chunk on an edge)."""
     row = first_rows[chunk // channel_chunks]
-    c0 = (chunk % channel_chunks) * freq_chunk
+    c0 = (chunk % channel_chunks) * freq_chunk - first_channel
     return main.getcol("DATA", row, time_chunk)[:, c0:c0 + freq_chunk, 0]
 
 
@@ -103,13 +107,13 @@ def test_a_chunk_s_checksum_is_of_its_cells_as_data_stores_them(iotest, ms_set, 
         pairs = list(zip(sums.getcol("CHUNK"), sums.getcol("CRC32")))
         assert len(pairs) > 100
         for chunk, crc in pairs[::37]:
-            cells = chunk_cells(main, first_rows, chunk)
+            cells = chunk_cells(main, first_rows, chunk, layout["first_channel"])
             assert cells.dtype == np.complex64 and cells.shape == (16, 8)
             assert zlib.crc32(cells.tobytes()) == crc
     # The last bit of one value of the last file's first chunk changed:
     # verify --all sees it.
     chunk = pairs[0][0]
-    row, channel = first_rows[chunk // 2] + 5, (chunk % 2) * 8 + 3
+    row, channel = first_rows[chunk // 2] + 5, (chunk % 2) * 8 + 3 - layout["first_channel"]
     copies = bad_copy(ms_set, tmp_path)
     with tables.table(str(copies[-1]), readonly=False, ack=False) as t:
         cell = t.getcell("DATA", row)
@@ -133,8 +137,10 @@ def test_an_ms_with_double_precision_checksums_still_verifies(iotest, ms_set, tm
             rows = tables.table(str(path / "IOTEST_ROW_CHUNKS"), ack=False)
             first_rows = dict(zip(rows.getcol("ROW_CHUNK"), rows.getcol("FIRST_ROW")))
             with tables.table(str(path / "IOTEST_CHUNKS"), readonly=False, ack=False) as sums:
-                old = [zlib.crc32(np.conj(chunk_cells(main, first_rows, c)).astype(np.complex128)
-                                  .tobytes()) for c in sums.getcol("CHUNK")]
+                first_channel = layout["first_channel"]
+                old = [zlib.crc32(np.conj(chunk_cells(main, first_rows, c, first_channel))
+                                  .astype(np.complex128).tobytes())
+                       for c in sums.getcol("CHUNK")]
                 sums.putcol("CRC32", np.array(old, dtype=np.int64))
     proc = iotest("verify", "--all", *map(str, copies), check=0)
     assert ": passed" in proc.stdout
@@ -224,3 +230,73 @@ def test_a_synthetic_set_reads_back_and_verifies_exactly(iotest, tmp_path):
     read = iotest("read", "--check", *files, check=0)
     assert "0 wrong" in read.stdout and ": passed" in read.stdout, read.stdout
     assert ": passed" in iotest("verify", "--all", *files, check=0).stdout
+
+
+# The issue's run (46): T05_ + vlaa at dec -30, 64 channels in 2 frequency
+# chunks, 3 ranks (a producer, 2 streamers).
+SDP = ["--rec-set=T05_", "--vis-set=vlaa", "--dec=-30", "--time=-230:230/32/16",
+       "--freq=260e6:300e6/64/32", "--source-count=10"]
+
+
+def test_the_sdp_s_layout_a_measurement_set_per_frequency_range(iotest, mpirun, tmp_path):
+    """Each of the two MeasurementSets holds all 11,232 (time, baseline)
+    rows once, for its own 32 channels; none flagged; the bytes written are
+    the data's; verify, read and the imaging direction take the set whole."""
+    report = tmp_path / "r.json"
+    proc = mpirun(3, *SDP, "--storage=ms", "--no-progress", f"--report={report}",
+                  str(tmp_path / "vis%d.ms"), check=0)
+    from conftest import load
+    r = load(report)
+    files = sorted(tmp_path.glob("vis*.ms"))
+    assert len(files) == 2
+    first = []
+    for f in files:
+        main = tables.table(str(f), ack=False)
+        keys = set(zip(main.getcol("ANTENNA1"), main.getcol("ANTENNA2"), main.getcol("TIME")))
+        assert main.nrows() == len(keys) == 351 * 32
+        assert not main.getcol("FLAG").any()
+        freq = tables.table(str(f / "SPECTRAL_WINDOW"), ack=False).getcol("CHAN_FREQ")[0]
+        assert len(freq) == 32
+        first.append(freq[0])
+        layout = json.loads(main.getkeyword("IOTEST_LAYOUT"))
+        assert layout["channels"] == 64 and layout["file_channels"] == 32
+    assert np.allclose(sorted(first), [260e6, 260e6 + 32 * 40e6 / 63])
+    t = r["transit"]
+    assert t["files_split_by"] == "frequency" and t["placement"] == "in situ"
+    assert t["chunks_sent"] > 0 and "exchanged between the streamers" in proc.stdout
+    c = r["counts"]
+    assert c["bytes_written"] == c["visibilities"] * 8 and c["chunks_rewritten"] == 0
+    assert "1.000x the visibilities' bytes" in proc.stdout
+    names = list(map(str, files))
+    assert ": passed" in iotest("verify", "--all", *names, check=0).stdout
+    image = tmp_path / "image.json"
+    mpirun(3, "run", "--direction=image", "--rec-set=T05_", "--no-progress", f"--report={image}",
+           *names, check=0)
+    assert load(image)["accuracy"]["facet_rmse"] < 1e-7
+
+
+def test_in_transit_writer_ranks_write_the_same_layout(iotest, mpirun, tmp_path):
+    mpirun(4, *SDP, "--storage=ms", "--writer-ranks=2", "--no-progress",
+           str(tmp_path / "vis%d.ms"), check=0)
+    files = sorted(map(str, tmp_path.glob("vis*.ms")))
+    assert len(files) == 2
+    for f in files:
+        assert tables.table(f, ack=False).nrows() == 351 * 32
+    assert ": passed" in iotest("verify", "--all", *files, check=0).stdout
+
+
+def test_a_synthetic_set_split_by_frequency_reads_back_right(iotest, mpirun, tmp_path):
+    # Every rank streams a synthetic set: two streamers, an output each.
+    mpirun(2, *SDP[:-1], "--synthetic-vis", "--storage=ms", "--no-progress",
+           str(tmp_path / "syn%d.ms"), check=0)
+    files = sorted(map(str, tmp_path.glob("syn*.ms")))
+    assert len(files) == 2
+    proc = mpirun(2, "read", "--check", *files, check=0)
+    assert "0 wrong" in proc.stdout and "passed" in proc.stdout
+
+
+def test_more_measurement_sets_than_frequency_chunks_is_refused(mpirun, tmp_path):
+    proc = mpirun(5, *SDP, "--storage=ms", "--no-progress", str(tmp_path / "vis%d.ms"), check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert any(l.startswith("iotest: error: --writer-count: 4 ms outputs") for l in lines), lines
+    assert not list(tmp_path.glob("vis*"))

@@ -91,6 +91,7 @@ def test_a_sky_run_in_one_shared_file_verifies(phdf5, mpirun, iotest, tmp_path, 
     assert np.count_nonzero(uv.data_array) == VISIBILITIES
 
 
+@pytest.mark.long
 def test_verify_all_catches_one_flipped_value(phdf5, mpirun, iotest, tmp_path):
     out = tmp_path / "out.h5"
     mpirun(3, "--synthetic-vis", *OBS, "--storage=phdf5", "--phdf5.transfer=collective",
@@ -107,6 +108,7 @@ def test_verify_all_catches_one_flipped_value(phdf5, mpirun, iotest, tmp_path):
     assert v["values_wrong"] == 1 and v["checksums_wrong"] == 1
 
 
+@pytest.mark.long
 def test_phdf5_usage_errors(phdf5, mpirun, iotest, tmp_path):
     out = str(tmp_path / "out.h5")
     for args, option in ((["--writer-count=2"], "--writer-count"),

@@ -194,6 +194,7 @@ def test_writing_needs_a_vis_set_as_in_run(iotest):
     assert "OUTPUT" in proc.stderr and "--vis-set" in proc.stderr
 
 
+@pytest.mark.long
 def test_ska1_low_on_30_nodes_writes_its_visibilities(iotest):
     # DESIGN.md section 3: 131,328 baselines x 1024 x 8192 (~10 s here).
     r = plan(iotest, *SKA1_LOW, "--nodes=30", "--node-memory=96G", "--threads=24")

@@ -92,6 +92,7 @@ def without_phdf5():
     return ["-x", "IotestStorage%backend=phdf5"], CHECK_NAMES - {"IotestStorage %backend=phdf5"}
 
 
+@pytest.mark.long
 def test_every_check_passes_and_logs_every_performance_variable(folder):
     reframe_installed()
     exclude, names = without_phdf5()

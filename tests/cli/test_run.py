@@ -254,6 +254,7 @@ def test_per_peer_host_traffic_on_one_host_names_no_link(mpirun, tmp_path):
     assert "bound by network\n" in proc.stdout
 
 
+@pytest.mark.long
 def test_repetitions_report_every_rates_min_median_and_max(mpirun, iotest, tmp_path):
     """--repetitions=3: the job three times in one mpirun; every rate has
     three values and their min <= median <= max; the last outputs verify."""

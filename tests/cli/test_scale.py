@@ -26,6 +26,7 @@ def check_estimate(r):
         assert 0.8 * measured <= estimate <= 1.25 * measured, (role, measured, estimate)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("ranks,args", [
     (3, ["--rec-set=T05_", "--vis-set=vlaa", "--no-progress"]),
     (3, ["--rec-set=small", "--vis-set=vlaa", "--time=-230:230/128/64",
@@ -44,6 +45,7 @@ def test_memory_estimate_holds_for_every_role(mpirun, tmp_path, ranks, args):
         r["memory"]["streamer_bytes"]
 
 
+@pytest.mark.long
 def test_memory_is_flat_in_the_observation_length(mpirun, tmp_path):
     """16 times the time steps: every role's peak RSS within 15 %."""
     peaks = []
@@ -58,6 +60,7 @@ def test_memory_is_flat_in_the_observation_length(mpirun, tmp_path):
         assert abs(peaks[1][role] - peaks[0][role]) < 0.15 * peaks[0][role], (role, peaks)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("extra,duration,output", [
     ([], 8, False),
     # Files (each UVH5 header alone is 0.4 GB here): a longer run.
@@ -123,6 +126,7 @@ def test_bad_duration_is_a_usage_error(mpirun, value):
     assert "--duration" in proc.stderr
 
 
+@pytest.mark.long
 def test_memory_is_flat_in_the_chunk_size(mpirun, tmp_path):
     """Issue 27: the visibility queue's default is a budget in bytes, so a
     streamer's peak RSS at 1 MiB chunks stays within 25 % of its figure at

@@ -32,6 +32,7 @@ def check(r, folder):
         assert plot.startswith(str(folder)) and png_size(plot) == (640, 480)
 
 
+@pytest.mark.long
 def test_scale_runs_a_job_at_each_rank_count_and_fits(iotest, tmp_path, monkeypatch):
     for key, value in mpi_env().items():  # the runs' mpirun inherits them
         if key.startswith(("OMPI_", "OMP_")):

@@ -227,6 +227,7 @@ def test_h5(mpirun, tmp_path):
     check(load(report), "h5", "h5")
 
 
+@pytest.mark.long
 def test_scale(iotest, mpirun, tmp_path):
     # Three dry runs at 1, 2 and 3 streamers: the fewest the fit takes.
     reports = [tmp_path / f"run{n}.json" for n in (2, 3, 4)]

@@ -124,6 +124,7 @@ def test_read_check_catches_one_flipped_value(mpirun, tmp_path, backend):
     assert d["values_right"] == d["values_expected"] - 1
 
 
+@pytest.mark.long
 def test_read_refuses_what_it_cannot_do(mpirun, tmp_path):
     mpirun(3, *OBS, "--source-count=10", str(tmp_path / "out%d.h5"), check=0, timeout=MPI_TIMEOUT_S)
     files = outputs(tmp_path, "h5")

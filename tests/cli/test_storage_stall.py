@@ -94,6 +94,7 @@ def stall_line(proc, step, ext, file=r"out1\.{ext}\.run-\d+\.partial"):
     return int(match.group(1)), match.group(2), match.group(3)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("step,extra,ext", [
     ("writing", [], "h5"),                  # a writer thread's chunk write
     ("writing", ["--fork-writer"], "h5"),   # a writer process's, marked in shared memory

@@ -91,6 +91,7 @@ def test_stonewalled_writer_group_records_what_it_wrote(mpirun, iotest, tmp_path
     assert r["counts"]["visibilities_written"] == sw["visibilities_done"]
 
 
+@pytest.mark.long
 def test_memory_model_holds_for_writer_ranks_and_plan_gives_it(mpirun, iotest, tmp_path):
     report = tmp_path / "r.json"
     args = ["--rec-set=T05_", "--vis-set=vlaa", "--threads=1", "--facet-workers=1",
@@ -163,6 +164,7 @@ def test_writer_ranks_share_one_phdf5_file(phdf5, mpirun, iotest, tmp_path):
     assert "passed" in iotest("verify", "--all", str(out), check=0).stdout
 
 
+@pytest.mark.long
 def test_time_line_per_rank_adds_up_and_plots(mpirun, tmp_path):
     """The report's time line: every rank's intervals; the streamers'
     visibilities and the writer ranks' bytes add up to the run's, and

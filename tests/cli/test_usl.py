@@ -63,6 +63,7 @@ def report(streamers, vis_per_s, net, write, busy):
             "counts": {"visibilities": 1_000_000}, "config": {"output": "/tmp/vis%d.h5"}}
 
 
+@pytest.mark.long
 def test_the_tool_fits_every_stage_of_reports_and_draws_the_plots(tmp_path):
     paths = []
     for n in (1, 2, 3, 4):

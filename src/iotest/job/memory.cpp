@@ -171,10 +171,17 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
                              (s.writes ? kHdf5FileBytes + 16 * (chunks / writers_in_all + 1) : 0);
       const char* writing_role = in_transit ? "writer" : "streamer";
       index_t& writing_bytes = in_transit ? m.writer_bytes : m.streamer_bytes;
+      const index_t message = chunk + static_cast<index_t>(sizeof(std::int64_t)) * 4;
+      if (!in_transit && s.files_by_frequency && s.streamers > 1)
+        // In situ, each output a frequency range: the streamer's forwarding
+        // queue, its messages in flight and the exchange's receives posted,
+        // beside its own writers' queues.
+        m.streamer_bytes += add("streamer", "exchange queue", s.visibility_queue * chunk) +
+                            add("streamer", "exchange send slots", s.transit_queue * message) +
+                            add("streamer", "exchange receive slots", s.transit_queue * message);
       if (in_transit) {
         // The streamer's one chunk queue and its messages in flight; the
         // writer rank's receives posted and its writers' queues.
-        const index_t message = chunk + static_cast<index_t>(sizeof(std::int64_t)) * 4;
         m.streamer_bytes += add("streamer", "visibility queue", s.visibility_queue * chunk) +
                             add("streamer", "transit send slots", s.transit_queue * message);
         m.writer_bytes = add("writer", "process", kProcessBytes) + add("writer", "tracks", tracks) +

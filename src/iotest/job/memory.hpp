@@ -57,6 +57,9 @@ struct RunShape {
   // observation (ms); hold_for_storage sets them.
   index_t writer_held_chunks = 0;
   index_t writer_row_chunk_bytes = 0;
+  // Outputs split by frequency (ms): in situ, several streamers exchange
+  // chunks (a forwarding queue, send and receive slots each).
+  bool files_by_frequency = false;
   // The imaging direction: producers hold their dirty image facets too;
   // streamers send (not receive) through their slots, grid on one tower a
   // thread and hold the chunks a task reads instead of writers' queues.
@@ -154,6 +157,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
 inline void hold_for_storage(RunShape& s, const storage::StorageChoice& storage) {
   s.writer_held_chunks = s.writes ? storage.held_chunks : 0;
   s.writer_row_chunk_bytes = s.writes ? storage.row_chunk_bytes : 0;
+  s.files_by_frequency = s.writes && storage.files_by_frequency;
 }
 
 // Libraries, MPI and FFTW state of one process before any buffer, measured

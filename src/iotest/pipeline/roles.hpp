@@ -47,6 +47,23 @@ inline constexpr int kTagEnd = 4;      // producer 0 -> streamers (--duration, s
 inline constexpr int kTagImage = 5;    // producers -> rank 0 (--image, after the walk): a
                                        // block of rows of a facet's region, complex doubles
 
+// In situ with outputs split by frequency (ms) and several streamers: each
+// streamer's writers forward every chunk to the streamer holding its file
+// (the in-transit protocol, with the streamers as the writer group), and a
+// receiving thread hands what comes to its own writers (rank_writers.cpp).
+// A chunk's parts from several streamers meet in one file.
+struct ChunkExchange {
+  std::unique_ptr<Writers> writers;  // this streamer's outputs
+  std::thread receiver;
+  TransitReceived received;          // by the receiver, read once it is joined
+  std::string failure;               // the receiver's, if it failed
+  ~ChunkExchange() {
+    // Joined by finish_exchange; still running only when the streamer is
+    // failing, and the job is being aborted.
+    if (receiver.joinable()) receiver.detach();
+  }
+};
+
 // ---- what every rank knows --------------------------------------------------
 struct Roles {
   int rank = 0, size = 1;
@@ -142,9 +159,17 @@ struct Context {
   // not asked); this rank's first reason, then the run's (agree_layout).
   std::string file_layout_not_set;
   // A streamer's writers and the layout they write (with visibilities),
-  // opened before the start barrier (open_writers).
+  // opened before the start barrier (open_writers). In transit, and in situ
+  // when chunks are exchanged, they forward the chunks.
   std::unique_ptr<Writers> writers;
   storage::VisibilityLayout layout;
+  std::unique_ptr<ChunkExchange> exchange;
+  // How the outputs divide the observation (by frequency for ms); the
+  // run's index of this rank's first output; whether, in situ, streamers
+  // exchange chunks (split by frequency, several streamers).
+  storage::FileSplit split() const;
+  index_t first_output() const;
+  bool exchanges_chunks() const;
 
   // This rank's facets as a producer: every producers-th from its rank.
   std::vector<index_t> facets_of_producer() const {
@@ -331,7 +356,10 @@ RankResult run_producer(Context& ctx);
 // written and synced: 6.4 GB a file for SKA1-Low) during the setup, and
 // the run waits for them (Writers::wait_opened) before the start, since
 // opening is not streaming (IOR, too, keeps open apart from transfers).
+// (rank_writers.cpp, as finish_writers and run_writer_rank)
 void open_writers(Context& ctx);
+// Returns once every output of this rank is open; throws the first failure.
+void wait_writers_opened(Context& ctx);
 // Closes this rank's writers (a streamer's, or a writer rank's) and takes
 // their figures into `out`: what they wrote, the time spent waiting on
 // their full queues (queue_wait_s).
@@ -341,7 +369,7 @@ RankResult run_streamer(Context& ctx);
 // chunks, whole, in file order, with no walk.
 RankResult run_file_order_streamer(Context& ctx);
 RankResult run_assigner(Context& ctx);
-// In transit (transit.cpp): receives the streamers' chunks and writes them.
+// In transit: receives the streamers' chunks and writes them.
 RankResult run_writer_rank(Context& ctx);
 // The imaging direction (image_producer.cpp, image_streamer.cpp).
 RankResult run_image_producer(Context& ctx);

@@ -31,17 +31,43 @@
 
 namespace iotest::pipeline {
 
+// The outputs are numbered across the streamers, or in transit across the
+// writer ranks: --writer-count each.
+namespace {
+index_t outputs_in_all(const Context& ctx) {
+  return (ctx.roles.writers > 0 ? ctx.roles.writers : ctx.roles.streamers) *
+         ctx.options.writer_count;
+}
+}  // namespace
+
+index_t Context::first_output() const {
+  return (roles.writers > 0 ? roles.writer_index() : roles.streamer_index()) *
+         options.writer_count;
+}
+
 std::vector<std::string> Context::outputs() const {
   std::vector<std::string> paths;
   const auto& o = options;
-  const bool in_transit = roles.writers > 0;
-  const index_t in_all = (in_transit ? roles.writers : roles.streamers) * o.writer_count,
-                first =
-                    (in_transit ? roles.writer_index() : roles.streamer_index()) * o.writer_count;
   if (shared_output != MPI_COMM_NULL) return {o.output};  // every writing rank's one writer
   for (int w = 0; roles.writes_outputs() && w < o.writer_count; ++w)
-    paths.push_back(o.output.empty() ? std::string() : output_path(o.output, first + w, in_all));
+    paths.push_back(o.output.empty() ? std::string()
+                                     : output_path(o.output, first_output() + w,
+                                                   outputs_in_all(*this)));
   return paths;
+}
+
+storage::FileSplit Context::split() const {
+  storage::FileSplit s;
+  if (!storage.files_by_frequency || !job.obs) return s;
+  s.by = storage::FileSplit::By::frequency;
+  s.files = outputs_in_all(*this);
+  s.freq_chunks = storage::layout_of(*job.obs).freq_chunks();
+  return s;
+}
+
+bool Context::exchanges_chunks() const {
+  return storage.files_by_frequency && storage.writes_files && roles.writers == 0 &&
+         roles.streamers > 1 && job.obs && !options.network_only && !imaging();
 }
 
 Progress::Progress(bool enabled, index_t total, const char* what)
@@ -460,7 +486,9 @@ void make_communicators(Context& ctx, Setup& st, MPI_Comm comm) {
   // A back-end with one output for the run: its writers' communicator.
   const bool shared = roles.writes_outputs() && ctx.storage.shared;
   MPI_Comm_split(comm, shared ? 0 : MPI_UNDEFINED, roles.rank, &ctx.shared_output);
-  if (roles.writers > 0) MPI_Comm_dup(comm, &ctx.transit);
+  // In transit, and in situ when the streamers exchange chunks (outputs
+  // split by frequency): the chunks' own communicator.
+  if (roles.writers > 0 || ctx.exchanges_chunks()) MPI_Comm_dup(comm, &ctx.transit);
 }
 
 void free_communicators(Context& ctx) {
@@ -591,6 +619,19 @@ void claim_image(Context& ctx) {
   }
 }
 
+// Outputs split by frequency: each holds at least one frequency chunk.
+void check_file_split(const Context& ctx) {
+  const auto split = ctx.split();
+  if (!split.by_frequency() || ctx.options.output.empty() || split.files <= split.freq_chunks)
+    return;
+  throw UsageError(ctx.roles.writers > 0 ? "--writer-ranks" : "--writer-count",
+                   fmt::format("{} {} outputs each hold a range of frequency chunks, and the "
+                               "observation has {}: expected at most that many outputs in all "
+                               "(fewer streamers, writer ranks or --writer-count, or more "
+                               "frequency chunks)",
+                               split.files, ctx.storage.backend, split.freq_chunks));
+}
+
 // --file-layout: whether every output has it, agreed (collective); rank 0
 // says once, for the whole run and all its repetitions, where it has not,
 // and the run goes on with the file system's own layout.
@@ -636,6 +677,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
   // writers open them (UVH5 headers: seconds at SKA sizes) while the FFTs
   // are planned and the facets touched.
   agree_on_usage(comm, [&] {
+    check_file_split(ctx);
     claim_outputs(ctx);
     claim_image(ctx);
     check_free_space(ctx);
@@ -773,7 +815,7 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
 Outcome run_roles(Context& ctx, MPI_Comm comm) {
   const auto& o = ctx.options;
   const auto& roles = ctx.roles;
-  if (ctx.writers) ctx.writers->wait_opened();  // a failure aborts the job
+  wait_writers_opened(ctx);  // a failure aborts the job
   // Sleeping, not Open MPI's spinning MPI_Barrier: the first ranks here
   // would take the cores of those still planning FFTs or opening files.
   barrier(comm);

@@ -105,13 +105,17 @@ report::Timeline timeline_of(const std::vector<Wire>& all,
 
 // In situ or in transit: both sides' waits, what bound the run and the
 // writer ranks that would keep pace with the streamers (report::Transit).
-report::Transit transit_figures(const std::vector<Wire>& all, const RunOptions& o,
-                                const Roles& roles, int threads, double stream_s) {
+report::Transit transit_figures(const std::vector<Wire>& all, const Context& ctx,
+                                double stream_s) {
+  const auto& o = ctx.options;
+  const auto& roles = ctx.roles;
+  const int threads = ctx.threads;
   report::Transit t;
   t.placement = roles.writers > 0 ? "in transit" : "in situ";
+  t.files_split_by = ctx.split().by_frequency() ? "frequency" : "row chunk";
   t.writer_ranks = roles.writers;
   t.writers_per_rank = o.writer_count;
-  t.transit_queue = roles.writers > 0 ? o.transit_queue : 0;
+  t.transit_queue = roles.writers > 0 || ctx.exchanges_chunks() ? o.transit_queue : 0;
   double compute = 0, written = 0, writing_s = 0;
   for (const auto& w : all) {
     const auto& f = w.figures;
@@ -348,9 +352,9 @@ void imaging_results(const Context& ctx, const Setup& st, const Totals& t, const
   accuracy.facet_rmse = pixel_error.value();
   accuracy.pixel_samples = n;
   if (ctx.both()) accuracy.residual_rms = std::sqrt(t.residual2 / t.observed2);
-  if (t.visibilities != ctx.job.obs->visibility_count())
+  if (t.visibilities != ctx.binner->visibility_count())
     throw std::logic_error(fmt::format("gridded {} visibilities of {}", t.visibilities,
-                                       ctx.job.obs->visibility_count()));
+                                       ctx.binner->visibility_count()));
   if (o.inputs.empty()) return;
   reading.backend = st.input_backend;
   reading.ranks = ctx.roles.streamers;
@@ -485,6 +489,7 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.output = o.output;
     }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
+    if (ctx.imaging() && !o.synthetic_vis) job::add_imaging_rule(r, ctx.job);
   }
   if (o.file_layout) record_file_layout(ctx, s);
   r.counts.facets = ctx.job.p.facet_count();
@@ -541,7 +546,7 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   if (o.timeline_s > 0) r.timeline = timeline_of(out.all, out.samples, o.timeline_s);
   if (ctx.job.obs && !ctx.imaging() && !o.network_only &&
       (!o.output.empty() || ctx.roles.writers > 0))
-    r.transit = transit_figures(out.all, o, ctx.roles, ctx.threads, out.stream_s);
+    r.transit = transit_figures(out.all, ctx, out.stream_s);
   report::Accuracy accuracy;
   accuracy.subgrid_rmse = t.subgrid_error.value();
   accuracy.subgrid_rmse_max = t.subgrid_error_worst >= 0 ? t.subgrid_error_worst : std::nan("");

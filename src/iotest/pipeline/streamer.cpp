@@ -62,64 +62,6 @@ struct ThreadState {
         reference(rec.make_subgrid()) {}
 };
 
-}  // namespace
-
-void open_writers(Context& ctx) {
-  // Without visibilities, or with the network alone, there is nothing to
-  // write: an empty layout and no writers.
-  ctx.layout = {};
-  ctx.layout.time_chunk = ctx.layout.freq_chunk = 1;
-  if (!ctx.job.obs || ctx.options.network_only) return;
-  const auto& o = ctx.options;
-  ctx.layout = storage::layout_of(*ctx.job.obs);
-  auto pv = job::provenance(ctx.job, o.rec_set, o.seed, o.synthetic_vis, ctx.nonce);
-  pv.stonewalled = o.duration.has_value();
-  pv.command_line = o.command_line;
-  pv.started = ctx.started;
-  pv.host = host_name();
-  ctx.layout.provenance = pv;
-  // --writer-count per streamer (in transit: per writer rank), files
-  // numbered across them.
-  WriterOptions wo;
-  wo.storage = o.storage;
-  wo.fork = o.fork_writer;
-  wo.queue_slots = std::max<index_t>(1, *o.visibility_queue / o.writer_count);
-  wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
-  wo.paths = ctx.outputs();
-  wo.shared = ctx.shared_output;
-  if (ctx.roles.writers > 0 && ctx.roles.is_streamer()) {
-    // In transit: one queue of --visibility-queue chunks, emptied into the
-    // writer group; parts of chunks are joined there.
-    std::vector<int> writer_ranks;
-    for (int k = 0; k < ctx.roles.writers; ++k) writer_ranks.push_back(ctx.roles.writer_rank(k));
-    wo.fork = false;
-    wo.queue_slots = *o.visibility_queue;
-    wo.partial_slots = 0;
-    wo.paths = {std::string()};
-    wo.consumer = forward_to_writer_group(ctx.transit, writer_ranks, o.transit_queue, ctx.layout,
-                                          ctx.transit_tally);
-  }
-  ctx.writers = std::make_unique<Writers>(wo, ctx.layout);
-}
-
-void finish_writers(Context& ctx, RankResult& out) {
-  auto& st = out.stats;
-  Writers& writers = *ctx.writers;
-  out.queue_wait_s = writers.wait_s();
-  for (const auto& w : writers.finish()) {
-    st.bytes_written += w.bytes;
-    st.chunks_written += w.chunks_written;
-    st.chunks_rewritten += w.chunks_rewritten;
-    st.write_s += w.seconds;
-    st.sync_s += w.sync_s;
-    st.open_s = std::max(st.open_s, w.open_s);
-    out.visibilities_written += w.visibilities;
-  }
-  st.visibility_queue_max = writers.high_water();
-}
-
-namespace {
-
 // One streamer's run: its buffers and tallies, the first thread's loop
 // (one turn: grants, the walk's end, receives, freed slots, subgrids
 // started) and the tasks it queues (a subgrid's assembly, its degrid

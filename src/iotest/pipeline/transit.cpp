@@ -7,7 +7,6 @@
 
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
-#include "iotest/pipeline/roles.hpp"
 
 namespace iotest::pipeline {
 namespace {
@@ -29,10 +28,11 @@ struct MessageBuffer {
 // rank; a slot is free again once its send is matched and complete.
 class Forwarder {
  public:
-  Forwarder(MPI_Comm comm, const std::vector<int>& writer_ranks, index_t slots,
-            const storage::VisibilityLayout& layout, TransitTally& tally)
+  Forwarder(MPI_Comm comm, const ChunkRoute& route, index_t slots,
+            const storage::VisibilityLayout& layout, TransitTally& tally, ChunkQueue& queue)
       : comm_(comm),
-        writer_ranks_(writer_ranks),
+        route_(route),
+        queue_(queue),
         layout_(layout),
         tally_(tally),
         buffers_(static_cast<size_t>(slots), MessageBuffer(transit_message_bytes(layout))),
@@ -46,20 +46,29 @@ class Forwarder {
     forward_queue(queue);
     if (!queue.failure().empty()) return;  // the streamer is failing: the job ends
     while (in_flight())
-      if (!reap()) backoff_.pause(tally_.send_wait_s);
+      if (!reap()) pause();
     say_done();
     queue.set_result({});  // nothing written here: the writer ranks count it
   }
 
  private:
   MPI_Comm comm_;
-  const std::vector<int>& writer_ranks_;
+  const ChunkRoute& route_;
+  ChunkQueue& queue_;
   const storage::VisibilityLayout& layout_;
   TransitTally& tally_;
   std::vector<MessageBuffer> buffers_;
   std::vector<MPI_Request> requests_;
   std::vector<int> done_;
   Backoff backoff_;
+
+  // Waiting on the writer group; a failing queue ends the wait (a rank
+  // whose receiver failed never matches the sends to it).
+  void pause() {
+    if (const auto failure = queue_.failure(); !failure.empty())
+      throw std::runtime_error(failure);
+    backoff_.pause(tally_.send_wait_s);
+  }
 
   bool in_flight() const {
     return std::any_of(requests_.begin(), requests_.end(),
@@ -92,16 +101,14 @@ class Forwarder {
 
   void forward(const ChunkQueue::Entry& e) {
     if (e.key.row_chunk == kWrittenPartsEntry) {  // every writer rank records them
-      for (const int to : writer_ranks_)
+      for (const int to : route_.ranks)
         send(to, {TransitHeader::written_parts, 0, 0, e.visibilities}, e.data, e.visibilities,
              nullptr, 0);
       return;
     }
-    // By row chunk, as a streamer's own writers are chosen (Writers::write).
-    const auto writers = static_cast<index_t>(writer_ranks_.size());
     const index_t presence_bytes =
         layout_.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
-    send(writer_ranks_[static_cast<size_t>(e.key.row_chunk % writers)],
+    send(route_.rank_of(e.key),
          {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
           e.key.freq_chunk, e.visibilities},
          e.data, layout_.chunk_bytes(), e.present, presence_bytes);
@@ -116,7 +123,7 @@ class Forwarder {
       if (reap())
         backoff_.reset();
       else
-        backoff_.pause(tally_.send_wait_s);
+        pause();
     }
   }
 
@@ -138,10 +145,15 @@ class Forwarder {
 
   // This streamer is done: an empty message to each writer rank.
   void say_done() {
-    for (const int to : writer_ranks_) {
+    for (const int to : route_.ranks) {
       MPI_Request request;
       MPI_Issend(nullptr, 0, MPI_BYTE, to, kTagChunk, comm_, &request);
-      wait_for(request);
+      for (;;) {
+        int done = 0;
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        pause();
+      }
     }
   }
 };
@@ -153,15 +165,14 @@ index_t transit_message_bytes(const storage::VisibilityLayout& layout) {
          layout.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
 }
 
-std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
-                                                         std::vector<int> writer_ranks,
+std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm, ChunkRoute route,
                                                          index_t slots,
                                                          const storage::VisibilityLayout& layout,
                                                          TransitTally& tally) {
-  return [comm, writer_ranks, slots, layout, &tally](ChunkQueue& queue) {
+  return [comm, route, slots, layout, &tally](ChunkQueue& queue) {
     queue.mark_opened();  // nothing to open here: the writer ranks hold the outputs
     try {
-      Forwarder(comm, writer_ranks, slots, layout, tally).run(queue);
+      Forwarder(comm, route, slots, layout, tally, queue).run(queue);
     } catch (const std::exception& e) {
       queue.fail(std::string("forwarding to the writer group: ") + e.what());
     }
@@ -246,27 +257,6 @@ TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots
   }
   if (!parts.empty()) writers.record_written(storage::merge_written_parts(std::move(parts)));
   return got;
-}
-
-RankResult run_writer_rank(Context& ctx) {
-  RankResult out;
-  auto& st = out.stats;
-  const auto t0 = Clock::now();
-  Writers& writers = *ctx.writers;
-  const auto got =
-      receive_from_streamers(ctx.transit, ctx.roles.streamers, ctx.options.transit_queue,
-                             ctx.layout, writers, ctx.timeline);
-  finish_writers(ctx, out);
-  st.bytes_received = got.bytes;
-  out.transit_chunks = got.chunks;
-  out.transit_bytes = got.bytes;
-  out.transit_idle_s = got.idle_s;
-  const double total = seconds_since(t0);
-  st.wait_s = out.queue_wait_s;
-  st.idle_s = got.idle_s;
-  st.busy_s = std::max(0.0, total - st.wait_s - st.idle_s);
-  ctx.timeline.finish({st.wait_s, got.idle_s, 0, 0, writers.taken_bytes()});
-  return out;
 }
 
 }  // namespace iotest::pipeline

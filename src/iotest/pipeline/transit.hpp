@@ -52,12 +52,27 @@ struct TransitTally {
   double send_wait_s = 0;         // every slot in flight: waiting for the writer group
 };
 
+// Which writer rank a chunk goes to: by row chunk, as a streamer's own
+// writers are chosen; or, outputs split by frequency, the rank holding its
+// file (files_per_rank outputs each, numbered in rank order).
+struct ChunkRoute {
+  std::vector<int> ranks;  // the writer group (in situ exchange: the streamers)
+  storage::FileSplit split;
+  index_t files_per_rank = 1;
+  int rank_of(const storage::ChunkKey& key) const {
+    const index_t k = split.by_frequency()
+                          ? split.file_of(key.freq_chunk) / files_per_rank
+                          : key.row_chunk % static_cast<index_t>(ranks.size());
+    return ranks[static_cast<size_t>(k)];
+  }
+};
+
 // The body of a streamer's forwarding thread (WriterOptions::consumer):
-// sends what the queue holds to `writer_ranks` on `comm`, then an empty
+// sends what the queue holds to the route's ranks on `comm`, then an empty
 // message to each to say this streamer is done. `tally` is written by the
-// thread and read once Writers::finish() has joined it.
-std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm,
-                                                         std::vector<int> writer_ranks,
+// thread and read once Writers::finish() has joined it. It gives up once
+// the queue has failed (the streamer, or its exchange, is failing).
+std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm, ChunkRoute route,
                                                          index_t slots,
                                                          const storage::VisibilityLayout& layout,
                                                          TransitTally& tally);

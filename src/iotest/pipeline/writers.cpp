@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -661,6 +662,9 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
 Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& layout)
     : options_(options), layout_(layout) {
   if (options_.queue_slots < 1) throw std::logic_error("a writer queue needs a slot");
+  for (size_t i = 0; i < options_.paths.size(); ++i)
+    file_layouts_.push_back(
+        options_.split.layout_of_file(layout, options_.first_file + static_cast<index_t>(i)));
   for (size_t i = 0; i < options_.paths.size(); ++i) {
     queues_.push_back(std::make_unique<ChunkQueue>(options_.queue_slots, layout.chunk_values(),
                                                    layout.presence_words(), options_.fork));
@@ -676,8 +680,9 @@ void Writers::start(size_t i) {
     return;
   }
   if (!options_.fork) {
-    threads_.emplace_back([this, &queue, path] {
-      run_writer(queue, options_.storage, path, layout_, options_.partial_slots, options_.shared);
+    threads_.emplace_back([this, &queue, path, i] {
+      run_writer(queue, options_.storage, path, file_layouts_[i], options_.partial_slots,
+                 options_.shared);
     });
     return;
   }
@@ -693,7 +698,8 @@ void Writers::start(size_t i) {
     if (getppid() != parent) _exit(1);  // the streamer died before prctl
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
-    run_writer(queue, options_.storage, path, layout_, options_.partial_slots, MPI_COMM_NULL);
+    run_writer(queue, options_.storage, path, file_layouts_[i], options_.partial_slots,
+               MPI_COMM_NULL);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);
@@ -702,12 +708,19 @@ void Writers::start(size_t i) {
 
 void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
                     const storage::PresenceWord* present) {
-  // By row chunk: each writer's file holds whole row chunks. A
-  // MeasurementSet holds the rows of the row chunks its writer writes in
-  // (ms_backend.cpp), so writers chosen by chunk put every row chunk, and
-  // its tiles, in every file.
+  // By row chunk: each writer's file holds whole row chunks. Split by
+  // frequency: the writer of the chunk's file (the run routes only its own
+  // files' chunks here).
   const auto n = static_cast<index_t>(queues_.size());
-  const index_t writer = key.row_chunk % n;
+  index_t writer = key.row_chunk % n;
+  if (options_.split.by_frequency() && !options_.consumer) {
+    writer = options_.split.file_of(key.freq_chunk) - options_.first_file;
+    if (writer < 0 || writer >= n)
+      throw std::logic_error(fmt::format("frequency chunk {} is for output {}, not one of this "
+                                         "rank's {} from {}",
+                                         key.freq_chunk, writer + options_.first_file, n,
+                                         options_.first_file));
+  }
   queues_[static_cast<size_t>(writer)]->push(key, data, visibilities, present);
 }
 
@@ -728,6 +741,10 @@ void Writers::record_written(const std::vector<storage::WrittenPart>& parts) {
       std::memcpy(entry.data(), bytes + at, n);
       queue->push({kWrittenPartsEntry, 0}, entry.data(), static_cast<index_t>(n));
     }
+}
+
+void Writers::fail(const std::string& message) {
+  for (auto& queue : queues_) queue->fail(message);
 }
 
 std::vector<storage::WriteStats> Writers::finish() {

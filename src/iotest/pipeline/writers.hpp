@@ -107,6 +107,11 @@ inline constexpr index_t kWrittenPartsEntry = -1;
 struct WriterOptions {
   storage::StorageOptions storage;  // the back-end (from the paths unless named)
   std::vector<std::string> paths;   // one output per writer
+  // How the run's outputs divide the observation; split by frequency,
+  // writer i writes the run's output first_file + i, and each chunk goes
+  // to the writer of its file.
+  storage::FileSplit split;
+  index_t first_file = 0;
   index_t queue_slots = 64;         // chunks waiting, per writer
   index_t partial_slots = 0;        // parts of chunks held until whole, per writer (0: none)
   bool fork = false;                // processes instead of threads
@@ -165,8 +170,9 @@ class PartialChunks {
   std::deque<Part> lent_;  // handed to `write`, oldest first, until returned()
 };
 
-// The writers of one streamer. Chunk (r, f) always goes to the same writer,
-// so its rewrites accumulate in one file.
+// The writers of one streamer (or writer rank). Chunk (r, f) always goes
+// to the same writer, so its rewrites accumulate in one file: by row chunk,
+// or, split by frequency, the writer of its frequency chunk's file.
 class Writers {
  public:
   Writers(const WriterOptions& options, const storage::VisibilityLayout& layout);
@@ -179,6 +185,9 @@ class Writers {
   // A stonewalled run: the parts every output holds, stored with it. After
   // the last chunk, before finish().
   void record_written(const std::vector<storage::WrittenPart>& parts);
+  // Fails every queue: pushers throw `message` from then on (a streamer's
+  // exchange failed: its forwarder gives up too).
+  void fail(const std::string& message);
   // Closes the queues, waits for the writers and returns their stats;
   // throws the first writer's failure. The outputs are complete but keep
   // their temporary names until storage::publish: a run publishes them
@@ -194,6 +203,7 @@ class Writers {
   void start(size_t i);
   WriterOptions options_;
   storage::VisibilityLayout layout_;
+  std::vector<storage::VisibilityLayout> file_layouts_;  // per writer: its file's
   std::vector<std::unique_ptr<ChunkQueue>> queues_;
   std::vector<std::thread> threads_;
   std::vector<pid_t> children_;

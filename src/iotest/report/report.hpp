@@ -436,9 +436,13 @@ struct Timeline {
 
 struct Transit {
   std::string placement;  // "in situ" or "in transit"
+  // How the outputs divide the observation (storage::FileSplit): "row
+  // chunk", or "frequency" (ms: every row of a range of channels each; in
+  // situ the streamers exchange chunks, counted in chunks_sent).
+  std::string files_split_by = "row chunk";
   int writer_ranks = 0, writers_per_rank = 0;
   index_t transit_queue = 0;  // messages in flight per streamer, receives posted per writer rank
-  index_t chunks_sent = 0, bytes_sent = 0;  // to the writer group
+  index_t chunks_sent = 0, bytes_sent = 0;  // to the writer group (or exchanged)
   double bytes_per_s = 0;                   // sent over the run's stream time
   // The longest of any rank's: degridding threads on a full chunk queue,
   // forwarders with every slot in flight, writer ranks with no message in,

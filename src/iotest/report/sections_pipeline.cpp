@@ -303,6 +303,7 @@ void summarise(const Pipeline* p, Summary& out) {
 
 json to_json(const Transit& t) {
   return {{"placement", t.placement},
+          {"files_split_by", t.files_split_by},
           {"writer_ranks", t.writer_ranks},
           {"writers_per_rank", t.writers_per_rank},
           {"transit_queue", t.transit_queue},
@@ -329,6 +330,12 @@ std::string render_text(const Transit& t, const Report& r) {
         t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.writer_ranks,
         bytes_text(t.bytes_per_s), t.streamer_queue_wait_s, t.send_wait_s, t.writer_idle_s,
         t.writer_queue_wait_s, bound_text(t.bound, r));
+  else if (t.files_split_by == "frequency")
+    s += fmt::format(
+        "  in situ, each output a frequency range: {} chunks ({}) exchanged between the "
+        "streamers; degridding waited {:.2f} s on the queue, sends {:.2f} s; bound by the {}\n",
+        t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.streamer_queue_wait_s,
+        t.send_wait_s, bound_text(t.bound, r));
   else
     s += fmt::format(
         "  in situ: degridding waited {:.2f} s on the writers' queues; bound by the {}\n",

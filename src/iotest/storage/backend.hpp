@@ -97,6 +97,10 @@ struct VisibilityLayout {
   index_t baselines = 0, times = 0, channels = 0;
   index_t time_chunk = 0, freq_chunk = 0;
   std::optional<Provenance> provenance;
+  // A file of a set split by frequency (FileSplit) holds every row of
+  // frequency chunks [first_freq_chunk, +file_freq_chunks); 0 of them:
+  // every one. Chunk keys stay the observation's.
+  index_t first_freq_chunk = 0, file_freq_chunks = 0;
   index_t rows() const { return baselines * times; }
   index_t row_chunks() const { return (rows() + time_chunk - 1) / time_chunk; }
   index_t freq_chunks() const { return (channels + freq_chunk - 1) / freq_chunk; }
@@ -104,6 +108,42 @@ struct VisibilityLayout {
   index_t chunk_values() const { return time_chunk * freq_chunk; }
   index_t chunk_bytes() const { return chunk_values() * static_cast<index_t>(sizeof(cplx)); }
   index_t presence_words() const { return (chunk_values() + 63) / 64; }
+  // The file's own frequency chunks and channels.
+  index_t file_freq_chunk_end() const {
+    return file_freq_chunks == 0 ? freq_chunks() : first_freq_chunk + file_freq_chunks;
+  }
+  index_t file_first_channel() const { return first_freq_chunk * freq_chunk; }
+  index_t file_channels() const {
+    return std::min(channels, file_freq_chunk_end() * freq_chunk) - file_first_channel();
+  }
+};
+
+// How a run's outputs divide the observation (issue 46).
+// - By row chunk (hdf5, posix, phdf5): every file has the observation's
+//   shape and holds the row chunks its writer is given; HDF5 allocates
+//   only the chunks written.
+// - By frequency (ms): file i of N holds every row of the frequency chunks
+//   f with floor(f N / F) = i, as the SDP's visibility receive writes a
+//   MeasurementSet per receive process, each its own channels. No row or
+//   channel is in two files; the chunks go to their file's writer.
+struct FileSplit {
+  enum class By { row_chunk, frequency };
+  By by = By::row_chunk;
+  index_t files = 1;        // in the whole run
+  index_t freq_chunks = 1;  // the observation's
+  bool by_frequency() const { return by == By::frequency; }
+  index_t file_of(index_t freq_chunk) const { return freq_chunk * files / freq_chunks; }
+  // The first frequency chunk of file i: the least f with f N >= i F.
+  index_t first_freq_chunk(index_t file) const {
+    return (file * freq_chunks + files - 1) / files;
+  }
+  // File i's layout: the observation's, with its own frequency range.
+  VisibilityLayout layout_of_file(VisibilityLayout layout, index_t file) const {
+    if (!by_frequency()) return layout;
+    layout.first_freq_chunk = first_freq_chunk(file);
+    layout.file_freq_chunks = first_freq_chunk(file + 1) - layout.first_freq_chunk;
+    return layout;
+  }
 };
 VisibilityLayout layout_of(const telescope::Observation& obs);
 // The run the layout's output belongs to (0 without provenance).

@@ -1,16 +1,15 @@
 // The ms back-end: one MeasurementSet per writer (the format the SKA's
 // visibility receive, CASA, WSClean and DP3 use), written through casacore.
 //
-// The main table holds the baseline-time rows of the row chunks this
-// writer writes in, a row chunk's time_chunk rows added when its first
+// As the SDP's receive writes them, each MeasurementSet holds every row
+// (baseline x time) of its own range of frequency chunks (FileSplit: the
+// run routes every chunk to its file's writer). The main table's rows
+// come a row chunk at a time, its time_chunk rows added when its first
 // chunk comes (in the pipeline's order), so an iotest chunk is those rows
-// x channels [freq_chunk * freq_chunk_size, +freq_chunk_size) of DATA, the
-// single-polarisation (XX) complex float cube [1, channels, rows]. With
-// TiledColumnStMan and its default tile shape [1, freq_chunk, time_chunk]
-// an iotest chunk is one tile, written whole (docs/storage.md,
-// "MeasurementSets"). casacore writes every tile of the rows it has, so a
-// file holding every row would hold the whole observation's bytes, once
-// per writer.
+// x its channels of DATA, the single-polarisation (XX) complex float cube
+// [1, channels, rows]. With TiledColumnStMan and its default tile shape
+// [1, freq_chunk, time_chunk] an iotest chunk is one tile, written whole
+// (docs/storage.md, "MeasurementSets").
 //
 // A MeasurementSet has no "absent" value: the tools read what FLAG says.
 // So FLAG is tiled as DATA is: a chunk's values present are unflagged as
@@ -151,7 +150,7 @@ class MsBackend final : public Backend {
     const auto& obs = *l.observation;
     folder_ = partial_of(path);
     ms::MainTable spec;
-    spec.channels = l.channels;
+    spec.channels = l.file_channels();
     spec.tiled = options_.tiled;
     spec.tile_rows = options_.tile_rows ? options_.tile_rows : l.time_chunk;
     spec.tile_channels = options_.tile_channels ? options_.tile_channels : l.freq_chunk;
@@ -307,9 +306,13 @@ class MsBackend final : public Backend {
   // first time one of its chunks comes.
   ms::Box box_of(const ChunkKey& key) {
     const auto& l = layout();
+    if (key.freq_chunk < l.first_freq_chunk || key.freq_chunk >= l.file_freq_chunk_end())
+      throw std::logic_error(fmt::format("ms: frequency chunk {} is not this file's ({} to {})",
+                                         key.freq_chunk, l.first_freq_chunk,
+                                         l.file_freq_chunk_end() - 1));
     auto& first = first_row_[static_cast<size_t>(key.row_chunk)];
     if (first < 0) first = add_row_chunk(key.row_chunk);
-    return {first, rows_inside(key.row_chunk), key.freq_chunk * l.freq_chunk,
+    return {first, rows_inside(key.row_chunk), (key.freq_chunk - l.first_freq_chunk) * l.freq_chunk,
             channels_inside(key.freq_chunk)};
   }
 
@@ -338,14 +341,14 @@ class MsBackend final : public Backend {
     }
     table_->put_rows({first, l.time_chunk, a1.data(), a2.data(), time.data(), uvw.data()});
     if (inside < l.time_chunk)
-      table_->put_flags({first + inside, l.time_chunk - inside, 0, l.channels}, true);
+      table_->put_flags({first + inside, l.time_chunk - inside, 0, l.file_channels()}, true);
     return first;
   }
 
   // A writer that wrote nothing still leaves a valid MS: the row it was
   // made with, as the observation's first, flagged.
   void keep_first_row() {
-    (void)box_of({0, 0});
+    (void)box_of({0, layout().first_freq_chunk});
   }
 
   void write_subtables() {
@@ -358,9 +361,11 @@ class MsBackend final : public Backend {
                                          obs.layout.centre),
                             // The layouts give no dish size: VLA's (no imager here uses it).
                             25.0});
-    for (index_t k = 0; k < l.channels; ++k) s.channel_hz.push_back(obs.freq.at(k));
+    for (index_t k = 0; k < l.file_channels(); ++k)
+      s.channel_hz.push_back(obs.freq.at(l.file_first_channel() + k));
     s.channel_width_hz = obs.freq.step() > 0 ? obs.freq.step() : 1.0;
-    s.bandwidth_hz = telescope::bandwidth_hz(obs);
+    s.bandwidth_hz = telescope::bandwidth_hz(obs) * static_cast<double>(l.file_channels()) /
+                     static_cast<double>(l.channels);
     // The phase centre's ICRS position (FIELD says J2000, FK5, which lies
     // within 32 mas of ICRS). UVW have v toward ICRS north (iotest turns
     // (u, v) by the frame angle, Observation::antenna_uvw), J2000's to tens
@@ -382,6 +387,12 @@ class MsBackend final : public Backend {
     doc["baselines"] = l.baselines;
     doc["times"] = l.times;
     doc["channels"] = l.channels;
+    // This file's channels of the observation's, and the observation's
+    // frequency axis (SPECTRAL_WINDOW lists only this file's).
+    doc["first_channel"] = l.file_first_channel();
+    doc["file_channels"] = l.file_channels();
+    doc["freq_start_hz"] = obs.freq.at(0);
+    doc["freq_step_hz"] = obs.freq.step();
     doc["time_chunk"] = l.time_chunk;
     doc["freq_chunk"] = l.freq_chunk;
     doc["checksum_of"] = ms::kChecksumOfStoredCells;
@@ -389,12 +400,12 @@ class MsBackend final : public Backend {
     table_->set_keyword(ms::kLayoutKeyword, doc.dump());
   }
 
-  // Every tile of this file's rows that its writer never wrote, flagged
-  // (its DATA stays zero).
+  // Every tile of this file's rows and channels that its writer never
+  // wrote (a stonewalled run), flagged (its DATA stays zero).
   void flag_unwritten() {
     const auto& l = layout();
     for (const index_t rc : order_)
-      for (index_t fc = 0; fc < l.freq_chunks(); ++fc)
+      for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
         if (!written_[static_cast<size_t>(rc * l.freq_chunks() + fc)])
           table_->put_flags(box_of({rc, fc}), true);
   }
@@ -437,6 +448,7 @@ BackendSpec ms_spec() {
   s.name = "ms";
   s.summary = "one MeasurementSet per writer (casacore), as CASA, WSClean and DP3 read";
   s.folder = true;
+  s.files_by_frequency = true;
   s.options = {
       {"ms.stman",
        "the data manager of DATA and FLAG: tiled (TiledColumnStMan, a tile per chunk) or "

@@ -40,9 +40,7 @@ MsReader::MsReader(const std::string& path) : path_(path) {
     if (chunk_rows_ < 1 || chunk_channels_ < 1 || nbls_ < 1 || ntimes_ < 1 || nfreqs_ < 1)
       throw UsageError(path, fmt::format("its {} keyword is malformed", kLayoutKeyword));
     if (t.spectral_windows() != 1) throw UsageError(path, "expected one spectral window");
-    freq_ = t.channel_hz();
-    if (static_cast<index_t>(freq_.size()) != nfreqs_)
-      throw UsageError(path, "SPECTRAL_WINDOW's channels do not match the main table's");
+    read_channel_range(doc, t.channel_hz());
     // The chunks written, in write order, with their checksums.
     if (!t.has_keyword(kChunksTable))
       throw UsageError(path, fmt::format("has no {} subtable: not completely written", kChunksTable));
@@ -74,8 +72,9 @@ MsReader::MsReader(const std::string& path) : path_(path) {
       if (chunk < 0 || chunk >= chunks_expected())
         throw UsageError(path, fmt::format("{} lists chunk {} of {}", kChunksTable, chunk,
                                            chunks_expected()));
-      if (first_row_[static_cast<size_t>(chunk / channel_chunks())] < 0)
-        throw UsageError(path, fmt::format("{} lists chunk {}, whose rows are not in the table",
+      if (first_row_[static_cast<size_t>(chunk / channel_chunks())] < 0 ||
+          !holds_channel((chunk % channel_chunks()) * chunk_channels_))
+        throw UsageError(path, fmt::format("{} lists chunk {}, whose cells are not in the table",
                                            kChunksTable, chunk));
       checksums_.push_back({chunk, static_cast<std::uint32_t>(sums[i + 1])});
       if (!present_[static_cast<size_t>(chunk)]) order_.push_back(chunk);
@@ -100,6 +99,30 @@ MsReader::MsReader(const std::string& path) : path_(path) {
   } catch (const std::runtime_error& e) {  // casacore's, through ms_table
     throw UsageError(path, e.what());
   }
+}
+
+// This file's channels of the observation's. A MeasurementSet of a set
+// split by frequency lists only its own channels in SPECTRAL_WINDOW; the
+// observation's axis is in the layout keyword. One from before the split
+// holds every channel.
+void MsReader::read_channel_range(const nlohmann::json& doc, std::vector<double> own_hz) {
+  first_channel_ = doc.value("first_channel", index_t{0});
+  file_channels_ = doc.value("file_channels", nfreqs_);
+  if (first_channel_ < 0 || file_channels_ < 1 || first_channel_ + file_channels_ > nfreqs_ ||
+      first_channel_ % chunk_channels_ != 0)
+    throw UsageError(path_, fmt::format("its {} keyword's channels {}+{} are not of the {} "
+                                        "observed",
+                                        kLayoutKeyword, first_channel_, file_channels_, nfreqs_));
+  if (static_cast<index_t>(own_hz.size()) != file_channels_)
+    throw UsageError(path_, "SPECTRAL_WINDOW's channels do not match the main table's");
+  if (file_channels_ == nfreqs_) {
+    freq_ = std::move(own_hz);
+    return;
+  }
+  const double start = doc.at("freq_start_hz").get<double>();
+  const double step = doc.at("freq_step_hz").get<double>();
+  freq_.resize(static_cast<size_t>(nfreqs_));
+  for (index_t k = 0; k < nfreqs_; ++k) freq_[static_cast<size_t>(k)] = start + step * k;
 }
 
 MsReader::~MsReader() {
@@ -145,7 +168,10 @@ cplx MsReader::visibility(index_t row, index_t channel) const {
   {
     const std::lock_guard<std::mutex> hold(library_lock());
     try {
-      table_->get({table_row(row), 1, channel, 1}, &v);
+      if (!holds_channel(channel))
+        throw std::runtime_error(fmt::format("holds channels {} to {}, not {}", first_channel_,
+                                             first_channel_ + file_channels_ - 1, channel));
+      table_->get({table_row(row), 1, channel - first_channel_, 1}, &v);
     } catch (const std::runtime_error& e) {
       throw UsageError(path_, e.what());
     }
@@ -190,7 +216,7 @@ std::uint32_t MsReader::chunk_checksum(const ChunkKey& key, const cplx* chunk) c
 Box MsReader::box_of(const ChunkKey& key) const {
   return {first_row_[static_cast<size_t>(key.row_chunk)],
           std::min(chunk_rows_, nbls_ * ntimes_ - key.row_chunk * chunk_rows_),
-          key.freq_chunk * chunk_channels_,
+          key.freq_chunk * chunk_channels_ - first_channel_,
           std::min(chunk_channels_, nfreqs_ - key.freq_chunk * chunk_channels_)};
 }
 

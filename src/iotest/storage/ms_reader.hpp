@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <nlohmann/json_fwd.hpp>
 #include <vector>
 
 #include "iotest/storage/ms_table.hpp"
@@ -72,6 +73,10 @@ class MsReader final : public Reader {
  private:
   // The main table's row of an observation row here (-1: not in this file).
   index_t table_row(index_t row) const;
+  void read_channel_range(const nlohmann::json& doc, std::vector<double> own_hz);
+  bool holds_channel(index_t channel) const {
+    return channel >= first_channel_ && channel < first_channel_ + file_channels_;
+  }
   // A chunk's cells in the main table, clipped at the observation's edges.
   Box box_of(const ChunkKey& key) const;
 
@@ -87,6 +92,9 @@ class MsReader final : public Reader {
   std::string path_;
   std::vector<bool> present_;   // per chunk
   bool checksum_of_stored_ = false;  // kChecksumOfStoredCells (else of iotest's values)
+  // The observation's channels this file holds (all, but in a set split by
+  // frequency): DATA's channel c is the observation's first_channel_ + c.
+  index_t first_channel_ = 0, file_channels_ = 0;
   std::vector<index_t> order_;  // chunks present, in write order
   std::vector<ChunkChecksum> checksums_;
   std::vector<WrittenPart> parts_;

@@ -87,6 +87,11 @@ bool shares_output(const StorageOptions& options, const std::string& path) {
   return spec && spec->shared;
 }
 
+bool splits_by_frequency(const StorageOptions& options, const std::string& path) {
+  const BackendSpec* spec = find(backend_for(options, path));
+  return spec && spec->files_by_frequency;
+}
+
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path) {
   return chosen(options, path).make(options);
 }
@@ -99,6 +104,7 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.writes_files = writes_files(options, path);
   c.shared = spec.shared;
   c.folder = spec.folder;
+  c.files_by_frequency = spec.files_by_frequency;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();
   c.row_chunk_bytes = backend->row_chunk_bytes();

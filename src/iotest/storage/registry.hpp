@@ -39,6 +39,10 @@ struct BackendSpec {
   // Each output is a folder (a MeasurementSet: a casacore table), claimed
   // and published whole (output_claim.hpp).
   bool folder = false;
+  // Its files split the observation by frequency, each every row of its
+  // own channels (FileSplit: ms, as the SDP writes MeasurementSets), not
+  // by row chunk.
+  bool files_by_frequency = false;
   // Checks the options (UsageError naming the option) and makes a writer
   // back-end from them.
   std::unique_ptr<Backend> (*make)(const StorageOptions& options) = nullptr;
@@ -66,6 +70,9 @@ void check_storage(const StorageOptions& options, const std::string& path);
 // Whether the back-end for `path` writes one output shared by all
 // streamers (BackendSpec::shared); false for an unknown one.
 bool shares_output(const StorageOptions& options, const std::string& path);
+// Whether the back-end for `path` splits its files by frequency
+// (BackendSpec::files_by_frequency); false for an unknown one.
+bool splits_by_frequency(const StorageOptions& options, const std::string& path);
 // The writer back-end for `path` (checked as above).
 std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path);
 
@@ -78,6 +85,7 @@ struct StorageChoice {
   bool writes_files = false;  // all but null
   bool shared = false;        // one output for every streamer (BackendSpec::shared)
   bool folder = false;        // each output a folder (BackendSpec::folder)
+  bool files_by_frequency = false;  // BackendSpec::files_by_frequency
   std::string durability;     // what its write times cover (Backend::durability)
   index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue
   index_t row_chunk_bytes = 0;  // bytes it holds per row chunk (Backend::row_chunk_bytes)
