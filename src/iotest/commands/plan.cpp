@@ -179,11 +179,8 @@ index_t writer_ranks_from(const std::string& path, index_t streamers, int writer
                                   (*t)["write_bytes_per_s"].get<double>(), writers_per_rank);
 }
 
-// The roles on the nodes' slots, as `run` makes them from the rank count
-// this plan gives it.
-report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, index_t gpus) {
-  const index_t nodes = o.nodes;
-  if (nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
+void check_role_options(const PlanOptions& o) {
+  if (o.nodes < 1) throw UsageError("--nodes", "expected a node count >= 1");
   if (o.ranks_per_node && *o.ranks_per_node < 1)
     throw UsageError("--ranks-per-node", "expected a rank count >= 1");
   // As `run`: more producers than facets is allowed (DESIGN.md's SKA1-Low
@@ -191,6 +188,64 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, in
   if (o.facet_workers && *o.facet_workers < 0)
     throw UsageError("--facet-workers",
                      fmt::format("expected a producer count >= 0, got {}", *o.facet_workers));
+}
+
+// The ranks a node: as given, or by default one streamer per node (one
+// NUMA domain each, DESIGN.md 2), or on GPUs one per GPU, the producers
+// and the assigner spread over the nodes' slots.
+index_t ranks_per_node(const PlanOptions& o, const report::Advice& a, index_t assigners,
+                       index_t gpus) {
+  const index_t nodes = o.nodes;
+  const index_t streamers_per_node = std::max<index_t>(1, gpus);
+  const index_t ranks = o.ranks_per_node.value_or(
+      (a.producers + assigners + a.writer_ranks + nodes * streamers_per_node + nodes - 1) / nodes);
+  // MPI counts ranks in an int.
+  if (ranks > std::numeric_limits<int>::max() / nodes)
+    throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
+                     fmt::format("expected at most {} ranks in all, got {} node(s) x {}",
+                                 std::numeric_limits<int>::max(), nodes, ranks));
+  return ranks;
+}
+
+// On GPUs, by default no node more streamers than GPUs: the roles dealt
+// over the nodes can leave one node a streamer more than another, so
+// fewer ranks a node until every GPU holds one streamer at most.
+void fewer_ranks_for_gpus(report::Advice& a, index_t assigners, index_t needed, index_t gpus) {
+  const auto busiest = [&] {
+    index_t most = 0;
+    for (const auto& g : node_layout(a, report::Memory{})) most = std::max(most, g.streamers);
+    return most;
+  };
+  while (busiest() > gpus && (a.ranks_per_node - 1) * a.nodes >= needed) {
+    a.ranks_per_node -= 1;
+    a.recommended_ranks = a.nodes * a.ranks_per_node;
+    a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
+  }
+}
+
+// The rule the layout followed, in words, for the plan's reader.
+std::string layout_rule(const PlanOptions& o, const report::Advice& a, int cores, index_t gpus) {
+  return fmt::format("{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
+                     o.facet_workers   ? "producers as --facet-workers"
+                     : o.synthetic_vis ? "no producers (--synthetic-vis)"
+                                       : "one producer per facet",
+                     o.assigner ? ", the assigner last" : "", a.ranks_per_node,
+                     o.ranks_per_node ? " as given"
+                     : gpus > 0       ? ": enough for one streamer per GPU"
+                                      : ": enough for one streamer per node (one NUMA domain)",
+                     o.threads > 0 ? ""
+                     : o.cores_per_node
+                         ? fmt::format("; threads: a node's {} core(s) over its ranks", cores)
+                         : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
+                                       "(--cores-per-node or --threads for other nodes)",
+                                       cores));
+}
+
+// The roles on the nodes' slots, as `run` makes them from the rank count
+// this plan gives it.
+report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, index_t gpus) {
+  check_role_options(o);
+  const index_t nodes = o.nodes;
   report::Advice a;
   a.nodes = nodes;
   a.assigner = o.assigner;
@@ -199,17 +254,7 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, in
   a.writer_ranks = o.writer_ranks;
   // Streamers degrid (with a vis-set) and take work from the assigner.
   const index_t min_streamers = o.observation || o.assigner ? 1 : 0;
-  // Default: one streamer per node (one NUMA domain each, DESIGN.md 2),
-  // or on GPUs one per GPU, the producers and the assigner spread over the
-  // nodes' slots.
-  const index_t streamers_per_node = std::max<index_t>(1, gpus);
-  a.ranks_per_node = o.ranks_per_node.value_or(
-      (a.producers + assigners + a.writer_ranks + nodes * streamers_per_node + nodes - 1) / nodes);
-  // MPI counts ranks in an int.
-  if (a.ranks_per_node > std::numeric_limits<int>::max() / nodes)
-    throw UsageError(o.ranks_per_node ? "--ranks-per-node" : "--nodes",
-                     fmt::format("expected at most {} ranks in all, got {} node(s) x {}",
-                                 std::numeric_limits<int>::max(), nodes, a.ranks_per_node));
+  a.ranks_per_node = ranks_per_node(o, a, assigners, gpus);
   a.recommended_ranks = nodes * a.ranks_per_node;
   const index_t needed = a.producers + assigners + a.writer_ranks + min_streamers;
   if (a.recommended_ranks < needed)
@@ -225,75 +270,54 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, in
   // ranks and the assigner stream, so with mpirun's mapping by slot no
   // node stays empty.
   a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
-  // On GPUs, by default no node more streamers than GPUs: the roles dealt
-  // over the nodes can leave one node a streamer more than another, so
-  // fewer ranks a node until every GPU holds one streamer at most.
-  if (gpus > 0 && !o.ranks_per_node) {
-    const auto busiest = [&] {
-      index_t most = 0;
-      for (const auto& g : node_layout(a, report::Memory{})) most = std::max(most, g.streamers);
-      return most;
-    };
-    while (busiest() > gpus && (a.ranks_per_node - 1) * nodes >= needed) {
-      a.ranks_per_node -= 1;
-      a.recommended_ranks = nodes * a.ranks_per_node;
-      a.streamers = a.recommended_ranks - a.producers - assigners - a.writer_ranks;
-    }
-  }
-  a.rule = fmt::format("{}, streamers in the remaining slots{}; {} rank(s) per node{}{}",
-                       o.facet_workers   ? "producers as --facet-workers"
-                       : o.synthetic_vis ? "no producers (--synthetic-vis)"
-                                         : "one producer per facet",
-                       o.assigner ? ", the assigner last" : "", a.ranks_per_node,
-                       o.ranks_per_node ? " as given"
-                       : gpus > 0       ? ": enough for one streamer per GPU"
-                                        : ": enough for one streamer per node (one NUMA domain)",
-                       o.threads > 0 ? ""
-                       : o.cores_per_node
-                           ? fmt::format("; threads: a node's {} core(s) over its ranks", cores)
-                           : fmt::format("; threads: this machine's {} core(s) over a node's ranks "
-                                         "(--cores-per-node or --threads for other nodes)",
-                                         cores));
+  if (gpus > 0 && !o.ranks_per_node) fewer_ranks_for_gpus(a, assigners, needed, gpus);
+  a.rule = layout_rule(o, a, cores, gpus);
   return a;
 }
 
-}  // namespace
-
-report::Report plan(const PlanOptions& o) {
+// The options checked before any work, and the job's outputs from here:
+// a folder missing or read-only is found now, not when the job starts
+// after its wait in the queue. A %h path is each compute node's own, out
+// of sight here.
+void check_plan_options(const PlanOptions& o) {
   job::check_shape_options(o);
   if (o.slurm) job::check_job_script_options(*o.slurm);
-  // The job's outputs, from here: a folder missing or read-only is found
-  // now, not when the job starts after its wait in the queue. A %h path is
-  // each compute node's own, out of sight here.
   if (o.slurm && !o.output.empty() && o.output.find("%h") == std::string::npos)
     storage::check_creatable(o.output, "OUTPUT");
-  const auto [memory, memory_source] = node_memory(o);
-  const auto gpus = gpu_allocation(o);
-  // With visibilities the subgrids keep the margin degridding needs
-  // (default kernels and w layout), so the counts are those of the real job.
+}
+
+// With visibilities the subgrids keep the margin degridding needs
+// (default kernels and w layout), so the counts are those of the real job.
+job::Job job_to_plan(const PlanOptions& o) {
   job::JobOptions jo;
   jo.rec_set = o.rec_set;
   jo.window_width = o.window_width;
   jo.observation = o.observation;
   jo.source_count = 0;
-  const auto job = job::resolve(jo);
-  report::Report r;
-  r.mode = "plan";
-  r.rec = job.p;
-  r.counts.facets = r.rec.facet_count();
-  r.counts.subgrids = r.rec.subgrid_count();
+  return job::resolve(jo);
+}
 
+int cores_per_node(const PlanOptions& o) {
   if (o.cores_per_node && *o.cores_per_node < 1)
     throw UsageError("--cores-per-node",
                      fmt::format("expected a core count >= 1, got {}", *o.cores_per_node));
-  const int cores =
-      o.cores_per_node.value_or(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  auto a = lay_out_roles(o, r.counts.facets, cores, gpus.gpus);
+  return o.cores_per_node.value_or(
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+}
+
+// A node's memory and GPUs, and where their figures come from.
+void add_node_resources(report::Advice& a, index_t memory, const std::string& memory_source,
+                        const GpuAllocation& gpus) {
   a.node_memory_bytes = memory;
   a.node_memory_source = memory_source;
   a.gpus_per_node = gpus.gpus;
   a.gpu_memory_bytes = gpus.memory;
   a.gpu_memory_source = gpus.source;
+}
+
+// Each rank's threads: a node's cores over its ranks, as `run` gives them.
+job::RunShape shape_on_nodes(const PlanOptions& o, report::Advice& a, int cores,
+                             const job::Job& job) {
   auto shape =
       job::run_shape(o, static_cast<int>(a.producers), static_cast<int>(a.streamers), o.assigner,
                      threads_available(static_cast<int>(cores / a.ranks_per_node)),
@@ -301,18 +325,22 @@ report::Report plan(const PlanOptions& o) {
   job::hold_for_storage(shape, o.storage);
   a.threads = shape.threads;
   a.producer_threads = shape.producer_threads;
-  std::optional<binning::VisitCounts> counts;
-  if (job.obs) {
-    const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
-    counts = binner.count_visits(0, job.obs->baseline_count(), omp_get_max_threads());
-    job::add_observation(r, *job.obs, *job.geometry, binning::summarise(*counts));
-  }
-  r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
-  a.layout = node_layout(a, r.memory);
-  if (o.device == device::Kind::cuda) {
-    require_gpus_fit(a, r.memory, o.gpu_memory.has_value());
-    r.device = job::device_section(o.device, {});
-  }
+  return shape;
+}
+
+// The visits of the job's observation, counted as `run` counts them, and
+// the observation into the report.
+std::optional<binning::VisitCounts> count_plan_visits(const job::Job& job, report::Report& r) {
+  if (!job.obs) return std::nullopt;
+  const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
+  auto counts = binner.count_visits(0, job.obs->baseline_count(), omp_get_max_threads());
+  job::add_observation(r, *job.obs, *job.geometry, binning::summarise(counts));
+  return counts;
+}
+
+// What the advice adds to the layout: the writer ranks a run's rates
+// suggest, the warnings of nodes that do not fit, the job script.
+void advise(const PlanOptions& o, const report::Report& r, int cores, report::Advice& a) {
   if (!o.rates_from.empty()) {
     a.suggested_writer_ranks = writer_ranks_from(o.rates_from, a.streamers, o.writer_count);
     a.rates_from = o.rates_from;
@@ -324,6 +352,33 @@ report::Report plan(const PlanOptions& o) {
     script.cores_per_node = cores;
     a.job_script = job::slurm_script(a, script);
   }
+}
+
+}  // namespace
+
+report::Report plan(const PlanOptions& o) {
+  check_plan_options(o);
+  const auto [memory, memory_source] = node_memory(o);
+  const auto gpus = gpu_allocation(o);
+  const auto job = job_to_plan(o);
+  report::Report r;
+  r.mode = "plan";
+  r.rec = job.p;
+  r.counts.facets = r.rec.facet_count();
+  r.counts.subgrids = r.rec.subgrid_count();
+
+  const int cores = cores_per_node(o);
+  auto a = lay_out_roles(o, r.counts.facets, cores, gpus.gpus);
+  add_node_resources(a, memory, memory_source, gpus);
+  const auto shape = shape_on_nodes(o, a, cores, job);
+  const auto counts = count_plan_visits(job, r);
+  r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
+  a.layout = node_layout(a, r.memory);
+  if (o.device == device::Kind::cuda) {
+    require_gpus_fit(a, r.memory, o.gpu_memory.has_value());
+    r.device = job::device_section(o.device, {});
+  }
+  advise(o, r, cores, a);
   r.advice = a;
   return r;
 }
