@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <utility>
 
+#include "iotest/commands/facets.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/openmp.hpp"
@@ -41,17 +43,13 @@ struct ThreadBuffers {
 
 struct Walk {
   const config::RecombinationParams& p;
-  std::vector<swiftly::Tile> facets;  // per axis; facet (j0, j1) is index j0 * nf + j1
+  detail::FacetTiles facets;
   std::vector<SubgridColumn> columns;
   std::vector<std::vector<bool>> checked;  // per column, per subgrid
   index_t subgrids = 0;
   index_t facet_count() const { return p.facet_count(); }
-  const swiftly::Tile& t0(index_t f) const {
-    return facets[static_cast<size_t>(f / p.facets_per_axis)];
-  }
-  const swiftly::Tile& t1(index_t f) const {
-    return facets[static_cast<size_t>(f % p.facets_per_axis)];
-  }
+  const swiftly::Tile& t0(index_t f) const { return facets.t0(f); }
+  const swiftly::Tile& t1(index_t f) const { return facets.t1(f); }
   double flops(const swiftly::Recombination& rec) const {
     return rec.flops().walk(static_cast<double>(facet_count()), static_cast<double>(columns.size()),
                             static_cast<double>(subgrids));
@@ -70,147 +68,187 @@ std::vector<ThreadBuffers> make_thread_buffers(const swiftly::Recombination& rec
   return v;
 }
 
+// The predict direction's buffers: every large one of the timed work,
+// allocated and first touched before the clock starts (a user's first run
+// as fast as the tenth).
+struct PredictBuffers {
+  std::vector<ThreadBuffers> threads;
+  Array2D reference;
+  std::vector<Array2D> subgrids, prepared, facet_scratch, columns;
+  PredictBuffers(const swiftly::Recombination& rec, const Walk& walk, int n)
+      : threads(make_thread_buffers(rec, n)),
+        reference(rec.make_subgrid()),
+        subgrids(touched_buffers(walk.max_column(), walk.p.xA, walk.p.xA, n)),
+        prepared(touched_buffers(walk.facet_count(), walk.p.yB, walk.p.yN, n)),
+        facet_scratch(touched_buffers(n, walk.p.yB, walk.p.yB, n)),
+        columns(touched_buffers(walk.facet_count(), walk.p.m, walk.p.yN, n)) {}
+  ThreadBuffers& this_thread() { return threads[static_cast<size_t>(omp_get_thread_num())]; }
+};
+
+// Every facet, the sky's, prepared for the columns.
+void prepare_facets_of_sky(const swiftly::Recombination& rec, const Walk& walk,
+                           const std::vector<sky::PointSource>& sources, PredictBuffers& b,
+                           int threads) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < walk.facet_count(); ++f) {
+    auto facet = b.facet_scratch[static_cast<size_t>(omp_get_thread_num())].view();
+    sky::fill_facet(sources, walk.t0(f), walk.t1(f), facet);
+    rec.prepare_facet(facet, b.prepared[static_cast<size_t>(f)].view());
+  }
+}
+
+// A column's subgrids: the facets prepared for the column, each subgrid
+// summed from them and finished.
+void predict_column(const swiftly::Recombination& rec, const Walk& walk, const SubgridColumn& col,
+                    PredictBuffers& b, int threads) {
+  const index_t count = static_cast<index_t>(col.t1.size());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < walk.facet_count(); ++f)
+    rec.prepare_column(b.prepared[static_cast<size_t>(f)].view(), walk.t0(f).offset, col.t0.offset,
+                       b.this_thread().column, b.columns[static_cast<size_t>(f)].view());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t s = 0; s < count; ++s) {
+    auto& tb = b.this_thread();
+    detail::add_facet_contributions(rec, walk.facets, b.columns,
+                                    col.t1[static_cast<size_t>(s)].offset, tb.contribution,
+                                    tb.subgrid_sum.view());
+    rec.finish_subgrid(tb.subgrid_sum.view(), b.subgrids[static_cast<size_t>(s)].view());
+  }
+}
+
+// The column's checked subgrids against the direct transform.
+void check_predicted_column(const Walk& walk, size_t c,
+                            const std::vector<sky::PointSource>& sources,
+                            const sky::UnitRoots& roots, PredictBuffers& b, ErrorTally& errors) {
+  const auto& col = walk.columns[c];
+  for (index_t s = 0; s < static_cast<index_t>(col.t1.size()); ++s) {
+    if (!walk.checked[c][static_cast<size_t>(s)]) continue;
+    sky::dft_subgrid(sources, roots, col.t0.offset, col.t1[static_cast<size_t>(s)].offset,
+                     b.reference.view());
+    RelativeError e;
+    e.add(b.subgrids[static_cast<size_t>(s)].view(), b.reference.view());
+    errors.add(e);
+  }
+}
+
 DirectionResult run_predict(const swiftly::Recombination& rec, const Walk& walk,
                             const std::vector<sky::PointSource>& sources,
                             const sky::UnitRoots& roots, int threads) {
-  const auto& p = rec.params();
-  const index_t F = walk.facet_count();
   DirectionResult res;
-  auto thread_buffers = make_thread_buffers(rec, threads);
-  Array2D reference = rec.make_subgrid();
-  // Every large buffer of the timed work, allocated and first touched
-  // before the clock starts (a user's first run as fast as the tenth).
-  std::vector<Array2D> subgrids = touched_buffers(walk.max_column(), p.xA, p.xA, threads);
-  std::vector<Array2D> prepared = touched_buffers(F, p.yB, p.yN, threads);
-  std::vector<Array2D> facet_scratch = touched_buffers(threads, p.yB, p.yB, threads);
-  std::vector<Array2D> columns = touched_buffers(F, p.m, p.yN, threads);
-
+  PredictBuffers b(rec, walk, threads);
   auto t_start = Clock::now();
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-  for (index_t f = 0; f < F; ++f) {
-    auto facet = facet_scratch[static_cast<size_t>(omp_get_thread_num())].view();
-    sky::fill_facet(sources, walk.t0(f), walk.t1(f), facet);
-    rec.prepare_facet(facet, prepared[static_cast<size_t>(f)].view());
-  }
+  prepare_facets_of_sky(rec, walk, sources, b, threads);
   res.timed_s += seconds_since(t_start);
-
   for (size_t c = 0; c < walk.columns.size(); ++c) {
-    const auto& col = walk.columns[c];
-    const index_t count = static_cast<index_t>(col.t1.size());
     t_start = Clock::now();
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t f = 0; f < F; ++f)
-      rec.prepare_column(prepared[static_cast<size_t>(f)].view(), walk.t0(f).offset, col.t0.offset,
-                         thread_buffers[static_cast<size_t>(omp_get_thread_num())].column,
-                         columns[static_cast<size_t>(f)].view());
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t s = 0; s < count; ++s) {
-      auto& tb = thread_buffers[static_cast<size_t>(omp_get_thread_num())];
-      const index_t off1 = col.t1[static_cast<size_t>(s)].offset;
-      for (index_t f = 0; f < F; ++f) {
-        rec.extract_contribution(columns[static_cast<size_t>(f)].view(), walk.t1(f).offset, off1,
-                                 tb.contribution.view());
-        rec.add_contribution(tb.contribution.view(), walk.t0(f).offset, walk.t1(f).offset,
-                             tb.subgrid_sum.view());
-      }
-      rec.finish_subgrid(tb.subgrid_sum.view(), subgrids[static_cast<size_t>(s)].view());
-    }
+    predict_column(rec, walk, walk.columns[c], b, threads);
     res.timed_s += seconds_since(t_start);
-
     // Untimed: compare the checked subgrids with the direct transform.
     t_start = Clock::now();
-    for (index_t s = 0; s < count; ++s) {
-      if (!walk.checked[c][static_cast<size_t>(s)]) continue;
-      sky::dft_subgrid(sources, roots, col.t0.offset, col.t1[static_cast<size_t>(s)].offset,
-                       reference.view());
-      RelativeError e;
-      e.add(subgrids[static_cast<size_t>(s)].view(), reference.view());
-      res.errors.add(e);
-    }
+    check_predicted_column(walk, c, sources, roots, b, res.errors);
     res.check_s += seconds_since(t_start);
   }
   res.flops = walk.flops(rec);
   return res;
 }
 
+// The image direction's buffers: every large one of the timed work,
+// allocated and first touched (zeroed: the sums start at zero) before the
+// clock starts.
+struct ImageBuffers {
+  std::vector<ThreadBuffers> threads;
+  std::vector<Array2D> inputs, sums, facet_sums, column_sums, facets;
+  ImageBuffers(const swiftly::Recombination& rec, const Walk& walk, int n)
+      : threads(make_thread_buffers(rec, n)),
+        inputs(touched_buffers(walk.max_column(), walk.p.xA, walk.p.xA, n)),
+        sums(touched_buffers(walk.max_column(), walk.p.xM, walk.p.xM, n)),
+        facet_sums(touched_buffers(walk.facet_count(), walk.p.yB, walk.p.yN, n)),
+        column_sums(touched_buffers(walk.facet_count(), walk.p.m, walk.p.yN, n)),
+        facets(touched_buffers(walk.facet_count(), walk.p.yB, walk.p.yB, n)) {}
+};
+
+// The column's exact subgrids (direct transform), masked so that the
+// subgrids tile the grid exactly once: the image direction's input.
+void exact_subgrids(const SubgridColumn& col, const std::vector<sky::PointSource>& sources,
+                    const sky::UnitRoots& roots, ImageBuffers& b, int threads) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t s = 0; s < static_cast<index_t>(col.t1.size()); ++s) {
+    const auto& t1 = col.t1[static_cast<size_t>(s)];
+    auto view = b.inputs[static_cast<size_t>(s)].view();
+    sky::dft_subgrid(sources, roots, col.t0.offset, t1.offset, view);
+    sky::apply_subgrid_mask(col.t0, t1, view);
+  }
+}
+
+// The column's subgrids prepared, and added to every facet's sum.
+void image_column(const swiftly::Recombination& rec, const Walk& walk, const SubgridColumn& col,
+                  ImageBuffers& b, int threads) {
+  const index_t count = static_cast<index_t>(col.t1.size());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t s = 0; s < count; ++s)
+    rec.prepare_subgrid(b.inputs[static_cast<size_t>(s)].view(),
+                        b.sums[static_cast<size_t>(s)].view());
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < walk.facet_count(); ++f) {
+    auto& tb = b.threads[static_cast<size_t>(omp_get_thread_num())];
+    detail::add_column_to_facet(
+        rec, walk.facets, f, col.t0.offset, col.t1.size(),
+        [&](size_t k) { return std::as_const(b.sums[k]).view(); },
+        [&](size_t k) { return col.t1[k].offset; }, tb.column, tb.contribution,
+        b.column_sums[static_cast<size_t>(f)].view(), b.facet_sums[static_cast<size_t>(f)].view());
+  }
+}
+
+// Every facet finished, its sum released as soon as it is done.
+void finish_facets(const swiftly::Recombination& rec, const Walk& walk, ImageBuffers& b,
+                   int threads) {
+  ExceptionCollector failures;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (index_t f = 0; f < walk.facet_count(); ++f)
+    failures.capture([&] {
+      rec.finish_facet(b.facet_sums[static_cast<size_t>(f)].view(),
+                       b.facets[static_cast<size_t>(f)].view());
+      b.facet_sums[static_cast<size_t>(f)] = Array2D();
+    });
+  failures.rethrow();
+}
+
+// Every facet against the sky's.
+void check_facets(const swiftly::Recombination& rec, const Walk& walk,
+                  const std::vector<sky::PointSource>& sources, const ImageBuffers& b,
+                  ErrorTally& errors) {
+  Array2D reference = rec.make_facet();
+  for (index_t f = 0; f < walk.facet_count(); ++f) {
+    sky::fill_facet(sources, walk.t0(f), walk.t1(f), reference.view());
+    RelativeError e;
+    e.add(b.facets[static_cast<size_t>(f)].view(), std::as_const(reference).view());
+    errors.add(e);
+  }
+}
+
 DirectionResult run_image(const swiftly::Recombination& rec, const Walk& walk,
                           const std::vector<sky::PointSource>& sources, const sky::UnitRoots& roots,
                           int threads) {
-  const auto& p = rec.params();
-  const index_t F = walk.facet_count();
   DirectionResult res;
-  auto thread_buffers = make_thread_buffers(rec, threads);
-  const index_t max_column = walk.max_column();
-  // Every large buffer of the timed work, allocated and first touched
-  // (zeroed: the sums start at zero) before the clock starts.
-  std::vector<Array2D> inputs = touched_buffers(max_column, p.xA, p.xA, threads);
-  std::vector<Array2D> sums = touched_buffers(max_column, p.xM, p.xM, threads);
-  std::vector<Array2D> facet_sums = touched_buffers(F, p.yB, p.yN, threads);
-  std::vector<Array2D> column_sums = touched_buffers(F, p.m, p.yN, threads);
-  std::vector<Array2D> facets = touched_buffers(F, p.yB, p.yB, threads);
-  auto t_start = Clock::now();
-
+  ImageBuffers b(rec, walk, threads);
   for (const auto& col : walk.columns) {
-    const index_t count = static_cast<index_t>(col.t1.size());
-    // Untimed: the exact subgrids (direct transform), masked so that the
-    // subgrids tile the grid exactly once.
-    t_start = Clock::now();
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t s = 0; s < count; ++s) {
-      const auto& t1 = col.t1[static_cast<size_t>(s)];
-      auto view = inputs[static_cast<size_t>(s)].view();
-      sky::dft_subgrid(sources, roots, col.t0.offset, t1.offset, view);
-      sky::apply_subgrid_mask(col.t0, t1, view);
-    }
+    // Untimed: the input, made by the direct transform.
+    auto t_start = Clock::now();
+    exact_subgrids(col, sources, roots, b, threads);
     res.check_s += seconds_since(t_start);
-
     t_start = Clock::now();
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t s = 0; s < count; ++s)
-      rec.prepare_subgrid(inputs[static_cast<size_t>(s)].view(),
-                          sums[static_cast<size_t>(s)].view());
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (index_t f = 0; f < F; ++f) {
-      auto& tb = thread_buffers[static_cast<size_t>(omp_get_thread_num())];
-      auto column_sum = column_sums[static_cast<size_t>(f)].view();
-      for (index_t s = 0; s < count; ++s) {
-        rec.extract_from_subgrid(sums[static_cast<size_t>(s)].view(), walk.t0(f).offset,
-                                 walk.t1(f).offset, tb.contribution.view());
-        rec.add_to_column(tb.contribution.view(), walk.t1(f).offset,
-                          col.t1[static_cast<size_t>(s)].offset, column_sum);
-      }
-      rec.finish_column(column_sum, walk.t0(f).offset, col.t0.offset, tb.column,
-                        facet_sums[static_cast<size_t>(f)].view());
-    }
+    image_column(rec, walk, col, b, threads);
     res.timed_s += seconds_since(t_start);
   }
-
-  // Finish every facet, releasing its sum as soon as it is done.
-  t_start = Clock::now();
-  ExceptionCollector failures;
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-  for (index_t f = 0; f < F; ++f)
-    failures.capture([&] {
-      rec.finish_facet(facet_sums[static_cast<size_t>(f)].view(),
-                       facets[static_cast<size_t>(f)].view());
-      facet_sums[static_cast<size_t>(f)] = Array2D();
-    });
-  failures.rethrow();
+  auto t_start = Clock::now();
+  finish_facets(rec, walk, b, threads);
   res.timed_s += seconds_since(t_start);
-
   res.flops = walk.flops(rec);
   // Facets are complete only when every subgrid of the grid contributed.
-  if (walk.subgrids < p.subgrid_count()) return res;
+  if (walk.subgrids < walk.p.subgrid_count()) return res;
   t_start = Clock::now();
-  Array2D reference = rec.make_facet();
-  for (index_t f = 0; f < F; ++f) {
-    sky::fill_facet(sources, walk.t0(f), walk.t1(f), reference.view());
-    RelativeError e;
-    e.add(facets[static_cast<size_t>(f)].view(), reference.view());
-    res.errors.add(e);
-  }
+  check_facets(rec, walk, sources, b, res.errors);
   res.check_s += seconds_since(t_start);
-
   return res;
 }
 
@@ -277,7 +315,7 @@ report::Memory check_recombine_memory(const config::RecombinationParams& p, int 
 
 // The walk, its checks spread evenly over it.
 Walk checked_walk(const config::RecombinationParams& p, const WalkSize& size) {
-  Walk walk{p, swiftly::facet_tiles(p), plan_walk(p, size.count), {}, size.count};
+  Walk walk{p, detail::FacetTiles(p), plan_walk(p, size.count), {}, size.count};
   const index_t count = size.count, check = size.check;
   index_t seen = 0;
   for (const auto& col : walk.columns) {
