@@ -138,6 +138,15 @@ void add_storage_stall_option(CLI::App* app, double& seconds) {
       ->group("Storage");
 }
 
+void add_image_autocorrelations_option(CLI::App* app, bool& flag, const std::string& when) {
+  app->add_flag("--image-autocorrelations", flag,
+                when +
+                    "grid the autocorrelations (rows whose two antennas are the same) into the "
+                    "dirty image too; by default they are left out, as WSClean and CASA leave "
+                    "them")
+      ->group(kMode);
+}
+
 void add_report_options(CLI::App* app, ReportOptions& o, bool rank0) {
   app->add_option("--report", o.report,
                   std::string("write the JSON report to this file ('-': stdout)") +

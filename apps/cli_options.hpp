@@ -38,6 +38,11 @@ inline constexpr const char* kImageHelp =
     "projection at the phase centre, east left, north up), any other name HDF5 (dataset "
     "dirty_image: float64 [y][x][2], real and imaginary, the FITS image's rows and columns)";
 
+// --image-autocorrelations (run and grid): the dirty image takes the rows
+// whose two antennas are the same, which imagers leave out by default.
+// `when`: where it applies, as the help begins (run: its directions).
+void add_image_autocorrelations_option(CLI::App* app, bool& flag, const std::string& when = "");
+
 // CLI11's own non-negative check prints its range up to DBL_MAX.
 extern const CLI::Validator kNonNegative;
 

@@ -167,6 +167,7 @@ Command add_grid_command(CLI::App& app, ReportOptions& out) {
   add_bls_per_task_option(grid, s.options.bls_per_task);
   add_process_threads_option(grid, s.options.threads);
   add_device_option(grid, s.device);
+  add_image_autocorrelations_option(grid, s.options.image_autocorrelations);
   grid->add_option("--image", s.options.image, kImageHelp)->group(kOutput);
   add_report_options(grid, out);
   add_storage_options(grid, s.options.storage, false);

@@ -105,6 +105,44 @@ def test_a_one_jansky_source_reads_one_in_the_dirty_image(iotest, tmp_path, sour
     assert abs(complex(*peak) - 1) < 1e-4, peak
 
 
+# SKA-Low's core: 13,861 baselines, 166 of them autocorrelations.
+CORE = ["--rec-set=T05_", "--vis-set=lowbd2-core", "--time=-460:460/8/4",
+        "--freq=260e6:300e6/8/8"]
+
+
+def test_the_image_leaves_autocorrelations_out_unless_asked(iotest, tmp_path):
+    """As WSClean and CASA image (docs/imaging.md, "Autocorrelations"): the
+    rows whose two antennas are the same are neither gridded nor counted in
+    the sum of the weights, unless --image-autocorrelations; either image
+    matches the direct adjoint of what it gridded. At |u, v, w| = 0 each
+    autocorrelation is the sky's total flux (3 sources of 1 Jy), so the two
+    images, times their weights, differ by that at every pixel."""
+    import h5py
+    import numpy as np
+    per_row, images = 8 * 8, {}
+    for imaged in (False, True):
+        image, report = tmp_path / f"dirty{imaged}.h5", tmp_path / f"r{imaged}.json"
+        extra = ["--image-autocorrelations"] if imaged else []
+        proc = iotest("grid", *CORE, "--source-count=3", "--pixel-samples=32",
+                      f"--image={image}", f"--report={report}", *extra, check=0)
+        r = json.loads(report.read_text())
+        assert r["accuracy"]["facet_rmse"] < 1e-7
+        assert r["observation"]["autocorrelations_imaged"] is imaged
+        said = "(imaged)" if imaged else "(left out of the image)"
+        assert proc.stdout.count("autocorrelations") == 1
+        assert f"with autocorrelations {said}" in proc.stdout
+        assert r["counts"]["visibilities"] == 13861 * per_row  # the observation's, as ever
+        assert r["accuracy"]["pixel_samples"] == 32
+        with h5py.File(image, "r") as f:
+            d = f["dirty_image"]
+            weights = int(d.attrs["visibilities"])
+            images[imaged] = (d[:, 1:, 0] + 1j * d[:, 1:, 1]) * weights
+        assert weights == (13861 if imaged else 13861 - 166) * per_row
+    autos = 166 * per_row
+    lifted = (images[True] - images[False]) / autos
+    assert np.allclose(lifted, 3, rtol=0, atol=1e-5), np.max(np.abs(lifted - 3))
+
+
 def test_grid_rejects_impossible_options(iotest):
     proc = iotest("grid", "--rec-set=T05_", "--vis-set=vlaa", *OBS, "--support=7", check=2)
     assert "--support" in proc.stderr

@@ -133,12 +133,13 @@ struct WalkFigures {
   }
 };
 
-// Every visibility of the observation once, or the walk is wrong.
+// Every visibility the binning makes once (every row's, less the
+// autocorrelations where the image leaves them out), or the walk is wrong.
 inline void require_every_visibility(const char* done, index_t visibilities,
-                                     const telescope::Observation& obs) {
-  if (visibilities != obs.visibility_count())
+                                     const binning::Binner& binner) {
+  if (visibilities != binner.visibility_count())
     throw std::logic_error(
-        fmt::format("{} {} visibilities of {}", done, visibilities, obs.visibility_count()));
+        fmt::format("{} {} visibilities of {}", done, visibilities, binner.visibility_count()));
 }
 
 // What the walk holds whichever its direction. The GPU, with

@@ -348,7 +348,7 @@ report::Report degrid(const DegridRunOptions& o) {
   const auto figures = predict.gather();
   // Checks ran inside the parallel loop: take the slowest thread's share off.
   degrid_s -= figures.check_s;
-  detail::require_every_visibility("degridded", figures.visibilities, *job.obs);
+  detail::require_every_visibility("degridded", figures.visibilities, *visits.binner);
 
   detail::describe_walk(r, chain, {o.source_count, o.seed, "predict", calibration}, walked,
                         distribution, checked.gpus);

@@ -90,6 +90,9 @@ Input open_input(const GridRunOptions& o) {
   Input in;
   if (!o.inputs.empty()) in.files = storage::open_output_set(o.inputs, o.storage);
   in.options = job_to_image(o, in.files);
+  // The image leaves the autocorrelations out unless asked, as imagers do
+  // (docs/imaging.md, "Autocorrelations"): the binning makes no runs of them.
+  in.options.bin_autocorrelations = o.image_autocorrelations;
   in.job = job::resolve(in.options);
   if (!in.files.empty()) storage::require_whole_observation(in.files, o.inputs, *in.job.obs);
   return in;
@@ -202,7 +205,8 @@ class Imaging {
     const auto tw = Clock::now();
     storage::ImageWriter writer(
         claim,
-        storage::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs));
+        storage::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs,
+                                c_.binner.visibility_count()));
     for (index_t f = 0; f < c_.facet_count(); ++f)
       writer.write_facet(image_[static_cast<size_t>(f)], c_.tiling.facet0(f), c_.tiling.facet1(f),
                          p.yB);
@@ -424,13 +428,14 @@ report::Report grid(const GridRunOptions& o) {
     grid_s -= figures.input_s;
     timing.input_s = figures.input_s;
   }
-  detail::require_every_visibility("gridded", figures.visibilities, *job.obs);
+  detail::require_every_visibility("gridded", figures.visibilities, *visits.binner);
   imaging.normalise(figures);
   const auto error = imaging.compare(figures.dirty);
 
   detail::describe_walk(r, chain,
                         {static_cast<index_t>(job.sources.size()), jo.seed, "image", std::nullopt},
                         walked, distribution, gpus);
+  job::add_imaging_rule(r, job);
   r.accuracy = pixel_accuracy(error, static_cast<index_t>(pixels.size()));
   if (!files.empty()) r.reading = reading_report(o.inputs, *files[0], figures);
   timing.image_s = grid_s;

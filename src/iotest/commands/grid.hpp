@@ -35,6 +35,9 @@ struct GridRunOptions {
   std::vector<std::string> inputs;  // a predict run's visibility files
   storage::StorageOptions storage;  // the back-ends' read options (--posix.direct)
   std::string image;                // --image=FILE.h5: the dirty image (empty: not written)
+  // --image-autocorrelations: grid the rows whose two antennas are the
+  // same too; by default the image leaves them out, as WSClean and CASA do.
+  bool image_autocorrelations = false;
   // --device: where it degrids or grids (cuda: job::require_device).
   device::Kind device = device::Kind::cpu;
 };

@@ -208,7 +208,8 @@ report::ImageFile write_image(Context& ctx) {
   if (roles.rank == 0)
     writer.emplace(
         *ctx.image_claim,
-        storage::describe_image(p.name, p.used_size, ctx.job.geometry->pixel_lm, *ctx.job.obs));
+        storage::describe_image(p.name, p.used_size, ctx.job.geometry->pixel_lm, *ctx.job.obs,
+                                ctx.binner->visibility_count()));
   std::vector<cplx> block;
   for (const index_t f : order) {
     const int owner = roles.facet_owner(f);

@@ -139,12 +139,12 @@ std::string fits_header(const ImageDescription& what) {
 }  // namespace
 
 ImageDescription describe_image(const std::string& rec_set, index_t used_size, double pixel_lm,
-                                const telescope::Observation& obs) {
+                                const telescope::Observation& obs, index_t gridded) {
   ImageDescription d;
   d.rec_set = rec_set;
   d.used_size = used_size;
   d.pixel_lm = pixel_lm;
-  d.visibilities = obs.visibility_count();
+  d.visibilities = gridded;
   const auto centre = telescope::phase_centre(obs);
   d.ra_deg = centre.icrs.ra_rad * 180 / std::numbers::pi;
   d.dec_deg = centre.icrs.dec_rad * 180 / std::numbers::pi;

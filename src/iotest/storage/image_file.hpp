@@ -47,9 +47,11 @@ struct ImageDescription {
   std::string telescope, date_obs;
   double mjd_obs = 0;
 };
-// The image of `obs` on a grid of `pixel_lm`, every visibility gridded.
+// The image of `obs` on a grid of `pixel_lm`, `gridded` of its
+// visibilities gridded: the binning's (binning::Binner::visibility_count),
+// which leaves the autocorrelations out unless asked.
 ImageDescription describe_image(const std::string& rec_set, index_t used_size, double pixel_lm,
-                                const telescope::Observation& obs);
+                                const telescope::Observation& obs, index_t gridded);
 
 // Whether `path` names a FITS file (.fits, .fit, .fts).
 bool is_fits_path(const std::string& path);
