@@ -24,9 +24,9 @@
 #include <string_view>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
-#include "iotest/common/mpi_agree.hpp"
 
 namespace iotest::net {
 namespace {
@@ -275,12 +275,12 @@ Used fit(int planned_warmup, int planned, double budget, double one) {
   const double fits = budget / std::max(one, 1e-12);
   Used u;
   u.iterations = fits >= planned ? planned : std::max(1, static_cast<int>(fits));
-  u.warmup = planned_warmup == 0
-                 ? 0
-                 : std::max(1, static_cast<int>((static_cast<std::int64_t>(planned_warmup) *
-                                                     u.iterations +
-                                                 planned - 1) /
-                                                planned));
+  u.warmup =
+      planned_warmup == 0
+          ? 0
+          : std::max(1, static_cast<int>((static_cast<std::int64_t>(planned_warmup) * u.iterations +
+                                          planned - 1) /
+                                         planned));
   return u;
 }
 
@@ -573,6 +573,225 @@ std::string fixed_text(const std::string& s) {
   return s.substr(0, kTextBytes - 1);
 }
 
+// Each rank's node, named by its first rank.
+std::vector<int> nodes_of_ranks(MPI_Comm world, int rank, int ranks) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int first_on_node = rank;
+  MPI_Allreduce(&rank, &first_on_node, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  std::vector<int> node_of(static_cast<size_t>(ranks));
+  MPI_Allgather(&first_on_node, 1, MPI_INT, node_of.data(), 1, MPI_INT, world);
+  return node_of;
+}
+
+// What the options ask, agreed on every rank: the pairs, the transports
+// (mpi first) and each size's counts.
+struct NetPlan {
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<std::string> transports;
+  std::vector<Size> sizes;
+  bool tcp() const {
+    return std::find(transports.begin(), transports.end(), "tcp") != transports.end();
+  }
+};
+NetPlan plan_net(const NetOptions& o, MPI_Comm world, int ranks, const std::vector<int>& node_of) {
+  NetPlan plan;
+  agree_on_usage(world, [&] {
+    if (ranks < 2)
+      throw UsageError("-np", "expected at least 2 ranks to pair (mpirun -np 2 iotest net)");
+    if (o.min_size < 1)
+      throw UsageError("--min-size", fmt::format("expected at least 1 byte, got {}", o.min_size));
+    if (o.max_size < o.min_size || o.max_size > kMaxSize)
+      throw UsageError("--max-size", fmt::format("expected {} (--min-size) to {} bytes, got {}",
+                                                 o.min_size, kMaxSize, o.max_size));
+    if (o.iterations && *o.iterations < 1)
+      throw UsageError("--iterations", fmt::format("expected at least 1, got {}", *o.iterations));
+    if (o.warmup && *o.warmup < 0)
+      throw UsageError("--warmup", fmt::format("expected 0 or more, got {}", *o.warmup));
+    if (!(o.time_per_size > 0) || o.time_per_size > kMaxTimePerSize)
+      throw UsageError("--time-per-size", fmt::format("expected more than 0 to {} seconds, got {}",
+                                                      kMaxTimePerSize, o.time_per_size));
+    if (o.window < 1 || o.window > kMaxWindow)
+      throw UsageError("--window",
+                       fmt::format("expected 1 to {} messages, got {}", kMaxWindow, o.window));
+    for (const auto& t : o.transports)
+      if (t != "mpi" && t != "tcp")
+        throw UsageError("--transport", "expected mpi, tcp or mpi,tcp, got '" + t + "'");
+    for (const char* t : {"mpi", "tcp"})
+      if (std::find(o.transports.begin(), o.transports.end(), t) != o.transports.end())
+        plan.transports.emplace_back(t);
+    if (plan.transports.empty()) throw UsageError("--transport", "expected mpi, tcp or mpi,tcp");
+    plan.pairs = o.pairs ? parse_pairs(*o.pairs, ranks) : default_pairs(node_of);
+  });
+  for (index_t bytes = o.min_size; bytes <= o.max_size; bytes *= 2)
+    plan.sizes.push_back(plan_size(bytes, o));
+  return plan;
+}
+
+// This rank's side of the measurement: its pair, if it is in one, with
+// the buffers of the largest size and the TCP connection.
+struct PairSide {
+  Link link;
+  bool paired = false;
+  Bytes out{nullptr, &std::free}, in{nullptr, &std::free}, slots{nullptr, &std::free};
+  std::string reached;  // the address TCP reached
+};
+void join_pair(const NetOptions& o, const NetPlan& plan, MPI_Comm comm, int rank, PairSide& side) {
+  auto& link = side.link;
+  link.comm = comm;
+  for (const auto& [a, b] : plan.pairs)
+    if (rank == a || rank == b) {
+      side.paired = true;
+      link.sender = rank == a;
+      link.peer = rank == a ? b : a;
+    }
+  if (!side.paired) return;
+  side.out = page_aligned(plan.sizes.back().bytes);
+  side.in = page_aligned(plan.sizes.back().bytes);
+  index_t slot_bytes = 0;
+  for (const auto& z : plan.sizes)
+    slot_bytes = std::max(slot_bytes, check_slots(z.bytes, o.window) * z.bytes);
+  if (o.check) side.slots = page_aligned(slot_bytes);
+  link.out = side.out.get();
+  link.in = side.in.get();
+  link.slots = side.slots.get();
+  if (plan.tcp()) side.reached = connect_pair(link);
+}
+
+// Per transport and size, a rank's figures: latency us, bandwidth MB/s,
+// messages checked and wrong, then the counts used: latency round trips
+// timed and warm-up, bandwidth windows timed and warm-up, messages per
+// window.
+constexpr size_t kFields = 9;
+
+// One size over one transport: every pair measures at once, each test
+// from a barrier, with its share (`budget`) of --time-per-size.
+void measure_size(const NetOptions& o, const Size& size, bool over_tcp, double budget,
+                  const PairSide& side, MPI_Comm comm, double* figures) {
+  // Waited for by sleeping (iotest::barrier): ranks done measuring leave
+  // the cores to the pairs still measuring.
+  barrier(comm);
+  double one_way_s = 0;
+  if (side.paired) {
+    Used used;
+    one_way_s = (over_tcp ? tcp_latency : mpi_latency)(side.link, size.bytes, size.warmup,
+                                                       size.iterations, budget, used);
+    figures[0] = 1e6 * one_way_s;
+    figures[4] = used.iterations;
+    figures[5] = used.warmup;
+  }
+  barrier(comm);
+  if (!side.paired) return;
+  const int window = fit_window(side.link, o.window, budget, one_way_s);
+  Used used;
+  figures[1] = (over_tcp ? tcp_bandwidth : mpi_bandwidth)(
+                   side.link, size.bytes, window, size.window_warmup, size.windows, budget, used) /
+               1e6;
+  figures[6] = used.iterations;
+  figures[7] = used.warmup;
+  figures[8] = window;
+  if (o.check) {  // after the timing, before the next test's barrier
+    const Tally tally = (over_tcp ? tcp_check : mpi_check)(side.link, size.bytes, window);
+    figures[2] = static_cast<double>(tally.checked);
+    figures[3] = static_cast<double>(tally.wrong);
+  }
+}
+
+// This rank's figures, every size over every transport.
+std::vector<double> measure_all(const NetOptions& o, const NetPlan& plan, const PairSide& side,
+                                MPI_Comm comm) {
+  const size_t n_sizes = plan.sizes.size();
+  const double budget = o.time_per_size / (2.0 * static_cast<double>(plan.transports.size()));
+  std::vector<double> mine(plan.transports.size() * n_sizes * kFields, 0.0);
+  for (size_t z = 0; z < n_sizes; ++z)
+    for (size_t t = 0; t < plan.transports.size(); ++t)
+      measure_size(o, plan.sizes[z], plan.transports[t] == "tcp", budget, side, comm,
+                   &mine[(t * n_sizes + z) * kFields]);
+  return mine;
+}
+
+// On rank 0: every rank's figures, its host and the address it reached.
+struct Gathered {
+  std::vector<double> all;  // each rank's figures, rank after rank
+  size_t per_rank = 0;
+  std::vector<char> texts;  // each rank's host and address, kTextBytes each
+  std::string text(int k, int field) const {
+    return std::string(texts.data() + static_cast<size_t>(k) * 2 * kTextBytes +
+                       static_cast<size_t>(field) * kTextBytes);
+  }
+  const double* figures(int k) const { return &all[static_cast<size_t>(k) * per_rank]; }
+};
+Gathered gather_to_rank_0(const std::vector<double>& mine, const std::string& reached,
+                          MPI_Comm comm, int rank, int ranks) {
+  Gathered g;
+  g.per_rank = mine.size();
+  g.all.resize(rank == 0 ? mine.size() * static_cast<size_t>(ranks) : 0);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, g.all.data(),
+             static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm);
+  char text[2][kTextBytes] = {};
+  const std::string host = fixed_text(host_name()), address = fixed_text(reached);
+  std::copy(host.begin(), host.end(), text[0]);
+  std::copy(address.begin(), address.end(), text[1]);
+  g.texts.resize(rank == 0 ? static_cast<size_t>(ranks) * sizeof text : 0);
+  MPI_Gather(text, sizeof text, MPI_CHAR, g.texts.data(), sizeof text, MPI_CHAR, 0, comm);
+  return g;
+}
+
+// A pair's figures: the sender's (it times both tests), the messages
+// checked and wrong on both sides.
+report::Interconnect::Pair pair_report(int a, int b, const NetPlan& plan, const Gathered& g) {
+  report::Interconnect::Pair p;
+  p.sender = a;
+  p.receiver = b;
+  p.sender_host = g.text(a, 0);
+  p.receiver_host = g.text(b, 0);
+  if (plan.tcp()) p.tcp_address = g.text(a, 1);
+  const double* sender = g.figures(a);
+  const double* receiver = g.figures(b);
+  const size_t n_sizes = plan.sizes.size();
+  p.figures.resize(plan.transports.size());
+  for (size_t t = 0; t < plan.transports.size(); ++t)
+    for (size_t z = 0; z < n_sizes; ++z) {
+      const size_t at = (t * n_sizes + z) * kFields;
+      report::Interconnect::Figure f;
+      f.latency_us = sender[at];
+      f.bandwidth_mb_per_s = sender[at + 1];
+      f.messages_checked = static_cast<index_t>(sender[at + 2] + receiver[at + 2]);
+      f.messages_wrong = static_cast<index_t>(sender[at + 3] + receiver[at + 3]);
+      f.iterations = static_cast<int>(sender[at + 4]);
+      f.warmup = static_cast<int>(sender[at + 5]);
+      f.windows = static_cast<int>(sender[at + 6]);
+      f.window_warmup = static_cast<int>(sender[at + 7]);
+      f.window = static_cast<int>(sender[at + 8]);
+      p.figures[t].push_back(f);
+    }
+  return p;
+}
+
+report::Interconnect describe_interconnect(const NetOptions& o, const NetPlan& plan,
+                                           const std::vector<int>& node_of, const Gathered& g) {
+  report::Interconnect n;
+  const int ranks = static_cast<int>(node_of.size());
+  n.ranks = ranks;
+  for (int k = 0; k < ranks; ++k) n.nodes += node_of[static_cast<size_t>(k)] == k ? 1 : 0;
+  n.window = o.window;
+  n.time_per_size_s = o.time_per_size;
+  n.transports = plan.transports;
+  n.sizes = plan.sizes;
+  n.checked = o.check;
+  for (const auto& [a, b] : plan.pairs) {
+    auto p = pair_report(a, b, plan, g);
+    for (const auto& figures : p.figures)
+      for (const auto& f : figures) {
+        n.messages_checked += f.messages_checked;
+        n.messages_wrong += f.messages_wrong;
+      }
+    n.pairs.push_back(std::move(p));
+  }
+  return n;
+}
+
 }  // namespace
 
 std::vector<std::pair<int, int>> parse_pairs(const std::string& text, int ranks) {
@@ -613,179 +832,21 @@ report::Report net(const NetOptions& o, MPI_Comm world) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &ranks);
-  // Each rank's node, named by its first rank.
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int first_on_node = rank;
-  MPI_Allreduce(&rank, &first_on_node, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
-  std::vector<int> node_of(static_cast<size_t>(ranks));
-  MPI_Allgather(&first_on_node, 1, MPI_INT, node_of.data(), 1, MPI_INT, world);
-
-  std::vector<std::pair<int, int>> pairs;
-  std::vector<std::string> transports;
-  std::vector<Size> sizes;
-  agree_on_usage(world, [&] {
-    if (ranks < 2)
-      throw UsageError("-np", "expected at least 2 ranks to pair (mpirun -np 2 iotest net)");
-    if (o.min_size < 1)
-      throw UsageError("--min-size", fmt::format("expected at least 1 byte, got {}", o.min_size));
-    if (o.max_size < o.min_size || o.max_size > kMaxSize)
-      throw UsageError("--max-size", fmt::format("expected {} (--min-size) to {} bytes, got {}",
-                                                 o.min_size, kMaxSize, o.max_size));
-    if (o.iterations && *o.iterations < 1)
-      throw UsageError("--iterations", fmt::format("expected at least 1, got {}", *o.iterations));
-    if (o.warmup && *o.warmup < 0)
-      throw UsageError("--warmup", fmt::format("expected 0 or more, got {}", *o.warmup));
-    if (!(o.time_per_size > 0) || o.time_per_size > kMaxTimePerSize)
-      throw UsageError("--time-per-size", fmt::format("expected more than 0 to {} seconds, got {}",
-                                                      kMaxTimePerSize, o.time_per_size));
-    if (o.window < 1 || o.window > kMaxWindow)
-      throw UsageError("--window",
-                       fmt::format("expected 1 to {} messages, got {}", kMaxWindow, o.window));
-    for (const auto& t : o.transports)
-      if (t != "mpi" && t != "tcp")
-        throw UsageError("--transport", "expected mpi, tcp or mpi,tcp, got '" + t + "'");
-    for (const char* t : {"mpi", "tcp"})
-      if (std::find(o.transports.begin(), o.transports.end(), t) != o.transports.end())
-        transports.emplace_back(t);
-    if (transports.empty()) throw UsageError("--transport", "expected mpi, tcp or mpi,tcp");
-    pairs = o.pairs ? parse_pairs(*o.pairs, ranks) : default_pairs(node_of);
-  });
-  for (index_t bytes = o.min_size; bytes <= o.max_size; bytes *= 2)
-    sizes.push_back(plan_size(bytes, o));
-
+  const auto node_of = nodes_of_ranks(world, rank, ranks);
+  const auto plan = plan_net(o, world, ranks, node_of);
   // Its own communicator: no tag here meets another's.
   MPI_Comm comm;
   MPI_Comm_dup(world, &comm);
-  Link link;
-  link.comm = comm;
-  bool paired = false;
-  for (const auto& [a, b] : pairs)
-    if (rank == a || rank == b) {
-      paired = true;
-      link.sender = rank == a;
-      link.peer = rank == a ? b : a;
-    }
-  const bool tcp = std::find(transports.begin(), transports.end(), "tcp") != transports.end();
-  Bytes out(nullptr, &std::free), in(nullptr, &std::free), slots(nullptr, &std::free);
-  std::string reached;
-  if (paired) {
-    out = page_aligned(sizes.back().bytes);
-    in = page_aligned(sizes.back().bytes);
-    index_t slot_bytes = 0;
-    for (const auto& z : sizes)
-      slot_bytes = std::max(slot_bytes, check_slots(z.bytes, o.window) * z.bytes);
-    if (o.check) slots = page_aligned(slot_bytes);
-    link.out = out.get();
-    link.in = in.get();
-    link.slots = slots.get();
-    if (tcp) reached = connect_pair(link);
-  }
-
-  // Per transport and size: latency us, bandwidth MB/s, messages checked
-  // and wrong, then the counts used: latency round trips timed and warm-up,
-  // bandwidth windows timed and warm-up, messages per window. Every pair
-  // measures at once, each test from a barrier. Each test has its share of
-  // --time-per-size.
-  constexpr size_t kFields = 9;
-  const size_t n_sizes = sizes.size();
-  const double budget = o.time_per_size / (2.0 * static_cast<double>(transports.size()));
-  std::vector<double> mine(transports.size() * n_sizes * kFields, 0.0);
-  for (size_t z = 0; z < n_sizes; ++z) {
-    const auto& size = sizes[z];
-    for (size_t t = 0; t < transports.size(); ++t) {
-      double* figures = &mine[(t * n_sizes + z) * kFields];
-      const bool over_tcp = transports[t] == "tcp";
-      // Waited for by sleeping (iotest::barrier): ranks done measuring leave
-      // the cores to the pairs still measuring.
-      barrier(comm);
-      double one_way_s = 0;
-      if (paired) {
-        Used used;
-        one_way_s = (over_tcp ? tcp_latency : mpi_latency)(link, size.bytes, size.warmup,
-                                                           size.iterations, budget, used);
-        figures[0] = 1e6 * one_way_s;
-        figures[4] = used.iterations;
-        figures[5] = used.warmup;
-      }
-      barrier(comm);
-      if (paired) {
-        const int window = fit_window(link, o.window, budget, one_way_s);
-        Used used;
-        figures[1] = (over_tcp ? tcp_bandwidth : mpi_bandwidth)(link, size.bytes, window,
-                                                                size.window_warmup, size.windows,
-                                                                budget, used) /
-                     1e6;
-        figures[6] = used.iterations;
-        figures[7] = used.warmup;
-        figures[8] = window;
-        if (o.check) {  // after the timing, before the next test's barrier
-          const Tally tally = (over_tcp ? tcp_check : mpi_check)(link, size.bytes, window);
-          figures[2] = static_cast<double>(tally.checked);
-          figures[3] = static_cast<double>(tally.wrong);
-        }
-      }
-    }
-  }
-
-  // To rank 0: every rank's figures, host and the address it reached.
-  std::vector<double> all(rank == 0 ? mine.size() * static_cast<size_t>(ranks) : 0);
-  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
-             static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm);
-  char text[2][kTextBytes] = {};
-  const std::string host = fixed_text(host_name()), address = fixed_text(reached);
-  std::copy(host.begin(), host.end(), text[0]);
-  std::copy(address.begin(), address.end(), text[1]);
-  std::vector<char> texts(rank == 0 ? static_cast<size_t>(ranks) * sizeof text : 0);
-  MPI_Gather(text, sizeof text, MPI_CHAR, texts.data(), sizeof text, MPI_CHAR, 0, comm);
+  PairSide side;
+  join_pair(o, plan, comm, rank, side);
+  const auto mine = measure_all(o, plan, side, comm);
+  const auto gathered = gather_to_rank_0(mine, side.reached, comm, rank, ranks);
   MPI_Comm_free(&comm);
 
   report::Report r;
   r.mode = "net";
   if (rank != 0) return r;
-  const auto text_of = [&](int k, int field) {
-    return std::string(texts.data() + static_cast<size_t>(k) * sizeof text +
-                       static_cast<size_t>(field) * kTextBytes);
-  };
-  report::Interconnect n;
-  n.ranks = ranks;
-  for (int k = 0; k < ranks; ++k) n.nodes += node_of[static_cast<size_t>(k)] == k ? 1 : 0;
-  n.window = o.window;
-  n.time_per_size_s = o.time_per_size;
-  n.transports = transports;
-  n.sizes = sizes;
-  n.checked = o.check;
-  for (const auto& [a, b] : pairs) {
-    report::Interconnect::Pair p;
-    p.sender = a;
-    p.receiver = b;
-    p.sender_host = text_of(a, 0);
-    p.receiver_host = text_of(b, 0);
-    if (tcp) p.tcp_address = text_of(a, 1);
-    const double* sender = &all[static_cast<size_t>(a) * mine.size()];
-    const double* receiver = &all[static_cast<size_t>(b) * mine.size()];
-    p.figures.resize(transports.size());
-    for (size_t t = 0; t < transports.size(); ++t)
-      for (size_t z = 0; z < n_sizes; ++z) {
-        const size_t at = (t * n_sizes + z) * kFields;
-        report::Interconnect::Figure f;
-        f.latency_us = sender[at];
-        f.bandwidth_mb_per_s = sender[at + 1];
-        f.messages_checked = static_cast<index_t>(sender[at + 2] + receiver[at + 2]);
-        f.messages_wrong = static_cast<index_t>(sender[at + 3] + receiver[at + 3]);
-        f.iterations = static_cast<int>(sender[at + 4]);
-        f.warmup = static_cast<int>(sender[at + 5]);
-        f.windows = static_cast<int>(sender[at + 6]);
-        f.window_warmup = static_cast<int>(sender[at + 7]);
-        f.window = static_cast<int>(sender[at + 8]);
-        n.messages_checked += f.messages_checked;
-        n.messages_wrong += f.messages_wrong;
-        p.figures[t].push_back(f);
-      }
-    n.pairs.push_back(std::move(p));
-  }
-  r.interconnect = std::move(n);
+  r.interconnect = describe_interconnect(o, plan, node_of, gathered);
   return r;
 }
 
