@@ -92,6 +92,7 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
                   "elsewhere a warning (Lustre: lfs setstripe on the output folder)")
       ->check(kFileLayout)
       ->group("Storage");
+  add_image_autocorrelations_option(app, o.image_autocorrelations, "--direction=image or both: ");
   app->add_option("--image", o.image,
                   std::string("--direction=image or both: ") + kImageHelp +
                       "; rank 0 writes it after the walk, taking the facets a block at a time")

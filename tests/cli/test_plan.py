@@ -227,7 +227,8 @@ RUN_VALUES = {
 NOT_CARRIED = {"--help", "--report", "--csv", "--config"}
 # Options that make sense only with others (plan checks the run's
 # combinations as run does): the rest of the command they are given in.
-IN_CONTEXT = {"--network-only": [], "--image": ["--direction=image", "vis0.h5"]}
+IN_CONTEXT = {"--network-only": [], "--image": ["--direction=image", "vis0.h5"],
+              "--image-autocorrelations": ["--direction=image", "vis0.h5"]}
 
 
 def run_help_options(iotest):

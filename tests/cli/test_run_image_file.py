@@ -138,6 +138,28 @@ def test_the_hdf5_image_lies_as_the_fits_image(mpirun, tmp_path, predicted):
         assert np.nanmax(np.abs(f["dirty_image"][...])) < 1e-10
 
 
+@pytest.mark.parametrize("imaged", [False, True])
+def test_the_runs_image_of_the_core_is_grids_with_or_without_autocorrelations(
+        mpirun, iotest, tmp_path, imaged):
+    """SKA-Low's core holds autocorrelations: run and grid leave them out
+    of the image alike (docs/imaging.md, "Autocorrelations"), or take them
+    alike with --image-autocorrelations, with the same sum of the weights
+    (IOTNVIS, the rows gridded)."""
+    core = ["--rec-set=T05_", "--vis-set=lowbd2-core", "--time=-460:460/8/4",
+            "--freq=260e6:300e6/16/8", "--source-count=1"]
+    extra = ["--image-autocorrelations"] if imaged else []
+    iotest("grid", *core, *extra, f"--image={tmp_path / 'grid.fits'}", check=0)
+    mpirun(3, *core, *extra, "--direction=image", f"--image={tmp_path / 'run.fits'}",
+           "--no-progress", check=0)
+    with astropy_fits.open(tmp_path / "grid.fits") as hdus:
+        want, want_header = hdus[0].data[0, 0], hdus[0].header
+    with astropy_fits.open(tmp_path / "run.fits") as hdus:
+        got, header = hdus[0].data[0, 0], hdus[0].header
+    assert relative_rms(got, want) < ROUNDING, relative_rms(got, want)
+    assert list(header.items()) == list(want_header.items())
+    assert header["IOTNVIS"] == (13861 - (0 if imaged else 166)) * 8 * 16
+
+
 def error_line(proc):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("iotest: error")]
     assert len(lines) == 1, proc.stderr

@@ -65,9 +65,10 @@ void ImageReceiver::finish_column() {
 void ImageReceiver::finish_stack() {
   finish_column();
   if (stack_ == kNoStack) return;
-  // The imaging direction grids the whole observation (imaging_results
-  // checks it), so the sum of the weights is known before the walk ends.
-  const double scale = degrid::dirty_image_scale(ctx_.job.obs->visibility_count());
+  // The imaging direction grids every visibility the binning makes
+  // (imaging_results checks it), so the sum of the weights is known before
+  // the walk ends.
+  const double scale = degrid::dirty_image_scale(ctx_.binner->visibility_count());
 #pragma omp parallel for schedule(dynamic) num_threads(threads_)
   for (index_t f = 0; f < own_; ++f)
     failures_.capture([&] {

@@ -390,8 +390,8 @@ void ImageStreamer::tally(double total) {
     if (ts.gatherer) out.read.add(ts.gatherer->tally());
   }
   // Normalised as the producers normalise the image (image_producer.cpp):
-  // over the whole observation's weights, so the streamers' shares add up.
-  const double scale = degrid::dirty_image_scale(ctx.job.obs->visibility_count());
+  // over the whole run's weights, so the streamers' shares add up.
+  const double scale = degrid::dirty_image_scale(ctx.binner->visibility_count());
   for (auto& sum : out.dirty_sums) sum *= scale;
   out.input_s = input_s;
   out.check_s = check_s;

@@ -214,6 +214,18 @@ void check_direction(const RunOptions& o) {
                      "expected at least 1 with " + d + ": producers hold the dirty image");
 }
 
+// --image-autocorrelations: a rule of the image, so only where one is made.
+void check_image_autocorrelations(const RunOptions& o) {
+  if (!o.image_autocorrelations) return;
+  if (o.direction == swiftly::Direction::predict)
+    throw UsageError("--image-autocorrelations",
+                     "expected --direction=image or both: predict writes every row and makes "
+                     "no image");
+  if (o.synthetic_vis)
+    throw UsageError("--image-autocorrelations",
+                     "does not apply to --synthetic-vis (nothing is gridded)");
+}
+
 // --image: the imaging direction's dirty image, into a file of its own
 // (never one of the files read).
 void check_image(const RunOptions& o) {
@@ -268,6 +280,7 @@ storage::StorageChoice check_run_combination(const RunOptions& o) {
   check_network_only(o);
   check_direction(o);
   check_image(o);
+  check_image_autocorrelations(o);
   check_device(o);
   if (o.check_subgrids < 0) throw UsageError("--check", "expected a count >= 0");
   if (o.pixel_samples < 0) throw UsageError("--pixel-samples", "expected a count >= 0");
@@ -414,6 +427,7 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
   agree_on_usage(comm, [&] {
     ctx.storage = check_run_options(o, size);
     auto jo = job::job_options(o);
+    jo.bin_autocorrelations = bins_autocorrelations(o);
     if (!o.inputs.empty()) {
       // The imaging direction over a predict run's files: their observation
       // and sky. Every rank reads the first file's provenance; the

@@ -94,6 +94,10 @@ struct RunOptions {
   swiftly::Direction direction = swiftly::Direction::predict;
   std::vector<std::string> inputs;
   index_t pixel_samples = 64;
+  // --image-autocorrelations: the imaging direction grids the rows whose
+  // two antennas are the same too; by default it leaves them out, as
+  // WSClean and CASA do (docs/imaging.md, "Autocorrelations").
+  bool image_autocorrelations = false;
   // --image=FILE (the imaging direction): the dirty image written to FILE
   // after the walk, by rank 0 (the first producer), which takes the other
   // producers' facets a block of rows at a time (FILE.fits: FITS, else
@@ -109,5 +113,13 @@ struct RunOptions {
   // and each GPU room for its streamers' share (job::require_gpu_memory).
   device::Kind device = device::Kind::cpu;
 };
+
+// Whether the run's binning makes runs of autocorrelations: predict writes
+// every row, and storage only (--synthetic-vis) reads them all, gridding
+// none; the imaging direction grids them with --image-autocorrelations.
+inline bool bins_autocorrelations(const RunOptions& o) {
+  return o.direction == swiftly::Direction::predict || o.synthetic_vis ||
+         o.image_autocorrelations;
+}
 
 }  // namespace iotest::pipeline
