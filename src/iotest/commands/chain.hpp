@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
+#include "iotest/commands/facets.hpp"
 #include "iotest/commands/gpu_group.hpp"
 #include "iotest/common/parallel.hpp"
 #include "iotest/degrid/degridder.hpp"
@@ -68,18 +69,16 @@ inline report::Memory count_and_check(Visits& v, const job::Job& job, const Chai
   return memory;
 }
 
-// Where the facets and the subgrids lie: facet f at tiles (f / nf, f % nf)
-// of the facets' axis, subgrid s at (s / ns, s % ns) of the subgrids'.
+// Where the facets and the subgrids lie: subgrid s at tiles (s / ns,
+// s % ns) of the subgrids' axis.
 struct Tiling {
-  std::vector<swiftly::Tile> facets, subgrids;
-  index_t nf = 0, ns = 0;
+  FacetTiles facets;
+  std::vector<swiftly::Tile> subgrids;
+  index_t ns = 0;
   explicit Tiling(const config::RecombinationParams& p)
-      : facets(swiftly::facet_tiles(p)),
-        subgrids(swiftly::subgrid_tiles(p)),
-        nf(p.facets_per_axis),
-        ns(p.subgrids_per_axis) {}
-  const swiftly::Tile& facet0(index_t f) const { return facets[static_cast<size_t>(f / nf)]; }
-  const swiftly::Tile& facet1(index_t f) const { return facets[static_cast<size_t>(f % nf)]; }
+      : facets(p), subgrids(swiftly::subgrid_tiles(p)), ns(p.subgrids_per_axis) {}
+  const swiftly::Tile& facet0(index_t f) const { return facets.t0(f); }
+  const swiftly::Tile& facet1(index_t f) const { return facets.t1(f); }
   // A column's offset on the first axis, from its tile index.
   index_t column_offset(index_t i0) const { return subgrids[static_cast<size_t>(i0)].offset; }
   // A subgrid's offset on the second axis.

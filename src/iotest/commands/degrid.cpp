@@ -147,12 +147,8 @@ class Predict {
 
   // Every facet's contribution to a subgrid of the column, added to `sum`.
   void add_facets(PredictThread& st, index_t off1, MView2D sum) {
-    const auto& t = c_.tiling;
-    for (index_t f = 0; f < c_.facet_count(); ++f) {
-      c_.rec.extract_contribution(column_data_[static_cast<size_t>(f)].view(), t.facet1(f).offset,
-                                  off1, st.contribution.view());
-      c_.rec.add_contribution(st.contribution.view(), t.facet0(f).offset, t.facet1(f).offset, sum);
-    }
+    detail::add_facet_contributions(c_.rec, c_.tiling.facets, column_data_, off1, st.contribution,
+                                    sum);
   }
 
   void degrid_column(index_t stack, index_t off0, const std::vector<index_t>& subgrids) {

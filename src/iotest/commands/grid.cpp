@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "iotest/commands/chain.hpp"
 #include "iotest/common/accuracy.hpp"
@@ -190,7 +191,7 @@ class Imaging {
     RelativeError error;
     for (size_t i = 0; i < pixels_.size(); ++i) {
       const auto at =
-          swiftly::locate_pixel(c_.tiling.facets, c_.job.p.yB, pixels_[i].y0, pixels_[i].y1);
+          swiftly::locate_pixel(c_.tiling.facets.tiles, c_.job.p.yB, pixels_[i].y0, pixels_[i].y1);
       if (at.facet < 0) throw std::logic_error("a sampled pixel outside every facet");
       const cplx got = image_[static_cast<size_t>(at.facet)](at.a, at.b);
       error.add(CView2D(&got, 1, 1), CView2D(&dirty.sums[i], 1, 1));
@@ -204,9 +205,8 @@ class Imaging {
     const auto& p = c_.job.p;
     const auto tw = Clock::now();
     storage::ImageWriter writer(
-        claim,
-        storage::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs,
-                                c_.binner.visibility_count()));
+        claim, storage::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs,
+                                       c_.binner.visibility_count()));
     for (index_t f = 0; f < c_.facet_count(); ++f)
       writer.write_facet(image_[static_cast<size_t>(f)], c_.tiling.facet0(f), c_.tiling.facet1(f),
                          p.yB);
@@ -322,18 +322,16 @@ class Imaging {
   // direction does.
   void add_to_facets(index_t off0, const std::vector<index_t>& subgrids) {
     const auto& t = c_.tiling;
+    const auto sum = [&](size_t k) {
+      return std::as_const(c_.gpu ? c_.gpu_group.visits[k].sum : sums_[k]).view();
+    };
+    const auto off1 = [&](size_t k) { return t.subgrid_offset1(subgrids[k]); };
 #pragma omp parallel for schedule(dynamic) num_threads(c_.shape.threads)
     for (index_t f = 0; f < c_.facet_count(); ++f) {
       auto& st = this_thread();
-      auto column_sum = column_sums_[static_cast<size_t>(f)].view();
-      for (size_t k = 0; k < subgrids.size(); ++k) {
-        c_.rec.extract_from_subgrid((c_.gpu ? c_.gpu_group.visits[k].sum : sums_[k]).view(),
-                                    t.facet0(f).offset, t.facet1(f).offset, st.contribution.view());
-        c_.rec.add_to_column(st.contribution.view(), t.facet1(f).offset,
-                             t.subgrid_offset1(subgrids[k]), column_sum);
-      }
-      c_.rec.finish_column(column_sum, t.facet0(f).offset, off0, st.column,
-                           facet_sums_[static_cast<size_t>(f)].view());
+      detail::add_column_to_facet(c_.rec, t.facets, f, off0, subgrids.size(), sum, off1, st.column,
+                                  st.contribution, column_sums_[static_cast<size_t>(f)].view(),
+                                  facet_sums_[static_cast<size_t>(f)].view());
     }
   }
 
