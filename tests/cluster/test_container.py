@@ -5,7 +5,7 @@ and under srun with Slurm's PMIx; the ranks talk TCP across the hosts, and
 the files they write verify.
 
 Slow (the image): these run only with IOTEST_IMAGE set, as containers/ci.sh
-does after building it; `make test` skips them with that reason, before the
+does after building it; `make test-long` skips them with that reason, before the
 cluster is brought up for them."""
 import glob
 import os

@@ -5,7 +5,7 @@ and the largest message still measures the link: its bandwidth within 10 %
 of the rate (TCP payload tops out at 1448/1514 = 0.956 of it).
 
 Long by design (the sweep takes about 4 of its 5 minutes): it runs where
-IOTEST_LONG_TESTS=1, so that `make test` stays well under 20 minutes:
+IOTEST_LONG_TESTS=1, so that `make test-long` (the cluster suite) stays near 20 minutes:
     IOTEST_LONG_TESTS=1 .venv/bin/python -m pytest -q tests/cluster/test_net_budget.py
 """
 import os
