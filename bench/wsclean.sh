@@ -31,7 +31,8 @@
 # (DIR: where the MeasurementSets and images go, all removed at the end
 # but the timings, results.txt; default bench/out/wsclean). OBS overrides
 # the vis-set's default observation (92 M visibilities for vlaa) for a
-# quick look, e.g. OBS="--time=-230:230/16/16 --freq=260e6:300e6/64/64".
+# quick look, e.g. OBS="--time=-230:230/16/16 --freq=260e6:300e6/64/32" (two
+# frequency chunks: a MeasurementSet per streamer, each its own channels).
 # Most of WSClean's time goes into the FFTs of its w-planes, which grow
 # with the image (REC_SET) more than with the visibilities: small's
 # 12288^2 pixels took it 6 min a run on 2 cores for 0.36 M visibilities,

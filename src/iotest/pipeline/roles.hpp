@@ -59,8 +59,11 @@ struct ChunkExchange {
   std::string failure;               // the receiver's, if it failed
   ~ChunkExchange() {
     // Joined by finish_exchange; still running only when the streamer is
-    // failing, and the job is being aborted.
-    if (receiver.joinable()) receiver.detach();
+    // failing and the job is being aborted: the thread may still be in
+    // the writers, so they are left to the process's end.
+    if (!receiver.joinable()) return;
+    receiver.detach();
+    (void)writers.release();
   }
 };
 
