@@ -98,10 +98,9 @@ void open_writers(Context& ctx) {
   } else if (ctx.exchanges_chunks()) {
     for (int k = 0; k < ctx.roles.streamers; ++k) ranks.push_back(ctx.roles.streamer_rank(k));
   }
-  const bool exchange = ctx.roles.writers == 0 && !ranks.empty();
   ctx.writers = std::make_unique<Writers>(
       ranks.empty() ? own_writers(ctx) : forwarding_writers(ctx, std::move(ranks)), ctx.layout);
-  if (exchange) open_exchange(ctx);
+  if (ctx.exchanges_chunks()) open_exchange(ctx);
 }
 
 void wait_writers_opened(Context& ctx) {
