@@ -293,6 +293,42 @@ TEST(Writers, QueueLookAheadSeesEveryEntryInOrder) {
   EXPECT_LE(queue.high_water(), 4);
 }
 
+// A chunk made in its slot arrives as a pushed one does: its values, and
+// for a whole chunk the CRC-32 its maker returned; a part's presence bits
+// with it and no checksum. A maker that throws fails the queue.
+TEST(Writers, QueueTakesChunksMadeInTheirSlots) {
+  ChunkQueue queue(2, 64, 1, false);
+  const auto make = [](double value) {
+    return [value](cplx* values) {
+      std::fill(values, values + 64, cplx(value, 1));
+      return storage::chunk_crc32(values, 64 * static_cast<index_t>(sizeof(cplx)));
+    };
+  };
+  queue.push_made({3, 1}, 64, nullptr, make(7));
+  const storage::PresenceWord bits = 0xff;
+  queue.push_made({4, 0}, 8, &bits, make(8));
+  ChunkQueue::Entry e;
+  ASSERT_EQ(queue.peek(e), ChunkQueue::Peek::chunk);
+  EXPECT_EQ(e.key.row_chunk, 3);
+  EXPECT_EQ(e.visibilities, 64);
+  EXPECT_EQ(e.data[63], cplx(7, 1));
+  EXPECT_EQ(e.present, nullptr);
+  ASSERT_NE(e.crc32, nullptr);
+  EXPECT_EQ(*e.crc32, storage::chunk_crc32(e.data, 64 * static_cast<index_t>(sizeof(cplx))));
+  queue.release();
+  ASSERT_EQ(queue.peek(e), ChunkQueue::Peek::chunk);
+  EXPECT_EQ(e.data[0], cplx(8, 1));
+  ASSERT_NE(e.present, nullptr);
+  EXPECT_EQ(e.present[0], bits);
+  EXPECT_EQ(e.crc32, nullptr);
+  queue.release();
+  EXPECT_THROW(queue.push_made({5, 0}, 64, nullptr,
+                               [](cplx*) -> std::uint32_t { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  EXPECT_NE(queue.failure().find("no"), std::string::npos);
+  EXPECT_THROW(queue.push({6, 0}, std::vector<cplx>(64).data(), 64), std::runtime_error);
+}
+
 TEST(Writers, FailureReachesThePusher) {
   ChunkQueue queue(2, 4, 1, false);
   queue.fail("disk full");

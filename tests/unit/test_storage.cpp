@@ -110,8 +110,11 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   std::map<std::pair<index_t, index_t>, std::vector<cplx>> chunks;  // summed over emissions
   index_t emitted = 0;
   std::map<std::pair<index_t, index_t>, PresenceWord> present_in;  // OR over emissions
-  const auto emit = [&](const ChunkKey& key, const cplx* data, index_t count,
-                        const PresenceWord* present) {
+  const auto emit = [&](const ChunkKey& key, index_t count, const PresenceWord* present,
+                        const MakeChunk& make) {
+    std::vector<cplx> data(static_cast<size_t>(layout.chunk_values()), cplx(-1, -1));
+    const std::uint32_t crc = make(data.data());
+    EXPECT_EQ(crc, chunk_crc32(data.data(), layout.chunk_bytes()));
     auto& sum = chunks[{key.row_chunk, key.freq_chunk}];
     sum.resize(static_cast<size_t>(layout.chunk_values()));
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += data[i];
@@ -120,17 +123,18 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
     bits |= present[0];
     emitted += count;
   };
-  ChunkAssembler assembler(layout);
-  std::vector<cplx> vis;
+  ChunkCover cover(layout);
+  index_t returned = 0;
   const auto run_row_chunk = [&](size_t i) { return (runs[i].baseline * 8 + runs[i].time) / 4; };
   const auto run_count = [&](size_t i) { return runs[i].count(); };
   for (const auto& [first, last] :
        binning::cut_at_row_chunks(runs.size(), run_row_chunk, run_count, 1, 1 << 22))
-    degrid::synthesize_to_chunks(8, 77, runs.data() + first, runs.data() + last, vis, assembler,
-                                 emit);
+    returned += degrid::synthesize_to_chunks(77, runs.data() + first, runs.data() + last, cover,
+                                             emit);
   index_t expected = 0;
   for (const auto& r : runs) expected += r.count();
   EXPECT_EQ(emitted, expected);
+  EXPECT_EQ(returned, expected);
   EXPECT_EQ(chunks.size(), 3u * 2 * 2);  // 3 baselines x 2 row chunks x 2 frequency chunks
   index_t nonzero = 0;
   for (const auto& [key, values] : chunks)
@@ -149,6 +153,63 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   EXPECT_EQ(degrid::synthetic_visibility(2, 3, 5, 77), cplx(77 * 1048576 + 3, 3 * 1048576 + 5));
   const cplx top = degrid::synthetic_visibility((1 << 20) - 2, 0, 0, 0xffffffffu);
   EXPECT_EQ(top.real(), 4294967295.0 * 1048576 + (1 << 20) - 1);  // 2^52 - 1, exact
+}
+
+// A chunk of the pattern made in place is synthetic_visibility's, value
+// for value, zero past the observation's edges (and, for a part, where its
+// bit is clear), whatever the buffer held; its CRC-32, taken a block at a
+// time as it is made, is chunk_crc32's of the whole chunk's bytes. Chunks
+// inside and on the edges: 4 rows x 4096 channels (the last row chunk 3
+// rows, the last frequency chunk 3904 channels; 64 KiB rows, a block each)
+// and 16 rows x 8 channels (15 rows, the last chunk 5 channels; 128 B
+// rows, the chunk one block).
+TEST(Storage, SynthesizedChunkIsThePatternWithItsChecksum) {
+  for (const auto& [time_chunk, freq_chunk] : {std::pair<index_t, index_t>{4, 4096}, {16, 8}}) {
+    VisibilityLayout layout;
+    layout.baselines = 3, layout.times = 5;  // 15 rows
+    layout.channels = freq_chunk == 8 ? 2005 : 8000;
+    layout.time_chunk = time_chunk, layout.freq_chunk = freq_chunk;
+    std::vector<cplx> values(static_cast<size_t>(layout.chunk_values()));
+    std::vector<PresenceWord> bits(static_cast<size_t>(layout.presence_words()));
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] = 0x9e3779b97f4a7c15ULL * (w + 1);
+    for (index_t rc = 0; rc < layout.row_chunks(); ++rc)
+      for (index_t fc = 0; fc < layout.freq_chunks(); ++fc)
+        for (const PresenceWord* present : {static_cast<const PresenceWord*>(nullptr),
+                                            static_cast<const PresenceWord*>(bits.data())}) {
+          std::fill(values.begin(), values.end(), cplx(-1, -1));  // what the slot held before
+          const std::uint32_t crc =
+              degrid::synthesize_chunk(layout, {rc, fc}, 4242, present, values.data());
+          EXPECT_EQ(crc, chunk_crc32(values.data(), layout.chunk_bytes()));
+          for (index_t i = 0; i < layout.chunk_values(); ++i) {
+            const index_t row = rc * time_chunk + i / freq_chunk;
+            const index_t chan = fc * freq_chunk + i % freq_chunk;
+            const bool inside = row < layout.rows() && chan < layout.channels &&
+                                (!present || storage::present(present, i));
+            const cplx want = inside ? degrid::synthetic_visibility(row / layout.times,
+                                                                    row % layout.times, chan, 4242)
+                                     : cplx{};
+            ASSERT_EQ(values[static_cast<size_t>(i)], want) << "row " << row << " channel " << chan;
+          }
+        }
+  }
+  // Summed in pieces, the CRC-32 is the one of the whole (zlib's crc32(crc, ...)).
+  const unsigned char check[] = "123456789";
+  EXPECT_EQ(chunk_crc32(check + 4, 5, chunk_crc32(check, 4)), 0xCBF43926U);
+}
+
+// Presence bits are set a word at a time: the same bits as one at a time,
+// for ranges within a word, across words and to a word's ends.
+TEST(Storage, PresenceRangesSetExactlyTheirBits) {
+  for (index_t begin = 0; begin < 200; begin += 7)
+    for (index_t end = begin; end <= 256; end += 5) {
+      std::vector<PresenceWord> fast(4, 0), slow(4, 0);
+      set_present(fast.data(), begin, end);
+      for (index_t v = begin; v < end; ++v) slow[v / 64] |= PresenceWord{1} << (v % 64);
+      ASSERT_EQ(fast, slow) << begin << " " << end;
+    }
+  std::vector<PresenceWord> bits(2, 0);
+  set_present(bits.data(), 0, 128);
+  EXPECT_EQ(bits, std::vector<PresenceWord>(2, ~PresenceWord{0}));
 }
 
 TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {

@@ -43,15 +43,79 @@ void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const bi
   runs_to_chunks(d.observation().time.steps, begin, end, vis.data(), chunks, emit);
 }
 
-void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::VisRun* begin,
-                          const binning::VisRun* end, std::vector<cplx>& vis,
-                          storage::ChunkAssembler& chunks,
-                          const storage::ChunkAssembler::Emit& emit) {
-  vis.clear();
-  for (const auto* run = begin; run != end; ++run)
-    for (index_t c = run->chan_begin; c < run->chan_end; ++c)
-      vis.push_back(synthetic_visibility(run->baseline, run->time, c, nonce));
-  runs_to_chunks(times, begin, end, vis.data(), chunks, emit);
+namespace {
+
+// A row's first `n` values of the pattern: real part `re` throughout,
+// imaginary part `im0` + j, integers (exact). A loop the compiler makes
+// into vector stores.
+void pattern_row(cplx* row, double re, double im0, index_t n) {
+  auto* out = reinterpret_cast<double*>(row);
+  for (index_t j = 0; j < n; ++j) {
+    out[2 * j] = re;
+    out[2 * j + 1] = im0 + static_cast<double>(j);
+  }
+}
+
+// A part of a chunk: the values of a row (from the chunk's value `first`)
+// whose presence bit is clear are zero. Rare (a chunk split between
+// subgrids), so a bit at a time.
+void clear_absent(cplx* row, const storage::PresenceWord* present, index_t first, index_t n) {
+  for (index_t j = 0; j < n; ++j)
+    if (!storage::present(present, first + j)) row[j] = cplx{};
+}
+
+// Rows made before they are checksummed: well inside a core's L1 cache.
+constexpr index_t kChecksumBlockBytes = index_t{16} << 10;
+
+}  // namespace
+
+std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
+                               std::uint32_t nonce, const storage::PresenceWord* present,
+                               cplx* values) {
+  const index_t rows = layout.time_chunk, chans = layout.freq_chunk;
+  const index_t rows_inside = std::min(rows, layout.rows() - key.row_chunk * rows);
+  const index_t chans_inside = std::min(chans, layout.channels - key.freq_chunk * chans);
+  const index_t row_bytes = chans * static_cast<index_t>(sizeof(cplx));
+  std::uint32_t crc = 0;
+  index_t unsummed = 0;  // the first row not yet in `crc`
+  for (index_t r = 0; r < rows; ++r) {
+    cplx* row = values + r * chans;
+    index_t made = 0;
+    if (r < rows_inside) {
+      const index_t at = key.row_chunk * rows + r;  // baseline * times + time
+      const cplx first =
+          synthetic_visibility(at / layout.times, at % layout.times, key.freq_chunk * chans, nonce);
+      pattern_row(row, first.real(), first.imag(), chans_inside);
+      if (present) clear_absent(row, present, r * chans, chans_inside);
+      made = chans_inside;
+    }
+    std::fill(row + made, row + chans, cplx{});  // past the observation's edges
+    if ((r + 1 - unsummed) * row_bytes >= kChecksumBlockBytes || r + 1 == rows) {
+      crc = storage::chunk_crc32(values + unsummed * chans, (r + 1 - unsummed) * row_bytes, crc);
+      unsummed = r + 1;
+    }
+  }
+  return crc;
+}
+
+index_t synthesize_to_chunks(std::uint32_t nonce, const binning::VisRun* begin,
+                             const binning::VisRun* end, storage::ChunkCover& cover,
+                             const MadeChunkEmit& emit) {
+  const auto& layout = cover.layout();
+  const storage::ChunkCover::Emit covered = [&](const storage::ChunkKey& key, index_t n,
+                                                const storage::PresenceWord* present) {
+    emit(key, n, present, [&](cplx* values) {
+      return synthesize_chunk(layout, key, nonce, present, values);
+    });
+  };
+  index_t visibilities = 0;
+  for (const auto* run = begin; run != end; ++run) {
+    cover.add(index_t{run->baseline} * layout.times + run->time, run->chan_begin, run->count(),
+              covered);
+    visibilities += run->count();
+  }
+  cover.flush(covered);
+  return visibilities;
 }
 
 void PatternCheck::add(const storage::Reader& file, const std::string& name,

@@ -4,6 +4,8 @@
 // check of sampled visibilities against the direct transform.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -73,13 +75,30 @@ struct PatternCheck {
            const cplx* values, std::uint32_t nonce);
 };
 
+// Chunk `key` of the synthetic pattern (synthetic_visibility with
+// `nonce`), made in place: layout.chunk_values() values, row-major, zero
+// past the observation's edges and, given `present`, wherever its bit is
+// clear. Each row is a constant real part and a ramp in channel, made a
+// vector at a time; the CRC-32 of the chunk's bytes (chunk_crc32's) is
+// taken a few rows at a time as they are made, while they are in cache
+// (the writer then never reads them again). Returns it.
+std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
+                               std::uint32_t nonce, const storage::PresenceWord* present,
+                               cplx* values);
+
+// Receives a covered chunk: its key, how many visibilities it carries,
+// which (nullptr: all, the chunk is whole), and how to make it where it goes.
+using MadeChunkEmit = std::function<void(const storage::ChunkKey&, index_t,
+                                         const storage::PresenceWord*, const storage::MakeChunk&)>;
+
 // degrid_to_chunks' twin for the storage-only mode: the same runs in the
-// same order into `vis` and the same chunks to `emit`, with the pattern in
-// place of degridded values. `times`: the observation's time steps.
-void synthesize_to_chunks(index_t times, std::uint32_t nonce, const binning::VisRun* begin,
-                          const binning::VisRun* end, std::vector<cplx>& vis,
-                          storage::ChunkAssembler& chunks,
-                          const storage::ChunkAssembler::Emit& emit);
+// same order give the same chunks to `emit`, with the pattern in place of
+// degridded values. Only which visibilities the runs cover is tracked;
+// each chunk is made once, whole, where `emit` puts it (the writer's
+// queue): no values per run, no copies. Returns the runs' visibilities.
+index_t synthesize_to_chunks(std::uint32_t nonce, const binning::VisRun* begin,
+                             const binning::VisRun* end, storage::ChunkCover& cover,
+                             const MadeChunkEmit& emit);
 
 // The imaging direction without files: the sky's visibilities by direct
 // Fourier transform (as Degridder::direct), run after run into `vis`

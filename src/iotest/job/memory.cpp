@@ -144,14 +144,18 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       const index_t queue_slots = std::max<index_t>(1, s.visibility_queue / s.writer_count);
       const index_t chunks = obs.baseline_count() * obs.time.chunks() * obs.freq.chunks();
       const bool in_transit = s.writer_ranks > 0;
+      // Synthetic: a task holds its runs alone, and an open chunk its
+      // presence bits (the values are made in the writers' queues).
+      const index_t task_values = s.synthetic ? 0 : task_vis * kCplx;
+      const index_t open_chunk = s.synthetic ? chunk - values * kCplx : chunk;
       m.streamer_bytes +=
           add("streamer", "towers", (t + 1) * (3 * m.subgrid_bytes + planes * xA2)) +
           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2)) +
           add("streamer", "task buffers",
-              t * (task_vis * kCplx +
+              t * (task_values +
                    task_vis / std::max<index_t>(1, std::min(obs.freq.chunk, obs.freq.steps)) * 2 *
                        static_cast<index_t>(sizeof(binning::VisRun)))) +
-          add("streamer", "open chunks", t * obs.freq.chunks() * chunk) +
+          add("streamer", "open chunks", t * obs.freq.chunks() * open_chunk) +
           add("streamer", "visit pieces",
               (t + 1) * max_of(counts->pieces) *
                   static_cast<index_t>(sizeof(binning::VisitRuns::Piece) +

@@ -15,9 +15,8 @@ RankResult run_file_order_streamer(Context& ctx) {
   auto& st = out.stats;
   const storage::VisibilityLayout& layout = ctx.layout;
   const index_t streamers = ctx.roles.streamers, me = ctx.roles.streamer_index();
-  const index_t row_chunks = layout.row_chunks(), times = layout.times;
+  const index_t row_chunks = layout.row_chunks();
   const index_t tc = layout.time_chunk, fc = layout.freq_chunk;
-  std::vector<cplx> chunk(static_cast<size_t>(layout.chunk_values()));
   index_t written = 0;
   const auto totals = [&]() -> StageTotals {
     return {ctx.writers->wait_s(), 0, written, 0, ctx.writers->taken_bytes()};
@@ -27,14 +26,11 @@ RankResult run_file_order_streamer(Context& ctx) {
     const index_t rows = std::min(tc, layout.rows() - r * tc);
     for (index_t f = 0; f < layout.freq_chunks(); ++f) {
       const index_t channels = std::min(fc, layout.channels - f * fc);
-      std::fill(chunk.begin(), chunk.end(), cplx{});  // zero past the edges
-      for (index_t i = 0; i < rows; ++i) {
-        const index_t row = r * tc + i;  // baseline-major, time fastest
-        for (index_t j = 0; j < channels; ++j)
-          chunk[static_cast<size_t>(i * fc + j)] =
-              degrid::synthetic_visibility(row / times, row % times, f * fc + j, ctx.nonce);
-      }
-      ctx.writers->write({r, f}, chunk.data(), rows * channels);
+      // Made in the writer's queue, as the walk's synthetic chunks are.
+      const storage::ChunkKey key{r, f};
+      ctx.writers->write_made(key, rows * channels, nullptr, [&](cplx* values) {
+        return degrid::synthesize_chunk(layout, key, ctx.nonce, nullptr, values);
+      });
       written += rows * channels;
       ctx.timeline.sample(totals);
     }

@@ -48,6 +48,7 @@ struct ThreadState {
   std::vector<binning::VisRun> runs;  // the current task's
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
+  storage::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
   Array2D scratch, subgrid, reference;
   RelativeError vis_error;
   ErrorTally subgrid_errors;
@@ -57,6 +58,7 @@ struct ThreadState {
   report::StageSeconds stages;
   ThreadState(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
       : chunks(layout),
+        cover(layout),
         scratch(rec.make_subgrid_sum()),
         subgrid(rec.make_subgrid()),
         reference(rec.make_subgrid()) {}
@@ -134,7 +136,8 @@ Streamer::Streamer(Context& c) : StreamerRun(c) {
     // towers are the GPU's: the host keeps only the sums.
     while (!gpu && static_cast<index_t>(towers.back()->ws.planes.size()) < ctx.tower_planes)
       towers.back()->ws.planes.emplace_back(p.xA, p.xA);
-    if (t < threads) {
+    // Synthetic: the chunks are made in the writers' queues, with no task buffer.
+    if (t < threads && !synthetic) {
       state[static_cast<size_t>(t)].vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
       state[static_cast<size_t>(t)].vis.clear();
     }
@@ -243,9 +246,12 @@ void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t of
                               const storage::PresenceWord* present) {
     writers->write(key, data, n, present);
   };
+  index_t visibilities = 0;
   if (synthetic) {
-    degrid::synthesize_to_chunks(ctx.job.obs->time.steps, ctx.nonce, begin, end, ds.vis, ds.chunks,
-                                 to_writers);
+    visibilities = degrid::synthesize_to_chunks(
+        ctx.nonce, begin, end, ds.cover,
+        [&](const storage::ChunkKey& key, index_t n, const storage::PresenceWord* present,
+            const storage::MakeChunk& make) { writers->write_made(key, n, present, make); });
   } else if (gpu) {  // the task's tower and taps on the GPU, its chunks here
     gpu->degrid(begin, end, off0, off1, tower->w_lo, tower->w_hi, tower->sum.data(), ds.vis);
     degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
@@ -258,8 +264,9 @@ void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t of
     degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis, ds.chunks,
                              to_writers);
   }
-  ds.visibilities += static_cast<index_t>(ds.vis.size());
-  degridded += static_cast<index_t>(ds.vis.size());
+  if (!synthetic) visibilities = static_cast<index_t>(ds.vis.size());
+  ds.visibilities += visibilities;
+  degridded += visibilities;
   if (ctx.deadline) {
     const auto& done = *tower->visit;
     ds.written.push_back(

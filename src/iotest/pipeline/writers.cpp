@@ -192,6 +192,16 @@ void ChunkQueue::wait_for_writer() {
 
 void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
                       const storage::PresenceWord* present) {
+  const bool whole = !present && key.row_chunk != kWrittenPartsEntry;
+  const index_t bytes = shared_->chunk_values * static_cast<index_t>(sizeof(cplx));
+  push_made(key, visibilities, present, [&](cplx* values) {
+    std::memcpy(values, data, static_cast<size_t>(bytes));
+    return whole ? storage::chunk_crc32(values, bytes) : 0;  // right after the copy: in cache
+  });
+}
+
+void ChunkQueue::push_made(const storage::ChunkKey& key, index_t visibilities,
+                           const storage::PresenceWord* present, const storage::MakeChunk& make) {
   Hold hold(*shared_);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
@@ -202,22 +212,25 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
   const index_t i = (shared_->head + shared_->count) % shared_->slots;
   shared_->entries()[i] = {key, visibilities, false, present != nullptr, false, 0};
   shared_->high_water = std::max(shared_->high_water, ++shared_->count);
-  // The copy goes without the lock: the writer takes and releases chunks
-  // meanwhile (held, it stalled the writer for a copy per chunk).
+  // The chunk is made without the lock: the writer takes and releases
+  // chunks meanwhile (held, it stalled the writer for a copy per chunk).
   pthread_mutex_unlock(&shared_->lock);
-  std::memcpy(slot(i), data, static_cast<size_t>(shared_->chunk_values) * sizeof(cplx));
+  std::uint32_t crc = 0;
+  try {
+    crc = make(slot(i));
+  } catch (const std::exception& e) {  // the slot stays taken: the queue fails
+    shared_->take();
+    shared_->fail(std::string("making a chunk: ") + e.what());
+    throw;
+  }
   if (present)
     std::memcpy(presence(i), present,
                 static_cast<size_t>(shared_->presence_words) * sizeof(storage::PresenceWord));
   const bool whole = !present && key.row_chunk != kWrittenPartsEntry;
-  const std::uint32_t crc =
-      whole ? storage::chunk_crc32(slot(i),
-                                   shared_->chunk_values * static_cast<index_t>(sizeof(cplx)))
-            : 0;
   shared_->take();
   shared_->entries()[i].filled = true;
   shared_->entries()[i].has_crc32 = whole;
-  shared_->entries()[i].crc32 = crc;
+  shared_->entries()[i].crc32 = whole ? crc : 0;
   // The writer may be waiting for any entry, not only the oldest: it
   // looks ahead of its releases (peek_at). Cheap when nobody waits.
   pthread_cond_signal(&shared_->not_empty);
@@ -633,13 +646,16 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
     backend->watch(&queue.progress());
     if (shared != MPI_COMM_NULL) backend->share(shared);
     backend->open(path, layout);
-    queue.mark_opened();
     // A shared output's writers meet in collective calls: one with nothing
     // to write looks in on them every few milliseconds (idle()).
     const int wait_ms = backend->meets_others() ? kIdleMs : -1;
     std::vector<storage::WrittenPart> records;
     {
+      // The held parts' buffers, touched before the run starts (it waits
+      // for mark_opened): made once the chunks flowed, their page faults
+      // held a null writer up long enough to fill its queue.
       PartialChunks partial(layout, partial_slots, /*lend=*/true);
+      queue.mark_opened();
       WriterIo io(*backend, queue, path);  // joined before the back-end is touched again
       records = take_entries(queue, io, partial, layout.chunk_bytes(), wait_ms);
       if (queue.failure().empty()) io.drain();
@@ -706,8 +722,7 @@ void Writers::start(size_t i) {
   queue.watch(child);
 }
 
-void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
-                    const storage::PresenceWord* present) {
+ChunkQueue& Writers::queue_of(const storage::ChunkKey& key) {
   // By row chunk: each writer's file holds whole row chunks. Split by
   // frequency: the writer of the chunk's file (the run routes only its own
   // files' chunks here).
@@ -721,7 +736,17 @@ void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visi
                                          key.freq_chunk, writer + options_.first_file, n,
                                          options_.first_file));
   }
-  queues_[static_cast<size_t>(writer)]->push(key, data, visibilities, present);
+  return *queues_[static_cast<size_t>(writer)];
+}
+
+void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
+                    const storage::PresenceWord* present) {
+  queue_of(key).push(key, data, visibilities, present);
+}
+
+void Writers::write_made(const storage::ChunkKey& key, index_t visibilities,
+                         const storage::PresenceWord* present, const storage::MakeChunk& make) {
+  queue_of(key).push_made(key, visibilities, present, make);
 }
 
 void Writers::wait_opened() {

@@ -21,6 +21,7 @@
 
 #include "iotest/common/array.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/chunk_assembler.hpp"
 #include "iotest/storage/registry.hpp"
 
 namespace iotest::pipeline {
@@ -44,6 +45,11 @@ class ChunkQueue {
   // `present` may be nullptr: every value inside the observation.
   void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
             const storage::PresenceWord* present = nullptr);
+  // The same with the chunk made in its slot: `make` writes the values
+  // there (no copy, no buffer of the pusher's) and returns their CRC-32,
+  // kept for a whole chunk (`present` nullptr) as push's is.
+  void push_made(const storage::ChunkKey& key, index_t visibilities,
+                 const storage::PresenceWord* present, const storage::MakeChunk& make);
   // The oldest chunk, in place (no copy), until release(). One consumer
   // (the writer).
   struct Entry {
@@ -182,6 +188,9 @@ class Writers {
   void wait_opened();
   void write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
              const storage::PresenceWord* present = nullptr);
+  // A chunk made in its writer's queue (ChunkQueue::push_made).
+  void write_made(const storage::ChunkKey& key, index_t visibilities,
+                  const storage::PresenceWord* present, const storage::MakeChunk& make);
   // A stonewalled run: the parts every output holds, stored with it. After
   // the last chunk, before finish().
   void record_written(const std::vector<storage::WrittenPart>& parts);
@@ -201,6 +210,7 @@ class Writers {
 
  private:
   void start(size_t i);
+  ChunkQueue& queue_of(const storage::ChunkKey& key);  // its writer's
   WriterOptions options_;
   storage::VisibilityLayout layout_;
   std::vector<storage::VisibilityLayout> file_layouts_;  // per writer: its file's

@@ -84,7 +84,9 @@ struct ChunkChecksum {
   std::int64_t chunk = 0;
   std::uint32_t crc32 = 0;
 };
-std::uint32_t chunk_crc32(const void* bytes, index_t count);
+// `crc`: the CRC-32 of the bytes before these, to go on from (zlib's
+// crc32(crc, ...)): a chunk may be summed a block at a time.
+std::uint32_t chunk_crc32(const void* bytes, index_t count, std::uint32_t crc = 0);
 // A chunk of a shared output (phdf5) may come in parts from several
 // writers, each with its own entry (the CRC-32 of its values, zeros
 // elsewhere). The parts never share a value, so the chunk's bytes are the

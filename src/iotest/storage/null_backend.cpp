@@ -107,9 +107,9 @@ BackendSpec null_spec() {
   return s;
 }
 
-std::uint32_t chunk_crc32(const void* bytes, index_t count) {
+std::uint32_t chunk_crc32(const void* bytes, index_t count, std::uint32_t crc) {
   // ISA-L's gzip CRC: zlib's crc32, value for value.
-  return crc32_gzip_refl(0, static_cast<const unsigned char*>(bytes),
+  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(bytes),
                          static_cast<std::uint64_t>(count));
 }
 
