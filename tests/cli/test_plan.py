@@ -147,6 +147,21 @@ def test_a_node_that_fits_has_no_warning(iotest):
     assert a["warnings"] == [] and all(g["fits"] for g in a["layout"])
 
 
+def test_more_ms_outputs_than_frequency_chunks_is_a_warning_as_run_refuses(iotest):
+    obs = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-230:230/32/16", "--node-memory=1T",
+           "--ranks-per-node=3", "--facet-workers=1"]
+    # Two streamers, two outputs: two frequency chunks take them, one does not.
+    fits = plan(iotest, *obs, "--freq=260e6:300e6/64/32", "--storage=ms", "vis%d.ms")["advice"]
+    assert fits["streamers"] == 2 and fits["warnings"] == []
+    a = plan(iotest, *obs, "--freq=260e6:300e6/64/64", "--storage=ms", "vis%d.ms")["advice"]
+    assert len(a["warnings"]) == 1, a["warnings"]
+    assert a["warnings"][0].startswith("2 outputs of ms each hold a range of frequency chunks")
+    assert "the observation has 1" in a["warnings"][0] and "would refuse" in a["warnings"][0]
+    # UVH5 files split by row chunk: any number of outputs.
+    h5 = plan(iotest, *obs, "--freq=260e6:300e6/64/64", "vis%d.h5")["advice"]
+    assert h5["warnings"] == []
+
+
 def test_node_memory_defaults_to_what_this_machine_has_available(iotest):
     a = plan(iotest, "--rec-set=T05_")["advice"]
     total = next(int(line.split()[1]) * 1024 for line in open("/proc/meminfo")

@@ -354,6 +354,22 @@ void advise(const PlanOptions& o, const report::Report& r, int cores, report::Ad
   }
 }
 
+// A back-end that writes an output per frequency range (ms) takes no more
+// outputs than the observation has frequency chunks: `run` refuses such a
+// job (a usage error), so the plan says so before it is submitted.
+void warn_outputs_past_frequency_chunks(const PlanOptions& o, const job::Job& job,
+                                        report::Advice& a) {
+  if (o.output.empty() || !o.storage.files_by_frequency || !job.obs) return;
+  const index_t outputs = (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count;
+  const index_t freq_chunks = storage::layout_of(*job.obs).freq_chunks();
+  if (outputs <= freq_chunks) return;
+  a.warnings.push_back(fmt::format(
+      "{} outputs of {} each hold a range of frequency chunks, and the observation has {}: "
+      "`run` would refuse this layout; lower {} or use more frequency chunks",
+      outputs, o.storage.backend, freq_chunks,
+      a.writer_ranks > 0 ? "--writer-ranks or --writer-count" : "the streamers or --writer-count"));
+}
+
 }  // namespace
 
 report::Report plan(const PlanOptions& o) {
@@ -379,6 +395,7 @@ report::Report plan(const PlanOptions& o) {
     r.device = job::device_section(o.device, {});
   }
   advise(o, r, cores, a);
+  warn_outputs_past_frequency_chunks(o, job, a);
   r.advice = a;
   return r;
 }
