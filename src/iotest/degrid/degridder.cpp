@@ -120,6 +120,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       obs_(obs),
       uv_kernel_(o.support, p_.f / 2),
       sum_taps_(pick_sum_taps(o.support)),
+      sum_taps_pair_(pick_sum_taps_pair(o.support)),
       spread_taps_(pick_spread_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
       layout_(w),
@@ -295,6 +296,23 @@ void Degridder::collapse_tower(Workspace& ws, MView2D subgrid_sum) const {
 }
 
 namespace {
+// The u, v taps' row of S complex sums (as 2 S doubles) weighted by the v
+// taps: the last step of a tap sum.
+template <int S>
+cplx sum_over_v(const double* wv, const std::array<double, 2 * S>& acc) {
+  double re = 0, im = 0;
+  for (int jv = 0; jv < S; ++jv) {
+    re += wv[jv] * acc[2 * static_cast<size_t>(jv)];
+    im += wv[jv] * acc[2 * static_cast<size_t>(jv) + 1];
+  }
+  return {re, im};
+}
+
+// The row of S complex values (2 S doubles) where tap (fu + ju, fv) starts.
+inline const double* tap_row(const Array2D& plane, index_t fu, int ju, index_t fv) {
+  return reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);
+}
+
 // The tap sum of one visibility: S x S taps in u, v on each of Sw planes.
 // With S fixed at compile time the 2 S accumulators (rows of S complex
 // values as plain doubles) stay in vector registers, and the sum is as many
@@ -303,21 +321,37 @@ template <int S>
 cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw, const Array2D* planes,
               index_t fu, index_t fv) {
   std::array<double, 2 * S> acc{};
-  for (int jw = 0; jw < Sw; ++jw) {
-    const Array2D& plane = planes[jw];
+  for (int jw = 0; jw < Sw; ++jw)
     for (int ju = 0; ju < S; ++ju) {
       const double c = ww[jw] * wu[ju];
-      const double* row =
-          reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);
+      const double* row = tap_row(planes[jw], fu, ju, fv);
       for (int i = 0; i < 2 * S; ++i) acc[static_cast<size_t>(i)] += c * row[i];
     }
-  }
-  double re = 0, im = 0;
-  for (int jv = 0; jv < S; ++jv) {
-    re += wv[jv] * acc[2 * static_cast<size_t>(jv)];
-    im += wv[jv] * acc[2 * static_cast<size_t>(jv) + 1];
-  }
-  return {re, im};
+  return sum_over_v<S>(wv, acc);
+}
+
+// Two visibilities whose taps start at the same cells and planes (two
+// consecutive channels mostly are: a channel moves a visibility by a
+// fraction of a cell, and by much less in w): each row is loaded once for
+// both. With w, a visibility's 12 x 12 x 8 taps are the predict's main
+// cost, and a row's loads as much as its multiply-adds. Each sum takes
+// the same products in the same order as sum_taps, so both results are
+// sum_taps' to the bit.
+template <int S>
+void sum_taps_pair(const Taps* wu, const Taps* wv, const Taps* ww, int Sw, const Array2D* planes,
+                   index_t fu, index_t fv, cplx* out) {
+  std::array<double, 2 * S> acc0{}, acc1{};
+  for (int jw = 0; jw < Sw; ++jw)
+    for (int ju = 0; ju < S; ++ju) {
+      const double c0 = ww[0][jw] * wu[0][ju], c1 = ww[1][jw] * wu[1][ju];
+      const double* row = tap_row(planes[jw], fu, ju, fv);
+      for (int i = 0; i < 2 * S; ++i) {
+        acc0[static_cast<size_t>(i)] += c0 * row[i];
+        acc1[static_cast<size_t>(i)] += c1 * row[i];
+      }
+    }
+  out[0] = sum_over_v<S>(wv[0].data(), acc0);
+  out[1] = sum_over_v<S>(wv[1].data(), acc1);
 }
 
 // sum_taps' adjoint: the same taps, each plane row taking c times the S
@@ -347,6 +381,8 @@ Fn taps_for(int support, std::integer_sequence<int, S...>) {
   Fn f = nullptr;
   if constexpr (std::is_same_v<Fn, SumTaps>)
     ((support == 2 * (S + 1) ? (f = &sum_taps<2 * (S + 1)>, 0) : 0), ...);
+  else if constexpr (std::is_same_v<Fn, SumTapsPair>)
+    ((support == 2 * (S + 1) ? (f = &sum_taps_pair<2 * (S + 1)>, 0) : 0), ...);
   else
     ((support == 2 * (S + 1) ? (f = &spread_taps<2 * (S + 1)>, 0) : 0), ...);
   return f;
@@ -355,6 +391,9 @@ Fn taps_for(int support, std::integer_sequence<int, S...>) {
 
 SumTaps Degridder::pick_sum_taps(int support) {
   return taps_for<SumTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
+}
+SumTapsPair Degridder::pick_sum_taps_pair(int support) {
+  return taps_for<SumTapsPair>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
 }
 SpreadTaps Degridder::pick_spread_taps(int support) {
   return taps_for<SpreadTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
@@ -403,53 +442,96 @@ void Degridder::w_weights(const double* pos, int n, Taps* w, index_t* first) con
   }
 }
 
-template <class Visit>
-void Degridder::walk_runs(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
-                          index_t off1, Visit&& visit) const {
+namespace {
+constexpr int kBlock = 16;  // channels whose tap weights are evaluated together
+// Up to kBlock channels of one run as the taps see them: positions in cells
+// (u, v), planes (w) and wavelengths (w), each axis' weights and first
+// tap, and exp(2 pi i w c0), the factor the planes lack.
+struct TapBlock {
+  int n = 0;
+  std::array<double, kBlock> pu, pv, pw, wl;
+  std::array<Taps, kBlock> tu, tv, tw;
+  std::array<index_t, kBlock> fu, fv, fw;
+  std::array<cplx, kBlock> phase;
+  bool same_first_taps(int i, int j) const {
+    return fu[static_cast<size_t>(i)] == fu[static_cast<size_t>(j)] &&
+           fv[static_cast<size_t>(i)] == fv[static_cast<size_t>(j)] &&
+           fw[static_cast<size_t>(i)] == fw[static_cast<size_t>(j)];
+  }
+};
+}  // namespace
+
+template <class VisitBlock>
+void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                            index_t off1, VisitBlock&& visit) const {
   const index_t N = p_.N;
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
   const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
     return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
   };
-  // Channels are taken in blocks whose tap weights are evaluated together.
-  constexpr int kBlock = 16;
-  std::array<double, kBlock> pu, pv, pw, wl;
-  std::array<Taps, kBlock> tu, tv, tw;
-  std::array<index_t, kBlock> fu, fv, fw;
+  TapBlock b;
   index_t at = 0;
   for (const auto* run_it = begin; run_it != end; ++run_it) {
     const auto& run = *run_it;
-    const auto b = baseline_uvw(run.baseline, run.time);
+    const auto uvw = baseline_uvw(run.baseline, run.time);
     const double w_stack = run.w_stack * layout_.stack_step;
     for (index_t k0 = run.chan_begin; k0 < run.chan_end; k0 += kBlock) {
-      const int n = static_cast<int>(std::min<index_t>(kBlock, run.chan_end - k0));
-      for (int i = 0; i < n; ++i) {
+      b.n = static_cast<int>(std::min<index_t>(kBlock, run.chan_end - k0));
+      for (int i = 0; i < b.n; ++i) {
         const double scale = obs_.freq.at(k0 + i) * inv_c;
-        pu[i] = wrap_centred(b.u * scale / g_.cell_uv - static_cast<double>(off0));
-        pv[i] = wrap_centred(b.v * scale / g_.cell_uv - static_cast<double>(off1));
-        wl[i] = b.w * scale;
-        pw[i] = (wl[i] - w_stack) / planes_.dw;
+        b.pu[i] = wrap_centred(uvw.u * scale / g_.cell_uv - static_cast<double>(off0));
+        b.pv[i] = wrap_centred(uvw.v * scale / g_.cell_uv - static_cast<double>(off1));
+        b.wl[i] = uvw.w * scale;
+        b.pw[i] = (b.wl[i] - w_stack) / planes_.dw;
       }
-      uv_kernel_.weights(pu.data(), n, tu.data(), fu.data());
-      uv_kernel_.weights(pv.data(), n, tv.data(), fv.data());
-      w_weights(pw.data(), n, tw.data(), fw.data());
+      uv_kernel_.weights(b.pu.data(), b.n, b.tu.data(), b.fu.data());
+      uv_kernel_.weights(b.pv.data(), b.n, b.tv.data(), b.fv.data());
+      w_weights(b.pw.data(), b.n, b.tw.data(), b.fw.data());
       // exp(2 pi i w c0) is a phase linear in frequency, so stepped across
       // the block.
-      cplx phase = std::polar(1.0, kTwoPi * wl[0] * planes_.centre);
-      const cplx step = std::polar(1.0, kTwoPi * b.w * obs_.freq.step() * inv_c * planes_.centre);
-      for (int i = 0; i < n; ++i, phase *= step)
-        visit(at++, tu[i], tv[i], tw[i], fu[i], fv[i], fw[i], pu[i], pv[i], wl[i], phase);
+      cplx phase = std::polar(1.0, kTwoPi * b.wl[0] * planes_.centre);
+      const cplx step =
+          std::polar(1.0, kTwoPi * uvw.w * obs_.freq.step() * inv_c * planes_.centre);
+      for (int i = 0; i < b.n; ++i, phase *= step) b.phase[static_cast<size_t>(i)] = phase;
+      visit(at, std::as_const(b));
+      at += b.n;
     }
   }
 }
 
+template <class Visit>
+void Degridder::walk_runs(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                          index_t off1, Visit&& visit) const {
+  walk_blocks(begin, end, off0, off1, [&](index_t at, const TapBlock& b) {
+    for (size_t i = 0; i < static_cast<size_t>(b.n); ++i)
+      visit(at + static_cast<index_t>(i), b.tu[i], b.tv[i], b.tw[i], b.fu[i], b.fv[i], b.fw[i],
+            b.pu[i], b.pv[i], b.wl[i], b.phase[i]);
+  });
+}
+
 void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
                        index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
-  walk_runs(begin, end, off0, off1,
-            [&](index_t, const Taps& tu, const Taps& tv, const Taps& tw, index_t fu, index_t fv,
-                index_t fw, double uc, double vc, double w, cplx phase) {
-              out.push_back(sum_point(tu, tv, tw, fu, fv, fw, uc, vc, w, ws) * phase);
-            });
+  const index_t half = p_.xA / 2;
+  walk_blocks(begin, end, off0, off1, [&](index_t, const TapBlock& b) {
+    for (size_t i = 0; i < static_cast<size_t>(b.n);) {
+      const int j = static_cast<int>(i);
+      if (j + 1 == b.n || !b.same_first_taps(j, j + 1)) {  // alone
+        out.push_back(sum_point(b.tu[i], b.tv[i], b.tw[i], b.fu[i], b.fv[i], b.fw[i], b.pu[i],
+                                b.pv[i], b.wl[i], ws) *
+                      b.phase[i]);
+        ++i;
+        continue;
+      }
+      // Two at the same taps: checked once, summed together.
+      const index_t fu = b.fu[i] + half, fv = b.fv[i] + half, fw = b.fw[i] - ws.first_plane;
+      check_taps(fu, fv, fw, b.pu[i], b.pv[i], b.wl[i], ws);
+      cplx pair[2];
+      sum_taps_pair_(&b.tu[i], &b.tv[i], &b.tw[i], w_taps(), ws.planes.data() + fw, fu, fv, pair);
+      out.push_back(pair[0] * b.phase[i]);
+      out.push_back(pair[1] * b.phase[i + 1]);
+      i += 2;
+    }
+  });
 }
 
 void Degridder::grid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,

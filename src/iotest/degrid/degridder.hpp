@@ -98,6 +98,10 @@ PlaneRange tower_planes(const WLayout& w, int w_support, double wc_min, double w
 // The tap sum of one visibility for one u, v support (see degridder.cpp).
 using SumTaps = cplx (*)(const double* wu, const double* wv, const double* ww, int w_support,
                          const Array2D* planes, index_t first_u, index_t first_v);
+// The tap sums of two visibilities whose taps start at the same cells and
+// planes, wu[0], wu[1] their u weights (and so on): into out[0], out[1].
+using SumTapsPair = void (*)(const Taps* wu, const Taps* wv, const Taps* ww, int w_support,
+                             const Array2D* planes, index_t first_u, index_t first_v, cplx* out);
 // Its adjoint: adds `value` times the same taps onto the planes.
 using SpreadTaps = void (*)(const double* wu, const double* wv, const double* ww, int w_support,
                             Array2D* planes, index_t first_u, index_t first_v, cplx value);
@@ -188,6 +192,7 @@ class Degridder {
 
  private:
   static SumTaps pick_sum_taps(int support);
+  static SumTapsPair pick_sum_taps_pair(int support);
   static SpreadTaps pick_spread_taps(int support);
   // Calls f(visibility, taps u, v, w, first u, v, w, uc, vc, w, phase) for
   // every visibility of runs [begin, end) in order: the kernel positions
@@ -196,6 +201,12 @@ class Degridder {
   template <class Visit>
   void walk_runs(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
                  index_t off1, Visit&& visit) const;
+  // The same a block of up to 16 channels of one run at a time: calls
+  // f(index of the block's first visibility, block) (TapBlock, in
+  // degridder.cpp).
+  template <class VisitBlock>
+  void walk_blocks(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
+                   index_t off1, VisitBlock&& visit) const;
   // The planes a tower needs for w / dw in [wc_min, wc_max]: sets ws's range
   // and allocates missing planes.
   void size_tower(double wc_min, double wc_max, Workspace& ws) const;
@@ -218,6 +229,7 @@ class Degridder {
   const telescope::Observation& obs_;
   GridKernel uv_kernel_;
   SumTaps sum_taps_;
+  SumTapsPair sum_taps_pair_;
   SpreadTaps spread_taps_;
   GridKernel w_kernel_;
   WLayout layout_;
