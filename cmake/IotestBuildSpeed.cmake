@@ -42,12 +42,38 @@ set(IOTEST_SHARED_HEADERS
   <vector> <fmt/format.h> <nlohmann/json.hpp> <mpi.h>)
 
 # C++ only: nvcc compiles the CUDA files of the same targets.
-function(iotest_precompile_headers target)
+function(iotest_header_list out)
   set(headers "")
   foreach(header IN LISTS IOTEST_SHARED_HEADERS ARGN)
     list(APPEND headers "$<$<COMPILE_LANGUAGE:CXX>:${header}>")
   endforeach()
-  target_precompile_headers(${target} PRIVATE ${headers})
+  set(${out} ${headers} PARENT_SCOPE)
+endfunction()
+
+# The shared headers (and CLI11's) precompiled once, by a target of their
+# own that defines nothing, for every target of iotest: GCC takes a
+# precompiled header in a file whose command line defines more than the
+# header's did (the libraries' own definitions), not one that defines
+# less, nor one made with other code-generation options (-fPIC against the
+# default -fPIE); -O levels may differ. `links`: the targets whose include
+# folders and options the libraries share.
+function(iotest_make_precompiled_headers)
+  cmake_parse_arguments(arg "" "" "HEADERS;LINKS" ${ARGN})
+  iotest_header_list(headers ${arg_HEADERS})
+  add_library(iotest_precompiled OBJECT ${PROJECT_SOURCE_DIR}/cmake/precompiled.cpp)
+  target_link_libraries(iotest_precompiled PRIVATE ${arg_LINKS})
+  target_precompile_headers(iotest_precompiled PRIVATE ${headers})
+endfunction()
+
+# `target` reuses iotest_precompiled's header; with headers of its own
+# (the unit tests' GoogleTest) it makes its own, of the shared and those.
+function(iotest_precompile_headers target)
+  if(ARGN)
+    iotest_header_list(headers ${ARGN})
+    target_precompile_headers(${target} PRIVATE ${headers})
+  else()
+    target_precompile_headers(${target} REUSE_FROM iotest_precompiled)
+  endif()
 endfunction()
 
 # Groups of `size` files each, in the order the target lists them (files of

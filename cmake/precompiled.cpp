@@ -1,0 +1,2 @@
+// The translation unit that makes the shared precompiled header
+// (cmake/IotestBuildSpeed.cmake); it holds no code.
