@@ -161,13 +161,13 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
 // time as it is made, is chunk_crc32's of the whole chunk's bytes. Chunks
 // inside and on the edges: 4 rows x 4096 channels (the last row chunk 3
 // rows, the last frequency chunk 3904 channels; 64 KiB rows, a block each)
-// and 16 rows x 8 channels (15 rows, the last chunk 5 channels; 128 B
-// rows, the chunk one block).
+// and 16 rows x 100 channels (15 rows, the last chunk 5 channels; rows that
+// start inside presence words, 11 rows a block).
 TEST(Storage, SynthesizedChunkIsThePatternWithItsChecksum) {
-  for (const auto& [time_chunk, freq_chunk] : {std::pair<index_t, index_t>{4, 4096}, {16, 8}}) {
+  for (const auto& [time_chunk, freq_chunk] : {std::pair<index_t, index_t>{4, 4096}, {16, 100}}) {
     VisibilityLayout layout;
     layout.baselines = 3, layout.times = 5;  // 15 rows
-    layout.channels = freq_chunk == 8 ? 2005 : 8000;
+    layout.channels = freq_chunk == 100 ? 2005 : 8000;
     layout.time_chunk = time_chunk, layout.freq_chunk = freq_chunk;
     std::vector<cplx> values(static_cast<size_t>(layout.chunk_values()));
     std::vector<PresenceWord> bits(static_cast<size_t>(layout.presence_words()));

@@ -57,11 +57,24 @@ void pattern_row(cplx* row, double re, double im0, index_t n) {
 }
 
 // A part of a chunk: the values of a row (from the chunk's value `first`)
-// whose presence bit is clear are zero. Rare (a chunk split between
-// subgrids), so a bit at a time.
+// whose presence bit is clear are zero. A word of bits at a time: parts
+// are a quarter of the chunks in the walk's order (a chunk split between
+// subgrids), and a bit at a time cost a third of making them.
 void clear_absent(cplx* row, const storage::PresenceWord* present, index_t first, index_t n) {
-  for (index_t j = 0; j < n; ++j)
-    if (!storage::present(present, first + j)) row[j] = cplx{};
+  for (index_t j = 0; j < n;) {
+    const index_t value = first + j, bit = value % 64;
+    const index_t span = std::min<index_t>(n - j, 64 - bit);  // this word's values in the row
+    const storage::PresenceWord all =
+        span == 64 ? ~storage::PresenceWord{0} : (storage::PresenceWord{1} << span) - 1;
+    const storage::PresenceWord bits = (present[value / 64] >> bit) & all;
+    if (bits == 0) {
+      std::fill(row + j, row + j + span, cplx{});
+    } else if (bits != all) {
+      for (index_t k = 0; k < span; ++k)
+        if (!((bits >> k) & 1U)) row[j + k] = cplx{};
+    }
+    j += span;
+  }
 }
 
 // Rows made before they are checksummed: well inside a core's L1 cache.
