@@ -299,7 +299,8 @@ TEST(Writers, QueueLookAheadSeesEveryEntryInOrder) {
 TEST(Writers, QueueTakesChunksMadeInTheirSlots) {
   ChunkQueue queue(2, 64, 1, false);
   const auto make = [](double value) {
-    return [value](cplx* values) {
+    return [value](void* slot, storage::StoredForm) {
+      auto* values = static_cast<cplx*>(slot);
       std::fill(values, values + 64, cplx(value, 1));
       return storage::chunk_crc32(values, 64 * static_cast<index_t>(sizeof(cplx)));
     };
@@ -323,10 +324,33 @@ TEST(Writers, QueueTakesChunksMadeInTheirSlots) {
   EXPECT_EQ(e.crc32, nullptr);
   queue.release();
   EXPECT_THROW(queue.push_made({5, 0}, 64, nullptr,
-                               [](cplx*) -> std::uint32_t { throw std::runtime_error("no"); }),
+                               [](void*, storage::StoredForm) -> std::uint32_t {
+                                 throw std::runtime_error("no");
+                               }),
                std::runtime_error);
   EXPECT_NE(queue.failure().find("no"), std::string::npos);
   EXPECT_THROW(queue.push({6, 0}, std::vector<cplx>(64).data(), 64), std::runtime_error);
+}
+
+// A whole chunk pushed in a back-end's stored form is converted as it is
+// copied in, and its CRC-32 is of the stored bytes; parts refuse it.
+TEST(Writers, QueueConvertsWholeChunksToTheStoredForm) {
+  ChunkQueue queue(2, 64, 1, false);
+  std::vector<cplx> data(64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = cplx(static_cast<double>(i), 0.5 + i);
+  queue.push({1, 0}, data.data(), 64, nullptr, storage::StoredForm::single_conjugated);
+  ChunkQueue::Entry e;
+  ASSERT_EQ(queue.peek(e), ChunkQueue::Peek::chunk);
+  EXPECT_TRUE(e.stored);
+  const auto* cells = reinterpret_cast<const std::complex<float>*>(e.data);
+  for (size_t i = 0; i < data.size(); ++i)
+    ASSERT_EQ(cells[i], std::complex<float>(static_cast<float>(i), -0.5F - static_cast<float>(i)));
+  ASSERT_NE(e.crc32, nullptr);
+  EXPECT_EQ(*e.crc32, storage::chunk_crc32(cells, 64 * 8));
+  queue.release();
+  const storage::PresenceWord bits = 1;
+  EXPECT_THROW(queue.push({2, 0}, data.data(), 1, &bits, storage::StoredForm::single_conjugated),
+               std::logic_error);
 }
 
 TEST(Writers, FailureReachesThePusher) {

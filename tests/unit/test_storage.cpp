@@ -113,7 +113,7 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
   const auto emit = [&](const ChunkKey& key, index_t count, const PresenceWord* present,
                         const MakeChunk& make) {
     std::vector<cplx> data(static_cast<size_t>(layout.chunk_values()), cplx(-1, -1));
-    const std::uint32_t crc = make(data.data());
+    const std::uint32_t crc = make(data.data(), StoredForm::as_given);
     EXPECT_EQ(crc, chunk_crc32(data.data(), layout.chunk_bytes()));
     auto& sum = chunks[{key.row_chunk, key.freq_chunk}];
     sum.resize(static_cast<size_t>(layout.chunk_values()));
@@ -162,7 +162,8 @@ TEST(Storage, SynthesizedChunksCoverTheRunsWithThePattern) {
 // inside and on the edges: 4 rows x 4096 channels (the last row chunk 3
 // rows, the last frequency chunk 3904 channels; 64 KiB rows, a block each)
 // and 16 rows x 100 channels (15 rows, the last chunk 5 channels; rows that
-// start inside presence words, 11 rows a block).
+// start inside presence words, 11 rows a block). A whole chunk inside the
+// edges in a MeasurementSet's stored form: the same values converted.
 TEST(Storage, SynthesizedChunkIsThePatternWithItsChecksum) {
   for (const auto& [time_chunk, freq_chunk] : {std::pair<index_t, index_t>{4, 4096}, {16, 100}}) {
     VisibilityLayout layout;
@@ -190,6 +191,15 @@ TEST(Storage, SynthesizedChunkIsThePatternWithItsChecksum) {
                                      : cplx{};
             ASSERT_EQ(values[static_cast<size_t>(i)], want) << "row " << row << " channel " << chan;
           }
+          // As a MeasurementSet stores it (asked for whole chunks inside the
+          // edges alone): the same values converted, the CRC-32 of those bytes.
+          if (present || !inside_edges(layout, {rc, fc})) continue;
+          std::vector<std::complex<float>> cells(values.size(), {-1, -1}), want(values.size());
+          to_single_conjugated(values.data(), layout.chunk_values(), want.data());
+          EXPECT_EQ(degrid::synthesize_chunk(layout, {rc, fc}, 4242, present, cells.data(),
+                                             StoredForm::single_conjugated),
+                    chunk_crc32(want.data(), layout.chunk_values() * 8));
+          ASSERT_EQ(cells, want);
         }
   }
   // Summed in pieces, the CRC-32 is the one of the whole (zlib's crc32(crc, ...)).

@@ -55,12 +55,23 @@ void pattern_row(cplx* row, double re, double im0, index_t n) {
     out[2 * j + 1] = im0 + static_cast<double>(j);
   }
 }
+// The same as a MeasurementSet stores it: single precision, conjugated
+// (value for value storage::to_single_conjugated's of the above).
+void pattern_row(std::complex<float>* row, double re, double im0, index_t n) {
+  auto* out = reinterpret_cast<float*>(row);
+  const auto real = static_cast<float>(re);
+  for (index_t j = 0; j < n; ++j) {
+    out[2 * j] = real;
+    out[2 * j + 1] = static_cast<float>(-(im0 + static_cast<double>(j)));
+  }
+}
 
 // A part of a chunk: the values of a row (from the chunk's value `first`)
 // whose presence bit is clear are zero. A word of bits at a time: parts
 // are a quarter of the chunks in the walk's order (a chunk split between
 // subgrids), and a bit at a time cost a third of making them.
-void clear_absent(cplx* row, const storage::PresenceWord* present, index_t first, index_t n) {
+template <typename Value>
+void clear_absent(Value* row, const storage::PresenceWord* present, index_t first, index_t n) {
   for (index_t j = 0; j < n;) {
     const index_t value = first + j, bit = value % 64;
     const index_t span = std::min<index_t>(n - j, 64 - bit);  // this word's values in the row
@@ -68,10 +79,10 @@ void clear_absent(cplx* row, const storage::PresenceWord* present, index_t first
         span == 64 ? ~storage::PresenceWord{0} : (storage::PresenceWord{1} << span) - 1;
     const storage::PresenceWord bits = (present[value / 64] >> bit) & all;
     if (bits == 0) {
-      std::fill(row + j, row + j + span, cplx{});
+      std::fill(row + j, row + j + span, Value{});
     } else if (bits != all) {
       for (index_t k = 0; k < span; ++k)
-        if (!((bits >> k) & 1U)) row[j + k] = cplx{};
+        if (!((bits >> k) & 1U)) row[j + k] = Value{};
     }
     j += span;
   }
@@ -80,19 +91,19 @@ void clear_absent(cplx* row, const storage::PresenceWord* present, index_t first
 // Rows made before they are checksummed: well inside a core's L1 cache.
 constexpr index_t kChecksumBlockBytes = index_t{16} << 10;
 
-}  // namespace
-
-std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
-                               std::uint32_t nonce, const storage::PresenceWord* present,
-                               cplx* values) {
+// synthesize_chunk in one form (Value: its complex type).
+template <typename Value>
+std::uint32_t make_pattern(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
+                           std::uint32_t nonce, const storage::PresenceWord* present,
+                           Value* values) {
   const index_t rows = layout.time_chunk, chans = layout.freq_chunk;
   const index_t rows_inside = std::min(rows, layout.rows() - key.row_chunk * rows);
   const index_t chans_inside = std::min(chans, layout.channels - key.freq_chunk * chans);
-  const index_t row_bytes = chans * static_cast<index_t>(sizeof(cplx));
+  const index_t row_bytes = chans * static_cast<index_t>(sizeof(Value));
   std::uint32_t crc = 0;
   index_t unsummed = 0;  // the first row not yet in `crc`
   for (index_t r = 0; r < rows; ++r) {
-    cplx* row = values + r * chans;
+    Value* row = values + r * chans;
     index_t made = 0;
     if (r < rows_inside) {
       const index_t at = key.row_chunk * rows + r;  // baseline * times + time
@@ -102,7 +113,7 @@ std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const st
       if (present) clear_absent(row, present, r * chans, chans_inside);
       made = chans_inside;
     }
-    std::fill(row + made, row + chans, cplx{});  // past the observation's edges
+    std::fill(row + made, row + chans, Value{});  // past the observation's edges
     if ((r + 1 - unsummed) * row_bytes >= kChecksumBlockBytes || r + 1 == rows) {
       crc = storage::chunk_crc32(values + unsummed * chans, (r + 1 - unsummed) * row_bytes, crc);
       unsummed = r + 1;
@@ -111,14 +122,24 @@ std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const st
   return crc;
 }
 
+}  // namespace
+
+std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
+                               std::uint32_t nonce, const storage::PresenceWord* present,
+                               void* values, storage::StoredForm form) {
+  if (form == storage::StoredForm::single_conjugated)
+    return make_pattern(layout, key, nonce, present, static_cast<std::complex<float>*>(values));
+  return make_pattern(layout, key, nonce, present, static_cast<cplx*>(values));
+}
+
 index_t synthesize_to_chunks(std::uint32_t nonce, const binning::VisRun* begin,
                              const binning::VisRun* end, storage::ChunkCover& cover,
                              const MadeChunkEmit& emit) {
   const auto& layout = cover.layout();
   const storage::ChunkCover::Emit covered = [&](const storage::ChunkKey& key, index_t n,
                                                 const storage::PresenceWord* present) {
-    emit(key, n, present, [&](cplx* values) {
-      return synthesize_chunk(layout, key, nonce, present, values);
+    emit(key, n, present, [&](void* values, storage::StoredForm form) {
+      return synthesize_chunk(layout, key, nonce, present, values, form);
     });
   };
   index_t visibilities = 0;

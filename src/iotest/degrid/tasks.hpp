@@ -81,10 +81,12 @@ struct PatternCheck {
 // clear. Each row is a constant real part and a ramp in channel, made a
 // vector at a time; the CRC-32 of the chunk's bytes (chunk_crc32's) is
 // taken a few rows at a time as they are made, while they are in cache
-// (the writer then never reads them again). Returns it.
+// (the writer then never reads them again). Returns it. `form`: the values
+// as given, or as a MeasurementSet stores them (storage::to_single_conjugated's).
 std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const storage::ChunkKey& key,
                                std::uint32_t nonce, const storage::PresenceWord* present,
-                               cplx* values);
+                               void* values,
+                               storage::StoredForm form = storage::StoredForm::as_given);
 
 // Receives a covered chunk: its key, how many visibilities it carries,
 // which (nullptr: all, the chunk is whole), and how to make it where it goes.

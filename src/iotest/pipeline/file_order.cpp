@@ -28,9 +28,11 @@ RankResult run_file_order_streamer(Context& ctx) {
       const index_t channels = std::min(fc, layout.channels - f * fc);
       // Made in the writer's queue, as the walk's synthetic chunks are.
       const storage::ChunkKey key{r, f};
-      ctx.writers->write_made(key, rows * channels, nullptr, [&](cplx* values) {
-        return degrid::synthesize_chunk(layout, key, ctx.nonce, nullptr, values);
-      });
+      ctx.writers->write_made(key, rows * channels, nullptr,
+                              [&](void* values, storage::StoredForm form) {
+                                return degrid::synthesize_chunk(layout, key, ctx.nonce, nullptr,
+                                                                values, form);
+                              });
       written += rows * channels;
       ctx.timeline.sample(totals);
     }

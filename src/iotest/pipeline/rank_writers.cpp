@@ -29,6 +29,7 @@ WriterOptions own_writers(const Context& ctx) {
   wo.shared = ctx.shared_output;
   wo.split = ctx.split();
   wo.first_file = ctx.first_output();
+  wo.stored_form = ctx.storage.stored_form;
   return wo;
 }
 

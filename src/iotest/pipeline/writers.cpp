@@ -51,6 +51,7 @@ struct ChunkQueue::Shared {
     bool filled = false;   // copied in: the writer may take it
     bool partial = false;  // its presence bits say which values it carries
     bool has_crc32 = false;
+    bool stored = false;      // in the writer's stored form (ChunkQueue::Entry::stored)
     std::uint32_t crc32 = 0;  // a whole chunk's (ChunkQueue::Entry::crc32)
     index_t slot = 0;         // the slot whose memory holds it
   };
@@ -202,17 +203,29 @@ void ChunkQueue::wait_for_writer() {
 }
 
 void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
-                      const storage::PresenceWord* present) {
+                      const storage::PresenceWord* present, storage::StoredForm form) {
   const bool whole = !present && key.row_chunk != kWrittenPartsEntry;
-  const index_t bytes = shared_->chunk_values * static_cast<index_t>(sizeof(cplx));
-  push_made(key, visibilities, present, [&](cplx* values) {
-    std::memcpy(values, data, static_cast<size_t>(bytes));
-    return whole ? storage::chunk_crc32(values, bytes) : 0;  // right after the copy: in cache
-  });
+  const index_t n = shared_->chunk_values;
+  push_made(
+      key, visibilities, present,
+      [&](void* values, storage::StoredForm as) {
+        // Summed right after the copy or conversion, while in cache.
+        if (as == storage::StoredForm::single_conjugated) {
+          storage::to_single_conjugated(data, n, static_cast<std::complex<float>*>(values));
+          return storage::chunk_crc32(values, n * static_cast<index_t>(sizeof(std::complex<float>)));
+        }
+        std::memcpy(values, data, static_cast<size_t>(n) * sizeof(cplx));
+        return whole ? storage::chunk_crc32(values, n * static_cast<index_t>(sizeof(cplx))) : 0;
+      },
+      form);
 }
 
 void ChunkQueue::push_made(const storage::ChunkKey& key, index_t visibilities,
-                           const storage::PresenceWord* present, const storage::MakeChunk& make) {
+                           const storage::PresenceWord* present, const storage::MakeChunk& make,
+                           storage::StoredForm form) {
+  const bool stored = form != storage::StoredForm::as_given;
+  if (stored && (present || key.row_chunk == kWrittenPartsEntry))
+    throw std::logic_error("only a whole chunk goes in stored form");
   Hold hold(*shared_);
   if (shared_->count == shared_->slots && !shared_->failed) {
     const auto start = Clock::now();
@@ -222,14 +235,14 @@ void ChunkQueue::push_made(const storage::ChunkKey& key, index_t visibilities,
   if (shared_->failed) throw std::runtime_error(shared_->failure);
   const index_t i = (shared_->head + shared_->count) % shared_->slots;
   const index_t at = shared_->free_slots()[--shared_->free_count];
-  shared_->entries()[i] = {key, visibilities, false, present != nullptr, false, 0, at};
+  shared_->entries()[i] = {key, visibilities, false, present != nullptr, false, stored, 0, at};
   shared_->high_water = std::max(shared_->high_water, ++shared_->count);
   // The chunk is made without the lock: the writer takes and releases
   // chunks meanwhile (held, it stalled the writer for a copy per chunk).
   pthread_mutex_unlock(&shared_->lock);
   std::uint32_t crc = 0;
   try {
-    crc = make(slot(at));
+    crc = make(slot(at), form);
   } catch (const std::exception& e) {  // the slot stays taken: the queue fails
     shared_->take();
     shared_->fail(std::string("making a chunk: ") + e.what());
@@ -283,7 +296,7 @@ ChunkQueue::Peek ChunkQueue::peek_at(index_t number, Entry& entry, int wait_ms) 
   const index_t i = (shared_->head + ahead) % shared_->slots;
   const auto& e = shared_->entries()[i];
   entry = {e.key, slot(e.slot), e.partial ? presence(e.slot) : nullptr, e.visibilities,
-           e.has_crc32 ? &e.crc32 : nullptr};
+           e.has_crc32 ? &e.crc32 : nullptr, e.stored};
   return Peek::chunk;
 }
 
@@ -511,10 +524,12 @@ class WriterIo {
   WriterIo& operator=(const WriterIo&) = delete;
 
   // `lent`: `data` is a PartialChunks buffer, returned once written.
+  // `stored`: in the back-end's stored form (ChunkQueue::Entry::stored).
   void write(const storage::ChunkKey& key, const cplx* data, index_t n,
-             const storage::PresenceWord* present, const std::uint32_t* crc32, bool lent) {
+             const storage::PresenceWord* present, const std::uint32_t* crc32, bool lent,
+             bool stored = false) {
     give({Job::write, key, data, n, present,
-          crc32 ? std::optional<std::uint32_t>(*crc32) : std::nullopt, lent});
+          crc32 ? std::optional<std::uint32_t>(*crc32) : std::nullopt, lent, stored});
   }
   void release() { give({Job::release}); }
   // A shared output's idle call, unless the thread is busy anyway.
@@ -549,6 +564,7 @@ class WriterIo {
     std::optional<std::uint32_t> crc32 =
         std::nullopt;  // the pusher's (a copy: the slot may go first)
     bool lent = false;
+    bool stored = false;
   };
   void give(const Job& job) {
     {
@@ -574,7 +590,7 @@ class WriterIo {
       try {
         if (job.kind == Job::write)
           backend_.write_chunk(job.key, job.data, job.n, job.present,
-                               job.crc32 ? &*job.crc32 : nullptr);
+                               job.crc32 ? &*job.crc32 : nullptr, job.stored);
         else if (job.kind == Job::release)
           queue_.release();
         else
@@ -637,6 +653,8 @@ std::vector<storage::WrittenPart> take_entries(ChunkQueue& queue, WriterIo& io,
     if (e.key.row_chunk == kWrittenPartsEntry) {
       const auto* bytes = reinterpret_cast<const char*>(e.data);
       parts.insert(parts.end(), bytes, bytes + e.visibilities);
+    } else if (e.stored) {  // whole and ready: from its slot, with the pusher's checksum
+      io.write(e.key, e.data, e.visibilities, nullptr, e.crc32, false, true);
     } else {
       partial.add(e.key, e.data, e.visibilities, e.present, write);
     }
@@ -752,14 +770,23 @@ ChunkQueue& Writers::queue_of(const storage::ChunkKey& key) {
   return *queues_[static_cast<size_t>(writer)];
 }
 
+storage::StoredForm Writers::form_of(const storage::ChunkKey& key,
+                                     const storage::PresenceWord* present) const {
+  // A consumer forwards chunks as given; a part, or a chunk on the edge
+  // (its stored cells fewer), goes as given too.
+  if (options_.consumer || present || !storage::inside_edges(layout_, key))
+    return storage::StoredForm::as_given;
+  return options_.stored_form;
+}
+
 void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
                     const storage::PresenceWord* present) {
-  queue_of(key).push(key, data, visibilities, present);
+  queue_of(key).push(key, data, visibilities, present, form_of(key, present));
 }
 
 void Writers::write_made(const storage::ChunkKey& key, index_t visibilities,
                          const storage::PresenceWord* present, const storage::MakeChunk& make) {
-  queue_of(key).push_made(key, visibilities, present, make);
+  queue_of(key).push_made(key, visibilities, present, make, form_of(key, present));
 }
 
 void Writers::wait_opened() {

@@ -43,13 +43,18 @@ class ChunkQueue {
   // writer draining a full queue wakes it once per half queue, not once per
   // chunk (on 2 cores the wake-ups cost the writer a third of its speed).
   // `present` may be nullptr: every value inside the observation.
+  // `form`: not as_given for a whole chunk inside the edges whose writer
+  // stores it so: converted as it is copied in, its CRC-32 of the stored
+  // bytes (the writer then neither converts nor sums it).
   void push(const storage::ChunkKey& key, const cplx* data, index_t visibilities,
-            const storage::PresenceWord* present = nullptr);
+            const storage::PresenceWord* present = nullptr,
+            storage::StoredForm form = storage::StoredForm::as_given);
   // The same with the chunk made in its slot: `make` writes the values
-  // there (no copy, no buffer of the pusher's) and returns their CRC-32,
-  // kept for a whole chunk (`present` nullptr) as push's is.
+  // there in `form` (no copy, no buffer of the pusher's) and returns their
+  // CRC-32, kept for a whole chunk (`present` nullptr) as push's is.
   void push_made(const storage::ChunkKey& key, index_t visibilities,
-                 const storage::PresenceWord* present, const storage::MakeChunk& make);
+                 const storage::PresenceWord* present, const storage::MakeChunk& make,
+                 storage::StoredForm form = storage::StoredForm::as_given);
   // The oldest chunk, in place (no copy), until release(). One consumer
   // (the writer).
   struct Entry {
@@ -61,6 +66,8 @@ class ChunkQueue {
     // it in (hot in cache): the writer's I/O is not held up by reading the
     // chunk again (at 1 MiB, a cold read cost a tenth of the disk's rate).
     const std::uint32_t* crc32 = nullptr;
+    // Whole, inside the edges and in its writer's stored form (push's `form`).
+    bool stored = false;
   };
   enum class Peek { chunk, closed, timeout };
   // Waits for a chunk: `closed` once closed and empty (or failed);
@@ -120,6 +127,9 @@ struct WriterOptions {
   index_t first_file = 0;
   index_t queue_slots = 64;         // chunks waiting, per writer
   index_t partial_slots = 0;        // parts of chunks held until whole, per writer (0: none)
+  // How the back-end stores values: whole chunks inside the edges are
+  // handed to it so (converted or made by the pusher). Not for a consumer.
+  storage::StoredForm stored_form = storage::StoredForm::as_given;
   bool fork = false;                // processes instead of threads
   // A back-end whose one output all streamers share (phdf5): the
   // streamers' communicator, for its one writer per streamer (a thread).
@@ -211,6 +221,10 @@ class Writers {
  private:
   void start(size_t i);
   ChunkQueue& queue_of(const storage::ChunkKey& key);  // its writer's
+  // The form chunk `key` goes in: the back-end's for a whole chunk inside
+  // the edges, as given otherwise.
+  storage::StoredForm form_of(const storage::ChunkKey& key,
+                              const storage::PresenceWord* present) const;
   WriterOptions options_;
   storage::VisibilityLayout layout_;
   std::vector<storage::VisibilityLayout> file_layouts_;  // per writer: its file's

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <compare>
+#include <complex>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,6 +95,16 @@ std::uint32_t chunk_crc32(const void* bytes, index_t count, std::uint32_t crc = 
 // theirs: crc(a ^ b) = crc(a) ^ crc(b) ^ crc(zeros). `bytes`: the chunk's.
 std::uint32_t combine_part_crc32(const std::vector<std::uint32_t>& parts, index_t bytes);
 
+// How a back-end stores a whole chunk's values (rows x channels, as
+// given): as given (complex doubles), or, as MeasurementSets hold them,
+// single precision and conjugated. A writer whose back-end stores them
+// otherwise may be handed whole chunks already so (StoredForm chunks:
+// made or converted by the pusher, where the values are in cache, with
+// the CRC-32 of the stored bytes), sparing its own core the conversion.
+enum class StoredForm { as_given, single_conjugated };
+// `n` values as a MeasurementSet stores them: single precision, conjugated.
+void to_single_conjugated(const cplx* values, index_t n, std::complex<float>* cells);
+
 struct VisibilityLayout {
   const telescope::Observation* observation = nullptr;
   index_t baselines = 0, times = 0, channels = 0;
@@ -175,6 +186,12 @@ using PresenceWord = std::uint64_t;
 inline bool present(const PresenceWord* bits, index_t value) {
   return (bits[value / 64] >> (value % 64)) & 1U;
 }
+// Whether chunk `key` lies whole inside the observation (no row or channel
+// past its edges): only such a chunk's stored cells are its whole buffer.
+inline bool inside_edges(const VisibilityLayout& layout, const ChunkKey& key) {
+  return (key.row_chunk + 1) * layout.time_chunk <= layout.rows() &&
+         (key.freq_chunk + 1) * layout.freq_chunk <= layout.channels;
+}
 // Zeroes the values of chunk `key` (chunk_rows x chunk_channels,
 // row-major) that lie past the observation's edges (`rows` baseline-times,
 // `channels`): what readers give there, whatever a writer left.
@@ -212,8 +229,11 @@ class Backend {
   // `crc32`: the CRC-32 of `data`'s chunk bytes where the caller has it
   // (a whole chunk's, computed by its pusher while it was in cache), so the
   // writer does not read the chunk a second time between its writes.
+  // `stored`: `data` is a whole chunk inside the edges in stored_form()
+  // (its first write), and `crc32` the CRC-32 of those bytes.
   void write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
-                   const PresenceWord* present = nullptr, const std::uint32_t* crc32 = nullptr);
+                   const PresenceWord* present = nullptr, const std::uint32_t* crc32 = nullptr,
+                   bool stored = false);
   // Pushes what is buffered to the device (fsync for files).
   void flush();
   // A stonewalled output: the parts of the observation it holds, stored
@@ -248,6 +268,8 @@ class Backend {
   // hold them). Its WriteStats count those bytes, and its checksums are of
   // the values it stores, as readers give them back.
   virtual index_t stored_value_bytes() const { return static_cast<index_t>(sizeof(cplx)); }
+  // The form of its stored values, in which it takes whole chunks too.
+  virtual StoredForm stored_form() const { return StoredForm::as_given; }
   virtual std::string_view name() const = 0;
   // Where its calls (open, write_chunk, idle, flush, complete) are marked
   // as they start and end, for the rank's watchdog: a call that blocks on
@@ -264,6 +286,10 @@ class Backend {
   // right); a shared one writes only the values present.
   virtual void do_write_chunk(const ChunkKey& key, const cplx* data, bool accumulate,
                               const PresenceWord* present) = 0;
+  // A whole chunk inside the edges already in stored_form() (`cells`),
+  // written once; the CRC-32 of its bytes is given_crc32(). Only back-ends
+  // whose form is not as_given are handed one.
+  virtual void do_write_stored(const ChunkKey& key, const void* cells);
   virtual void do_flush() = 0;
   virtual void do_close() = 0;  // complete, under the temporary name
   // Where the output is written until published: the run's partial_path.
@@ -280,6 +306,9 @@ class Backend {
   // the same from what it reads back).
   void record_crc32(const ChunkKey& key, std::uint32_t crc, bool part = false);
   const std::vector<ChunkChecksum>& checksums() const { return checksums_; }
+  // write_chunk's `crc32` while it writes (nullptr: none, or not of the
+  // bytes stored).
+  const std::uint32_t* given_crc32() const { return given_crc32_; }
 
  private:
   VisibilityLayout layout_;

@@ -20,9 +20,11 @@ namespace iotest::storage {
 void set_present(PresenceWord* bits, index_t begin, index_t end);
 
 // A chunk made where it goes (a writer's queue slot) rather than copied
-// there: writes its layout.chunk_values() values at `values` and returns
-// their CRC-32 (chunk_crc32's), taken while they were in cache.
-using MakeChunk = std::function<std::uint32_t(cplx* values)>;
+// there: writes its layout.chunk_values() values at `values` in `form`
+// (as_given: complex doubles; else as the writer's back-end stores them,
+// asked only for a whole chunk inside the edges) and returns the CRC-32
+// (chunk_crc32's) of the bytes it wrote, taken while they were in cache.
+using MakeChunk = std::function<std::uint32_t(void* values, StoredForm form)>;
 
 class ChunkCover {
  public:

@@ -48,7 +48,7 @@ void Backend::open(const std::string& path, const VisibilityLayout& layout) {
 }
 
 void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibilities,
-                          const PresenceWord* present, const std::uint32_t* crc32) {
+                          const PresenceWord* present, const std::uint32_t* crc32, bool stored) {
   if (key.row_chunk < 0 || key.row_chunk >= layout_.row_chunks() || key.freq_chunk < 0 ||
       key.freq_chunk >= layout_.freq_chunks())
     throw std::logic_error("chunk outside the visibility layout");
@@ -58,8 +58,14 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
   // Of the bytes given: a rewrite's are the sum, and a back-end that
   // rounds the values stores other bytes; both checksummed by the back-end.
   const bool rounds = stored_value_bytes() < static_cast<index_t>(sizeof(cplx));
-  given_crc32_ = seen || rounds ? nullptr : crc32;
-  do_write_chunk(key, data, seen, present);
+  given_crc32_ = seen || (rounds && !stored) ? nullptr : crc32;
+  if (stored) {  // made whole, once, by the pusher: never a rewrite, never a part
+    if (seen || present || !crc32 || !inside_edges(layout_, key))
+      throw std::logic_error("a chunk in stored form that is not whole, new and inside");
+    do_write_stored(key, data);
+  } else {
+    do_write_chunk(key, data, seen, present);
+  }
   given_crc32_ = nullptr;
   if (seen)
     ++stats_.chunks_rewritten;
@@ -70,6 +76,16 @@ void Backend::write_chunk(const ChunkKey& key, const cplx* data, index_t visibil
   stats_.bytes += layout_.chunk_values() * stored_value_bytes();
   stats_.visibilities += visibilities;
   stats_.seconds += seconds_since(start);
+}
+
+void Backend::do_write_stored(const ChunkKey&, const void*) {
+  throw std::logic_error(std::string(name()) + " takes no chunk in stored form");
+}
+
+void to_single_conjugated(const cplx* values, index_t n, std::complex<float>* cells) {
+  for (index_t i = 0; i < n; ++i)  // one pass the compiler vectorises
+    cells[i] = std::complex<float>(static_cast<float>(values[i].real()),
+                                   static_cast<float>(-values[i].imag()));
 }
 
 void Backend::idle() {

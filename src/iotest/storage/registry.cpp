@@ -109,6 +109,7 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.held_chunks = backend->held_chunks();
   c.row_chunk_bytes = backend->row_chunk_bytes();
   c.value_bytes = backend->stored_value_bytes();
+  c.stored_form = backend->stored_form();
   return c;
 }
 

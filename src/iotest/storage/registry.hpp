@@ -90,6 +90,7 @@ struct StorageChoice {
   index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue
   index_t row_chunk_bytes = 0;  // bytes it holds per row chunk (Backend::row_chunk_bytes)
   index_t value_bytes = 16;   // bytes it stores per visibility (Backend::stored_value_bytes)
+  StoredForm stored_form = StoredForm::as_given;  // Backend::stored_form
 };
 StorageChoice resolve_storage(const StorageOptions& options, const std::string& path);
 // A reader for an existing output, whichever back-end wrote it, with that
