@@ -38,6 +38,15 @@ class Forwarder {
         buffers_(static_cast<size_t>(slots), MessageBuffer(transit_message_bytes(layout))),
         requests_(static_cast<size_t>(slots), MPI_REQUEST_NULL),
         done_(static_cast<size_t>(slots)) {}
+  // A failing streamer leaves with sends in flight (the job is ending):
+  // their buffers are kept, not freed, since a receiver that matches one
+  // later would take whatever the memory then held as a chunk (seen: a
+  // writer rank's "frequency chunk 139672068037952", a second, false error).
+  ~Forwarder() {
+    if (in_flight()) (void)new std::vector<MessageBuffer>(std::move(buffers_));
+  }
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
 
   // Until the queue is closed: each chunk (or written-parts record) to its
   // writer rank(s); then, unless the streamer is failing, the last sends
