@@ -323,25 +323,16 @@ void TableWriter::close() {
   guarded("closing", [&] { impl_->ms.reset(); });
 }
 
+// Never closed, nor deleted by casacore: closing would flush into what may
+// be a full disk, and a table marked for delete removes its folder when it
+// is destroyed, throwing from the destructor (so std::terminate) where the
+// output's claim is removing the same folder (seen: a full disk's job
+// ending in SIGABRT). The objects are leaked; the caller and the claim
+// remove the files.
 void TableWriter::discard() noexcept {
-  if (!impl_->ms) return;
-  try {
-    // A table marked for delete is not flushed when closed, nor are its
-    // subtables (each marked too).
-    auto& ms = *impl_->ms;
-    const cc::TableRecord& keywords = ms.keywordSet();
-    for (cc::uInt i = 0; i < keywords.nfields(); ++i)
-      if (keywords.type(i) == cc::TpTable) keywords.asTable(i).markForDelete();
-    ms.markForDelete();
-    impl_->data.reset();
-    impl_->flag.reset();
-    impl_->ms.reset();
-  } catch (...) {
-    // Nothing more can be done: the claim removes the folder.
-    impl_->data.release();
-    impl_->flag.release();
-    impl_->ms.release();  // never closed: leaked rather than flushed into a full disk
-  }
+  (void)impl_->data.release();
+  (void)impl_->flag.release();
+  (void)impl_->ms.release();
 }
 
 struct TableReader::Impl {

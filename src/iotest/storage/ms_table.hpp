@@ -88,9 +88,10 @@ class TableWriter {
   std::string data_file() const;
   void flush();  // to the kernel: casacore syncs none of its data files
   void close();  // flushed by casacore, not synced
-  // After a failure: the tables dropped without casacore flushing them (a
-  // flush that fails in casacore's destructors, as on a full disk, ends
-  // the process) and their files deleted.
+  // After a failure: the tables dropped without casacore flushing or
+  // deleting them (either fails in casacore's destructors, as on a full
+  // disk or a folder being removed, and ends the process); the caller
+  // removes the files.
   void discard() noexcept;
 
  private:
