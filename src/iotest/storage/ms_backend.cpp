@@ -197,8 +197,6 @@ class MsBackend final : public Backend {
         to_stored(data, box.rows * box.channels);
       else
         to_stored_cells(box, data, accumulate, present);
-      const std::lock_guard<std::mutex> hold(ms::library_lock());
-      table_->put(box, cube_.data(), flags_.get());
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
@@ -206,28 +204,35 @@ class MsBackend final : public Backend {
     // precision, conjugated, channels fastest (MsReader::chunk_checksum
     // gives the same from what it reads back). Half the bytes of iotest's
     // values, and no copy back to them.
-    record_crc32(key, chunk_crc32(cube_.data(), box.rows * box.channels * stored_value_bytes()));
-    written_[static_cast<size_t>(key.row_chunk * l.freq_chunks() + key.freq_chunk)] = true;
-    write_behind(box.rows * box.channels * stored_value_bytes());
+    put_cells(key, box, cube_.data(),
+              chunk_crc32(cube_.data(), box.rows * box.channels * stored_value_bytes()));
   }
 
   // A whole chunk the pusher made or converted (its cells, single and
   // conjugated, and their CRC-32): put as it is, no pass over it here.
   void do_write_stored(const ChunkKey& key, const void* cells) override {
-    const auto& l = layout();
-    const index_t n = l.chunk_values();
+    std::fill(flags_.get(), flags_.get() + layout().chunk_values(), false);
     ms::Box box;
-    try {
-      std::fill(flags_.get(), flags_.get() + n, false);
+    {
       const std::lock_guard<std::mutex> hold(ms::library_lock());
       box = box_of(key);
-      table_->put(box, static_cast<const std::complex<float>*>(cells), flags_.get());
+    }
+    put_cells(key, box, static_cast<const std::complex<float>*>(cells), *given_crc32());
+  }
+
+  // `box`'s cells (chunk `key`) and flags_ into DATA and FLAG, and the
+  // chunk recorded: its CRC-32 `crc`, written, its bytes behind.
+  void put_cells(const ChunkKey& key, const ms::Box& box, const std::complex<float>* cells,
+                 std::uint32_t crc) {
+    try {
+      const std::lock_guard<std::mutex> hold(ms::library_lock());
+      table_->put(box, cells, flags_.get());
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
     }
-    record_crc32(key, *given_crc32());
-    written_[static_cast<size_t>(key.row_chunk * l.freq_chunks() + key.freq_chunk)] = true;
-    write_behind(n * stored_value_bytes());
+    record_crc32(key, crc);
+    written_[static_cast<size_t>(key.row_chunk * layout().freq_chunks() + key.freq_chunk)] = true;
+    write_behind(box.rows * box.channels * stored_value_bytes());
   }
 
   void do_flush() override {
