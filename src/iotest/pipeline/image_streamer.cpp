@@ -37,7 +37,7 @@ namespace iotest::pipeline {
 namespace {
 
 // Send buffers for one subgrid part: one contribution per facet.
-struct SendSlot : PartBuffers {
+struct ContributionSlot : PartBuffers {
   // kReceiving: the model's contributions coming in (--direction=both).
   enum class State { kFree, kReceiving, kGridding, kReady, kSending } state = State::kFree;
 };
@@ -90,7 +90,7 @@ struct ImageStreamer : StreamerRun {
   std::vector<const storage::Reader*> readers;
   std::mutex read_lock;  // a Reader takes one thread at a time
   std::vector<GridThread> state;
-  std::vector<SendSlot> slots;
+  std::vector<ContributionSlot> slots;
   Handoff gridded;                // slots whose contributions are extracted
   std::deque<size_t> send_order;  // slots taken, in walk order, not yet sending
   Progress progress{o.progress && ctx.roles.rank == 0,
@@ -103,7 +103,7 @@ struct ImageStreamer : StreamerRun {
 
   void read_part(size_t slot_index, int thread);
   void grid_part(size_t slot_index, int thread);
-  double sum_model(GridThread& ts, const SendSlot& slot);
+  double sum_model(GridThread& ts, const ContributionSlot& slot);
   void grid_task(GridThread& ts, PartGrid& g, index_t first, index_t last);
   LoopTurn turn();
   bool take_parts();
@@ -170,7 +170,7 @@ void ImageStreamer::read_part(size_t slot_index, int thread) {
 }
 
 // Both: the model subgrid, from the producers' contributions; its time.
-double ImageStreamer::sum_model(GridThread& ts, const SendSlot& slot) {
+double ImageStreamer::sum_model(GridThread& ts, const ContributionSlot& slot) {
   const auto td = Clock::now();
   auto model = ts.model_sum.view();
   std::fill(model.data, model.data + p.xM * p.xM, cplx{});
@@ -189,7 +189,7 @@ void ImageStreamer::grid_part(size_t slot_index, int thread) {
   auto& ts = state[static_cast<size_t>(thread)];
   const auto t0 = Clock::now();
   const double read0 = ts.gatherer ? ts.gatherer->tally().seconds : 0;
-  SendSlot& slot = slots[slot_index];
+  ContributionSlot& slot = slots[slot_index];
   const auto& part = ctx.plan.parts[static_cast<size_t>(slot.part)];
   const auto& visit = ctx.plan.visits[static_cast<size_t>(part.visit)];
   const binning::VisitRuns pieces(*ctx.binner, visit.stack, visit.subgrid, part.part, visit.parts);
@@ -278,14 +278,14 @@ void ImageStreamer::grid_task(GridThread& ts, PartGrid& g, index_t first, index_
 // the model's contributions are received first, else the part is queued.
 bool ImageStreamer::take_parts() {
   return grants.fill(slots, [&](size_t i) {
-    SendSlot& s = slots[i];
+    ContributionSlot& s = slots[i];
     send_order.push_back(i);
     if (both) {
-      s.state = SendSlot::State::kReceiving;
+      s.state = ContributionSlot::State::kReceiving;
       contributions.post_receives(s);
       return;
     }
-    s.state = SendSlot::State::kGridding;
+    s.state = ContributionSlot::State::kGridding;
     if (synthetic)
       tasks.push([this, i](int t) { read_part(i, t); });
     else
@@ -297,9 +297,9 @@ bool ImageStreamer::take_parts() {
 bool ImageStreamer::test_model_receives() {
   bool progressed = false;
   for (size_t i = 0; i < slots.size(); ++i) {
-    SendSlot& s = slots[i];
-    if (s.state != SendSlot::State::kReceiving || !contributions.received(s)) continue;
-    s.state = SendSlot::State::kGridding;
+    ContributionSlot& s = slots[i];
+    if (s.state != ContributionSlot::State::kReceiving || !contributions.received(s)) continue;
+    s.state = ContributionSlot::State::kGridding;
     tasks.push([this, i](int t) { grid_part(i, t); });
     progressed = true;
   }
@@ -311,7 +311,7 @@ bool ImageStreamer::test_model_receives() {
 bool ImageStreamer::take_gridded() {
   const std::vector<size_t> done = gridded.take();
   for (const size_t i : done) {
-    slots[i].state = synthetic ? SendSlot::State::kFree : SendSlot::State::kReady;
+    slots[i].state = synthetic ? ContributionSlot::State::kFree : ContributionSlot::State::kReady;
     if (synthetic) {
       std::erase(send_order, i);
       grants.request(1);
@@ -324,11 +324,11 @@ bool ImageStreamer::take_gridded() {
 // Sends, in walk order: the producers' receives match them so.
 bool ImageStreamer::post_sends() {
   bool progressed = false;
-  while (!send_order.empty() && slots[send_order.front()].state == SendSlot::State::kReady) {
-    SendSlot& s = slots[send_order.front()];
+  while (!send_order.empty() && slots[send_order.front()].state == ContributionSlot::State::kReady) {
+    ContributionSlot& s = slots[send_order.front()];
     send_order.pop_front();
     contributions.post_sends(s);
-    s.state = SendSlot::State::kSending;
+    s.state = ContributionSlot::State::kSending;
     progressed = true;
   }
   return progressed;
@@ -339,11 +339,11 @@ bool ImageStreamer::test_sends() {
   index_t freed = 0;
   held = 0;
   for (auto& s : slots) {
-    if (s.state == SendSlot::State::kSending && contributions.sent(s)) {
-      s.state = SendSlot::State::kFree;
+    if (s.state == ContributionSlot::State::kSending && contributions.sent(s)) {
+      s.state = ContributionSlot::State::kFree;
       ++freed;
     }
-    if (s.state != SendSlot::State::kFree) ++held;
+    if (s.state != ContributionSlot::State::kFree) ++held;
   }
   st.subgrid_queue_max = std::max(st.subgrid_queue_max, held);
   if (freed == 0) return false;
@@ -364,8 +364,8 @@ LoopTurn ImageStreamer::turn() {
   turn.finished = grants.done() && held == 0;
   // Waiting on producers while sends (or the model's receives) are
   // posted, else on the gridding threads.
-  turn.waiting = std::any_of(slots.begin(), slots.end(), [](const SendSlot& s) {
-    return s.state == SendSlot::State::kSending || s.state == SendSlot::State::kReceiving;
+  turn.waiting = std::any_of(slots.begin(), slots.end(), [](const ContributionSlot& s) {
+    return s.state == ContributionSlot::State::kSending || s.state == ContributionSlot::State::kReceiving;
   });
   return turn;
 }
