@@ -104,6 +104,15 @@ def write_conf(state, root):
         "osd op num threads per shard = 2",
         "mds cache memory limit = 268435456",
         "[client]",
+        # No reverse invalidation of the kernel's page cache: with it,
+        # Ceph 16.2's client deadlocked here against a writer (the
+        # writer's pwrite holding a page lock while it waited on ceph-fuse,
+        # ceph-fuse's invalidation waiting on that page; both in D state,
+        # unkillable). Without it ceph-fuse lets the kernel drop a file's
+        # cached pages at every open, so a file written on one host and
+        # opened on another is read as written (close-to-open), and writes
+        # still go straight through to the client.
+        "fuse use invalidate cb = false",
         "client oc size = 67108864",
         "client oc max dirty = 50331648",
         "",
@@ -228,6 +237,38 @@ def mount_type(pid, point):
         if r[4] == point:
             found = r[r.index("-") + 1]  # the last one mounted over the others
     return found
+
+
+def fuse_connections(pid, point):
+    """The kernel's FUSE connections (their numbers under fusectl) of the
+    ceph-fuse mounts at `point` in a process's mount namespace."""
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            rows = [line.split() for line in f]
+    except OSError:
+        return set()
+    return {r[2].split(":")[1] for r in rows
+            if r[4] == point and r[r.index("-") + 1] == "fuse.ceph-fuse"}
+
+
+def abort_clients(state, root, ops):
+    """Abort the kernel's side of this cluster's ceph-fuse mounts, so that
+    a process blocked in a call to a client that can no longer answer
+    returns (ENOTCONN) and can be killed. Only `down` calls it: nothing
+    waits on these mounts' data any more."""
+    point = os.path.join(root, "shared")
+    connections = set()
+    for pid in [os.getpid(), *state.get("holders", {}).values()]:
+        connections |= fuse_connections(pid, point)
+    control = "/sys/fs/fuse/connections"
+    if connections and not os.listdir(control):
+        ops.run("mount", "-t", "fusectl", "none", control, check=False)
+    for c in sorted(connections):
+        try:
+            with open(os.path.join(control, c, "abort"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass  # gone already
 
 
 def unmount_login(root, ops):

@@ -875,7 +875,7 @@ std::string output_path(const std::string& host_pattern, index_t index, index_t 
   if (at != std::string::npos)
     return pattern.substr(0, at) + std::to_string(index) + pattern.substr(at + 2);
   if (writers_in_all <= 1) return pattern;
-  return storage::before_extension(pattern, "." + std::to_string(index));
+  return storage::before_extension(pattern, fmt::format(".{}", index));
 }
 
 }  // namespace iotest::pipeline
