@@ -12,9 +12,9 @@
 #   IOTEST_CCACHE        (ON)  ccache as the compiler's launcher where it is
 #                              installed; never required.
 #
-# Code that runs once a job (the command line, the report, the job script)
-# is compiled with -O1: it is most of the compile time and none of the run
-# time (iotest_once_a_job).
+# Code that runs once a job (the command line, the report, the job's
+# set-up) is compiled with -O1: it is most of the compile time and none of
+# the run time (iotest_once_a_job).
 
 option(IOTEST_UNITY_GROUPS
   "Compile each library's files in groups (faster from scratch; OFF: one unit a file)" ON)
