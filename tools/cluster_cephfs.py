@@ -225,30 +225,30 @@ def mount(state, root, ops, host):
                  lambda: mount_type(holder, point) == "fuse.ceph-fuse", 60)
 
 
-def mount_type(pid, point):
-    """The type of what is mounted at `point` in a process's mount namespace."""
+def mounts_at(pid, point):
+    """What is mounted at `point` in a process's mount namespace, in the
+    order mounted: (type, device "major:minor") each."""
     try:
         with open(f"/proc/{pid}/mountinfo") as f:
             rows = [line.split() for line in f]
     except OSError:
-        return None
-    found = None
-    for r in rows:
-        if r[4] == point:
-            found = r[r.index("-") + 1]  # the last one mounted over the others
-    return found
+        return []
+    return [(r[r.index("-") + 1], r[2]) for r in rows if r[4] == point]
+
+
+def mount_type(pid, point):
+    """The type of what is mounted at `point` in a process's mount namespace
+    (the last one mounted over the others), or None."""
+    found = mounts_at(pid, point)
+    return found[-1][0] if found else None
 
 
 def fuse_connections(pid, point):
-    """The kernel's FUSE connections (their numbers under fusectl) of the
-    ceph-fuse mounts at `point` in a process's mount namespace."""
-    try:
-        with open(f"/proc/{pid}/mountinfo") as f:
-            rows = [line.split() for line in f]
-    except OSError:
-        return set()
-    return {r[2].split(":")[1] for r in rows
-            if r[4] == point and r[r.index("-") + 1] == "fuse.ceph-fuse"}
+    """The kernel's FUSE connections (their numbers under fusectl: the
+    device's minor) of the ceph-fuse mounts at `point` in a process's mount
+    namespace."""
+    return {device.split(":")[1] for kind, device in mounts_at(pid, point)
+            if kind == "fuse.ceph-fuse"}
 
 
 def abort_clients(state, root, ops):
