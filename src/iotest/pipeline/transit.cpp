@@ -23,6 +23,32 @@ struct MessageBuffer {
   char* data() { return reinterpret_cast<char*>(words.data()); }
 };
 
+// Message slots: a buffer each and the request (a send or a receive) on
+// it. A failing rank leaves with requests in flight (the job is ending):
+// their buffers are then kept, not freed, since MPI may still write a
+// message it matches into them (a receive) or read one from them (a
+// send). Freed, they were seen to become a writer rank's false "frequency
+// chunk 139672068037952" and, under MPICH, a segmentation fault in another
+// thread that hung the job's abort.
+struct MessageSlots {
+  std::vector<MessageBuffer> buffers;
+  std::vector<MPI_Request> requests;
+  MessageSlots(index_t slots, index_t bytes)
+      : buffers(static_cast<size_t>(slots), MessageBuffer(bytes)),
+        requests(static_cast<size_t>(slots), MPI_REQUEST_NULL) {}
+  ~MessageSlots() {
+    if (in_flight()) (void)new std::vector<MessageBuffer>(std::move(buffers));
+  }
+  MessageSlots(const MessageSlots&) = delete;
+  MessageSlots& operator=(const MessageSlots&) = delete;
+
+  int size() const { return static_cast<int>(requests.size()); }
+  bool in_flight() const {
+    return std::any_of(requests.begin(), requests.end(),
+                       [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  }
+};
+
 // A streamer's forwarding thread: --transit-queue message slots, each a
 // buffer and the synchronous send (MPI_Issend) that carries it to a writer
 // rank; a slot is free again once its send is matched and complete.
@@ -35,16 +61,8 @@ class Forwarder {
         queue_(queue),
         layout_(layout),
         tally_(tally),
-        buffers_(static_cast<size_t>(slots), MessageBuffer(transit_message_bytes(layout))),
-        requests_(static_cast<size_t>(slots), MPI_REQUEST_NULL),
+        slots_(slots, transit_message_bytes(layout)),
         done_(static_cast<size_t>(slots)) {}
-  // A failing streamer leaves with sends in flight (the job is ending):
-  // their buffers are kept, not freed, since a receiver that matches one
-  // later would take whatever the memory then held as a chunk (seen: a
-  // writer rank's "frequency chunk 139672068037952", a second, false error).
-  ~Forwarder() {
-    if (in_flight()) (void)new std::vector<MessageBuffer>(std::move(buffers_));
-  }
   Forwarder(const Forwarder&) = delete;
   Forwarder& operator=(const Forwarder&) = delete;
 
@@ -66,8 +84,7 @@ class Forwarder {
   ChunkQueue& queue_;
   const storage::VisibilityLayout& layout_;
   TransitTally& tally_;
-  std::vector<MessageBuffer> buffers_;
-  std::vector<MPI_Request> requests_;
+  MessageSlots slots_;  // kept by a failing streamer while in flight
   std::vector<int> done_;
   Backoff backoff_;
 
@@ -79,15 +96,12 @@ class Forwarder {
     backoff_.pause(tally_.send_wait_s);
   }
 
-  bool in_flight() const {
-    return std::any_of(requests_.begin(), requests_.end(),
-                       [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
-  }
+  bool in_flight() const { return slots_.in_flight(); }
   // Completed sends: their slots free (MPI_Testsome sets them to
   // MPI_REQUEST_NULL). True if any completed.
   bool reap() {
     int count = 0;
-    MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, done_.data(),
+    MPI_Testsome(slots_.size(), slots_.requests.data(), &count, done_.data(),
                  MPI_STATUSES_IGNORE);
     return count > 0 && count != MPI_UNDEFINED;
   }
@@ -127,8 +141,8 @@ class Forwarder {
   // is in flight.
   size_t free_slot() {
     for (;;) {
-      for (size_t i = 0; i < requests_.size(); ++i)
-        if (requests_[i] == MPI_REQUEST_NULL) return i;
+      for (size_t i = 0; i < slots_.requests.size(); ++i)
+        if (slots_.requests[i] == MPI_REQUEST_NULL) return i;
       if (reap())
         backoff_.reset();
       else
@@ -141,13 +155,13 @@ class Forwarder {
   void send(int to, const TransitHeader& h, const void* values, index_t value_bytes,
             const void* bits, index_t bit_bytes) {
     const size_t i = free_slot();
-    char* at = buffers_[i].data();
+    char* at = slots_.buffers[i].data();
     std::memcpy(at, &h, sizeof h);
     std::memcpy(at + sizeof h, values, static_cast<size_t>(value_bytes));
     if (bits) std::memcpy(at + sizeof h + value_bytes, bits, static_cast<size_t>(bit_bytes));
     const index_t payload = value_bytes + (bits ? bit_bytes : 0);
     MPI_Issend(at, static_cast<int>(sizeof h + payload), MPI_BYTE, to, kTagChunk, comm_,
-               &requests_[i]);
+               &slots_.requests[i]);
     ++tally_.chunks;
     tally_.bytes += payload;
   }
@@ -197,9 +211,12 @@ TransitReceived receive_from_streamers(MPI_Comm comm, int senders, index_t slots
     return {writers.wait_s(), got.idle_s, 0, 0, writers.taken_bytes()};
   };
   const index_t bytes = transit_message_bytes(layout);
-  const int n = static_cast<int>(slots);
-  std::vector<MessageBuffer> buffers(static_cast<size_t>(slots), MessageBuffer(bytes));
-  std::vector<MPI_Request> requests(static_cast<size_t>(slots), MPI_REQUEST_NULL);
+  // Posted receives outlive a failure here (its writers' failing push
+  // throws): their buffers are then kept.
+  MessageSlots slots_in(slots, bytes);
+  auto& buffers = slots_in.buffers;
+  auto& requests = slots_in.requests;
+  const int n = slots_in.size();
   std::vector<int> done(static_cast<size_t>(slots));
   std::vector<MPI_Status> statuses(static_cast<size_t>(slots));
   const auto post = [&](size_t i) {
