@@ -5,8 +5,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace iotest {
 
@@ -27,5 +30,27 @@ void wait_for(MPI_Request& request);
 void barrier(MPI_Comm comm);
 // Root's text to every rank of comm (waiting without spinning).
 void broadcast(MPI_Comm comm, int root, std::string& text);
+
+// Whether any of the requests is still in flight (not MPI_REQUEST_NULL).
+inline bool in_flight(const std::vector<MPI_Request>& requests) {
+  return std::any_of(requests.begin(), requests.end(),
+                     [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+}
+
+// For the destructor of a buffer's owner: a rank that fails leaves with
+// requests on its buffers in flight (its job is ending), and MPI may still
+// write a message it matches into one (a receive) or read one from it (a
+// send). Such a buffer is kept, not freed: freed, it took other ranks'
+// messages into reused memory (a writer rank's false "frequency chunk
+// 139672068037952") or, unmapped, faulted in another thread, which under
+// MPICH hung the job's abort.
+template <class Buffer>
+void keep_while_in_flight(const std::vector<MPI_Request>& requests, Buffer& buffer) {
+  if (in_flight(requests)) (void)new Buffer(std::move(buffer));
+}
+template <class Buffer>
+void keep_while_in_flight(MPI_Request request, Buffer& buffer) {
+  if (request != MPI_REQUEST_NULL) (void)new Buffer(std::move(buffer));
+}
 
 }  // namespace iotest

@@ -13,16 +13,22 @@
 #include <mutex>
 #include <vector>
 
+#include "iotest/common/mpi_wait.hpp"
 #include "iotest/pipeline/roles.hpp"
 #include "iotest/pipeline/task_queue.hpp"
 
 namespace iotest::pipeline {
 
-// One part's contributions, one per facet, and their requests.
+// One part's contributions, one per facet, and their requests (kept by a
+// failing rank while in flight).
 struct PartBuffers {
   AlignedBuffer contributions;
   std::vector<MPI_Request> requests;
   index_t part = -1;
+  PartBuffers() = default;
+  PartBuffers(PartBuffers&&) = default;
+  PartBuffers& operator=(PartBuffers&&) = default;
+  ~PartBuffers() { keep_while_in_flight(requests, contributions); }
 };
 
 // The parts still to take, in walk order. Static assignment: this

@@ -28,10 +28,14 @@ class ImageReceiver {
   void finish();
 
  private:
-  struct Slot {
+  struct Slot {  // kept by a failing rank while in flight
     Array2D buffer;
     MPI_Request request = MPI_REQUEST_NULL;
     index_t visit = -1, facet = -1;  // facet: the index into the producer's facets
+    Slot() = default;
+    Slot(Slot&&) = default;
+    Slot& operator=(Slot&&) = default;
+    ~Slot() { keep_while_in_flight(request, buffer); }
   };
   void finish_column();
   void finish_stack();

@@ -19,12 +19,17 @@ namespace {
 // complete, is added to its destination's (issue 37, item 4: which host's
 // link bounds a run). The producer tests every busy slot whenever it looks
 // for a free one, so a completion is seen within one pass of its loop.
+// Kept by a failing rank while in flight.
 struct SendSlot {
   Array2D buffer;
   std::vector<MPI_Request> requests;
   std::vector<int> destinations;
   Clock::time_point posted;
   std::vector<PeerSends>* sent_to = nullptr;
+  SendSlot() = default;
+  SendSlot(SendSlot&&) = default;
+  SendSlot& operator=(SendSlot&&) = default;
+  ~SendSlot() { keep_while_in_flight(requests, buffer); }
   void post(int destination, index_t bytes, MPI_Comm comm, int tag, index_t values) {
     if (requests.empty()) posted = Clock::now();
     MPI_Request request;

@@ -24,29 +24,18 @@ struct MessageBuffer {
 };
 
 // Message slots: a buffer each and the request (a send or a receive) on
-// it. A failing rank leaves with requests in flight (the job is ending):
-// their buffers are then kept, not freed, since MPI may still write a
-// message it matches into them (a receive) or read one from them (a
-// send). Freed, they were seen to become a writer rank's false "frequency
-// chunk 139672068037952" and, under MPICH, a segmentation fault in another
-// thread that hung the job's abort.
+// it; kept by a failing rank while in flight (keep_while_in_flight).
 struct MessageSlots {
   std::vector<MessageBuffer> buffers;
   std::vector<MPI_Request> requests;
   MessageSlots(index_t slots, index_t bytes)
       : buffers(static_cast<size_t>(slots), MessageBuffer(bytes)),
         requests(static_cast<size_t>(slots), MPI_REQUEST_NULL) {}
-  ~MessageSlots() {
-    if (in_flight()) (void)new std::vector<MessageBuffer>(std::move(buffers));
-  }
+  ~MessageSlots() { keep_while_in_flight(requests, buffers); }
   MessageSlots(const MessageSlots&) = delete;
   MessageSlots& operator=(const MessageSlots&) = delete;
 
   int size() const { return static_cast<int>(requests.size()); }
-  bool in_flight() const {
-    return std::any_of(requests.begin(), requests.end(),
-                       [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
-  }
 };
 
 // A streamer's forwarding thread: --transit-queue message slots, each a
@@ -96,7 +85,7 @@ class Forwarder {
     backoff_.pause(tally_.send_wait_s);
   }
 
-  bool in_flight() const { return slots_.in_flight(); }
+  bool in_flight() const { return iotest::in_flight(slots_.requests); }
   // Completed sends: their slots free (MPI_Testsome sets them to
   // MPI_REQUEST_NULL). True if any completed.
   bool reap() {
