@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace iotest {
 
@@ -32,7 +32,7 @@ void barrier(MPI_Comm comm);
 void broadcast(MPI_Comm comm, int root, std::string& text);
 
 // Whether any of the requests is still in flight (not MPI_REQUEST_NULL).
-inline bool in_flight(const std::vector<MPI_Request>& requests) {
+inline bool in_flight(std::span<const MPI_Request> requests) {
   return std::any_of(requests.begin(), requests.end(),
                      [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
 }
@@ -45,12 +45,8 @@ inline bool in_flight(const std::vector<MPI_Request>& requests) {
 // 139672068037952") or, unmapped, faulted in another thread, which under
 // MPICH hung the job's abort.
 template <class Buffer>
-void keep_while_in_flight(const std::vector<MPI_Request>& requests, Buffer& buffer) {
+void keep_while_in_flight(std::span<const MPI_Request> requests, Buffer& buffer) {
   if (in_flight(requests)) (void)new Buffer(std::move(buffer));
-}
-template <class Buffer>
-void keep_while_in_flight(MPI_Request request, Buffer& buffer) {
-  if (request != MPI_REQUEST_NULL) (void)new Buffer(std::move(buffer));
 }
 
 }  // namespace iotest

@@ -35,7 +35,7 @@ class ImageReceiver {
     Slot() = default;
     Slot(Slot&&) = default;
     Slot& operator=(Slot&&) = default;
-    ~Slot() { keep_while_in_flight(request, buffer); }
+    ~Slot() { keep_while_in_flight({&request, 1}, buffer); }
   };
   void finish_column();
   void finish_stack();
