@@ -51,12 +51,29 @@ def tool(*args, root=ROOT, timeout=120, check=None, **kw):
             proc.wait()
             out.seek(0), err.seek(0)
             raise AssertionError(f"{args} did not end in {timeout} s\nstdout: {out.read()[-4000:]}"
-                                 f"\nstderr: {err.read()[-4000:]}\n{state}") from None
+                                 f"\nstderr: {err.read()[-4000:]}\n{state}\n"
+                                 f"{slurm_log_tails(root)}") from None
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
     if check is not None:
-        assert done.returncode == check, (args, done.returncode, done.stdout, done.stderr)
+        # A string, not a tuple: pytest shortens a tuple's repr, and the
+        # middle of what a failed job printed is what says why.
+        assert done.returncode == check, (f"{args} exited {done.returncode}, not {check}\n"
+                                          f"stdout: {done.stdout[-6000:]}\n"
+                                          f"stderr: {done.stderr[-6000:]}\n"
+                                          f"{slurm_log_tails(root)}")
     return done
+
+
+def slurm_log_tails(root, lines=15):
+    """The last lines of Slurm's logs: why a step was ended (a rank's
+    abort, a host thought dead) is there, and a CI machine keeps nothing."""
+    tails = []
+    for log in sorted(glob.glob(os.path.join(root, "log", "slurm*.log"))):
+        with open(log, errors="replace") as f:
+            tail = f.readlines()[-lines:]
+        tails.append(f"{os.path.basename(log)}:\n" + "".join(tail))
+    return "\n".join(tails)
 
 
 def cluster_state(root):
