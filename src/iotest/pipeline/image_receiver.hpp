@@ -28,13 +28,16 @@ class ImageReceiver {
   void finish();
 
  private:
-  struct Slot {  // kept by a failing rank while in flight
+  // Kept by a failing rank while in flight. Never moved or copied (slots_
+  // is sized once and posted_ points into it): a copy of a posted request
+  // would make its moved-from owner keep a buffer for nothing.
+  struct Slot {
     Array2D buffer;
     MPI_Request request = MPI_REQUEST_NULL;
     index_t visit = -1, facet = -1;  // facet: the index into the producer's facets
     Slot() = default;
-    Slot(Slot&&) = default;
-    Slot& operator=(Slot&&) = default;
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
     ~Slot() { keep_while_in_flight({&request, 1}, buffer); }
   };
   void finish_column();
