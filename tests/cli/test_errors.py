@@ -262,7 +262,7 @@ def kill_mid_run(tmp_path, ranks, args, victim, ext="h5"):
                            env=mpi_env())
     try:
         deadline = time.time() + MPI_TIMEOUT_S
-        while len(list(tmp_path.glob("*.partial"))) < 2:
+        while len(list(tmp_path.glob("*[0-9].partial"))) < 2:  # the outputs, not their locks
             assert job.poll() is None and time.time() < deadline, job.communicate()
             time.sleep(0.02)
         # The outputs are claimed (the .partial files made) before the ranks

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import (HOSTS, JOB_TIMEOUT_S, T05, TOOL, iotest_binary, load, tool,
+from conftest import (HOSTS, JOB_TIMEOUT_S, T05, TOOL, iotest_binary, load, settle_jobs, tool,
                       virtual_cluster)
 
 ROOT = os.environ.get("IOTEST_CEPHFS_TEST_ROOT", "/var/tmp/iotest-cluster-cephfs")
@@ -59,9 +59,9 @@ def no_job_outlives_its_test(request):
     yield
     if "ceph" not in request.fixturenames:
         return
-    left = tool("exec", "squeue", "-h", "-o", "%i", root=ROOT, timeout=30).stdout.split()
+    left = settle_jobs(ROOT)
     if left:
-        tool("exec", "scancel", "--full", "--signal=KILL", *left, root=ROOT, timeout=30)
+        pytest.fail(left)
 
 
 @pytest.fixture

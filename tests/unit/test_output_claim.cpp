@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/output_claim.hpp"
@@ -57,7 +60,8 @@ TEST(OutputClaim, PublishesAndLeavesNothingElse) {
     if (file_at_start) put(path, "an earlier run");
     {
       OutputClaim claim(path, 1);
-      EXPECT_TRUE(fs::exists(claim.partial()));  // created at once, empty
+      EXPECT_TRUE(fs::exists(claim.partial()));               // created at once, empty
+      EXPECT_TRUE(fs::exists(path + ".run-1.lock.partial"));  // its lock's, beside it
       EXPECT_EQ(claim.replaces(), file_at_start);
       put(claim.partial(), "run 1");
       publish(claim);
@@ -90,11 +94,39 @@ TEST(OutputClaim, AnotherLiveRunIsRefused) {
       EXPECT_NE(std::string(e.what()).find(first.partial()), std::string::npos) << e.what();
     }
     EXPECT_TRUE(fs::exists(first.partial()));
-    EXPECT_FALSE(fs::exists(partial_path(path, 2)));  // the refused run left nothing
+    EXPECT_EQ(entries(dir), 2U);  // the refused run left nothing: first's and its lock's
   }
   put(partial_path(path, 3), "a run that died");  // not held by anyone
   OutputClaim third(path, 4);
   EXPECT_EQ(got(partial_path(path, 3)), "a run that died");
+  fs::remove_all(dir);
+}
+
+// Two runs that claim a name at once and each see the other's claim: the
+// smaller nonce gets it. The larger gives way; the smaller waits for it to,
+// and is refused only if the other's claim stays (a run that was there
+// first and never saw this one).
+TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
+  const auto dir = scratch("tie");
+  const auto path = (dir / "out.h5").string();
+  {
+    OutputClaim smaller(path, 3);
+    EXPECT_THROW(OutputClaim(path, 8, "OUTPUT", false, std::chrono::hours(1)), UsageError);
+    EXPECT_FALSE(fs::exists(partial_path(path, 8)));
+  }
+  std::optional<OutputClaim> larger(std::in_place, path, 9);
+  std::thread gives_way([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    larger.reset();  // as a run that saw the smaller claim: its own removed, its lock gone
+  });
+  std::optional<OutputClaim> smaller;
+  EXPECT_NO_THROW(smaller.emplace(path, 2, "OUTPUT", false, std::chrono::minutes(2)));
+  gives_way.join();
+  EXPECT_FALSE(fs::exists(partial_path(path, 9)));
+  // One there first that stays: the smaller nonce is refused once its wait ends.
+  EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, std::chrono::milliseconds(200)), UsageError);
+  EXPECT_TRUE(smaller.has_value() && fs::exists(smaller->partial()));
+  smaller.reset();
   fs::remove_all(dir);
 }
 

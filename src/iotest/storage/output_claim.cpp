@@ -4,29 +4,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "iotest/common/errors.hpp"
 
 namespace iotest::storage {
 namespace {
 
-// The byte a claim locks: far past any file's end, so the lock never
-// meets the byte-range locks MPI-IO takes on the data (ROMIO's data
-// sieving), and locks of no other program.
-constexpr off_t kClaimByte = off_t{1} << 62;
+// A claim's lock is on a file of its own beside the in-progress output
+// (PATH.run-<nonce>.lock.partial, never written), so that another run
+// looking for a live writer opens that file and never the output. It ends
+// in .partial, as everything a run that died leaves does. On a parallel
+// file system a second client's open of a file being written costs the
+// writer: on CephFS it takes the writer's buffering caps away (the file
+// goes to "mix"), and ceph-fuse 16.2 kept wanting the file's caps after
+// its close, so the writer's writes stopped until the metadata server
+// looked at the file again (72 s, and over 120 s in CI; bench/README.md,
+// "A second job's look at a claim on CephFS").
+std::string lock_path_of(const std::string& path, std::uint32_t nonce) {
+  return path + ".run-" + std::to_string(nonce) + ".lock.partial";
+}
 
 struct flock claim_lock(short type) {
   struct flock l {};
   l.l_type = type;
-  l.l_whence = SEEK_SET;
-  l.l_start = kClaimByte;
-  l.l_len = 1;
+  l.l_whence = SEEK_SET;  // the whole file
   return l;
 }
 
@@ -46,10 +57,11 @@ bool is_inode(const std::string& name, dev_t dev, ino_t ino) {
   return ::lstat(name.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-// Whether a live process holds the claim on an in-progress file (false
-// where the file system keeps no locks: then only publishing finds a clash).
-bool is_held(const std::string& name) {
-  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+// Whether a live process holds the claim on an in-progress output (false
+// where the file system keeps no locks, then only publishing finds a
+// clash; and where the claim has no lock file: a run that died).
+bool is_held(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
   struct flock l = claim_lock(F_WRLCK);
   const bool held = ::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
@@ -57,12 +69,18 @@ bool is_held(const std::string& name) {
   return held;
 }
 
-// Another run's in-progress file for the same final name, held by it now.
-std::optional<std::string> live_partial_of(const std::string& path, std::uint32_t nonce) {
+// Another run's in-progress file for the same final name, held by it now,
+// and that run's nonce.
+struct LivePartial {
+  std::string path;
+  std::uint32_t nonce = 0;
+};
+std::vector<LivePartial> live_partials_of(const std::string& path, std::uint32_t nonce) {
   namespace fs = std::filesystem;
   const std::string prefix = fs::path(path).filename().string() + ".run-";
   const std::string suffix = ".partial";
   const std::string mine = fs::path(partial_path(path, nonce)).filename().string();
+  std::vector<LivePartial> live;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(folder_of(path), error)) {
     const std::string name = entry.path().filename().string();
@@ -70,10 +88,32 @@ std::optional<std::string> live_partial_of(const std::string& path, std::uint32_
         !name.ends_with(suffix) || name == mine)
       continue;
     const std::string run = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (run.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (is_held(entry.path().string())) return entry.path().string();
+    if (run.size() > 10 || run.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto other = static_cast<std::uint32_t>(std::stoull(run));
+    if (is_held(lock_path_of(path, other))) live.push_back({entry.path().string(), other});
   }
-  return std::nullopt;
+  return live;
+}
+
+// The live claim this run gives way to, if any. Two runs that claim a
+// name together may each see the other's claim (each creates, then looks),
+// and, a run's outputs being claimed by several ranks, each run could win
+// some names and lose others: both would be refused. So the smaller nonce
+// wins a tie. A run that sees a smaller one's claim gives way at once. A
+// run that sees only larger ones waits, up to `tie_wait`, for them to give
+// way: each either saw this claim (and goes within its own look) or looked
+// before it (and was there first: then this run gives way).
+std::optional<LivePartial> claim_given_way_to(const std::string& path, std::uint32_t nonce,
+                                              std::chrono::milliseconds tie_wait) {
+  const auto deadline = std::chrono::steady_clock::now() + tie_wait;
+  for (;;) {
+    const auto live = live_partials_of(path, nonce);
+    if (live.empty()) return std::nullopt;
+    const auto smaller = std::ranges::find_if(live, [&](const auto& o) { return o.nonce < nonce; });
+    if (smaller != live.end()) return *smaller;
+    if (std::chrono::steady_clock::now() >= deadline) return live.front();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 // A rename that never replaces a file: false if `to` exists.
@@ -118,6 +158,15 @@ namespace {
 UsageError cannot_create(const std::string& path, const std::string& option,
                          const std::string& why) {
   return UsageError(option, "cannot create '" + path + "': " + why);
+}
+void warn_no_locks(const std::string& option, const std::string& path) {
+  static bool warned = false;
+  if (!warned)
+    std::fprintf(stderr,
+                 "iotest: warning: %s: %s; another run writing the same outputs is found only "
+                 "when publishing\n",
+                 option.c_str(), failed("'" + folder_of(path) + "' keeps no file locks").c_str());
+  warned = true;
 }
 UsageError takes_no_new_file(const std::string& path, const std::string& option) {
   return cannot_create(path, option,
@@ -166,44 +215,52 @@ void check_creatable(const std::string& path, const std::string& option, bool fo
   ::unlink(probe.c_str());
 }
 
-OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option, bool folder)
-    : path_(std::move(path)), partial_(partial_path(path_, nonce)), nonce_(nonce), folder_(folder) {
+OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string option, bool folder,
+                         std::chrono::milliseconds tie_wait)
+    : path_(std::move(path)),
+      partial_(partial_path(path_, nonce)),
+      lock_path_(lock_path_of(path_, nonce)),
+      nonce_(nonce),
+      folder_(folder) {
   check_path(path_, option, folder_);
-  if (folder_) {
-    fd_ = ::mkdir(partial_.c_str(), 0755) == 0
-              ? ::open(partial_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-              : -1;
-  } else {
-    fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // The lock first, then the output's name: a run that sees the name sees
+  // its lock held (while that run lives).
+  lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (lock_fd_ >= 0) {
+    struct flock l = claim_lock(F_WRLCK);
+    if (::fcntl(lock_fd_, F_OFD_SETLK, &l) != 0) warn_no_locks(option, path_);
+    if (folder_) {
+      fd_ = ::mkdir(partial_.c_str(), 0755) == 0
+                ? ::open(partial_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                : -1;
+    } else {
+      fd_ = ::open(partial_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
   }
-  if (fd_ < 0 && errno == EEXIST)
-    throw UsageError(option, "'" + partial_ + "' exists: another run of the same number writes '" +
-                                 path_ + "'; run again");
-  if (fd_ < 0) throw takes_no_new_file(path_, option);
+  if (fd_ < 0) {
+    const int error = errno;
+    release();
+    errno = error;
+    if (errno == EEXIST)
+      throw UsageError(option, "'" + partial_ +
+                                   "' exists: another run of the same number writes '" + path_ +
+                                   "'; run again");
+    throw takes_no_new_file(path_, option);
+  }
   struct stat st {};
   ::fstat(fd_, &st);
   own_dev_ = st.st_dev;
   own_ino_ = st.st_ino;
-  struct flock l = claim_lock(folder_ ? F_RDLCK : F_WRLCK);
-  if (::fcntl(fd_, F_OFD_SETLK, &l) != 0) {
-    static bool warned = false;
-    if (!warned)
-      std::fprintf(stderr,
-                   "iotest: warning: %s: %s; another run writing the same outputs is found only "
-                   "when publishing\n",
-                   option.c_str(),
-                   failed("'" + folder_of(path_) + "' keeps no file locks").c_str());
-    warned = true;
-  }
   // Looked for once this claim is made and locked: of two runs that start
-  // together, at least the later to look sees the other.
-  if (const auto other = live_partial_of(path_, nonce_)) {
+  // together, at least the later to look sees the other (and the smaller
+  // nonce wins where both do).
+  if (const auto other = claim_given_way_to(path_, nonce_, tie_wait)) {
     release();
     remove_output(partial_, folder_);
     throw UsageError(option, "'" + path_ +
                                  "' is being written by another run (its file in "
                                  "progress: '" +
-                                 *other +
+                                 other->path +
                                  "'); give this run another output name, or let that one finish");
   }
   if (::lstat(path_.c_str(), &st) == 0) {
@@ -215,8 +272,10 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
 OutputClaim::OutputClaim(OutputClaim&& other) noexcept
     : path_(std::move(other.path_)),
       partial_(std::move(other.partial_)),
+      lock_path_(std::move(other.lock_path_)),
       nonce_(other.nonce_),
       fd_(other.fd_),
+      lock_fd_(other.lock_fd_),
       own_dev_(other.own_dev_),
       own_ino_(other.own_ino_),
       replaces_(other.replaces_),
@@ -224,6 +283,7 @@ OutputClaim::OutputClaim(OutputClaim&& other) noexcept
       replaced_(other.replaced_),
       state_(other.state_) {
   other.fd_ = -1;
+  other.lock_fd_ = -1;
   other.state_ = State::published;  // nothing left for its destructor
 }
 
@@ -238,8 +298,16 @@ OutputClaim::~OutputClaim() {
 }
 
 void OutputClaim::release() noexcept {
-  if (fd_ >= 0) ::close(fd_);  // and with it the lock
+  if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  if (lock_fd_ < 0) return;
+  // Its lock file removed while still held (so it is this claim's), then
+  // the lock let go.
+  struct stat st {};
+  if (::fstat(lock_fd_, &st) == 0 && is_inode(lock_path_, st.st_dev, st.st_ino))
+    ::unlink(lock_path_.c_str());
+  ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 bool OutputClaim::is_ours(const std::string& name) const {

@@ -5,10 +5,13 @@
 // - while a run writes PATH, its output is PATH.run-<nonce>.partial,
 //   created exclusively (O_EXCL): no other run opens, truncates, replaces
 //   or renames it, whatever its options or host;
-// - the run holds a lock on that file (an open-file-description lock, the
-//   kind NFS, Lustre and GPFS carry between hosts) until the output is
-//   published or dropped, so another run tells a live writer of PATH from
-//   the leftovers of one that died, and refuses before any work;
+// - the run holds a lock (an open-file-description lock, the kind NFS,
+//   Lustre, GPFS and CephFS carry between hosts) on a file beside it,
+//   PATH.run-<nonce>.lock.partial, until the output is published or
+//   dropped, so another run tells a live writer of PATH from the leftovers
+//   of one that died, and refuses before any work, without opening the
+//   output itself (which on a parallel file system costs the writer);
+// - of two runs that claim PATH together, the smaller nonce gets it;
 // - the output takes its final name only through take()/commit(), which
 //   never replace a file other than the one that was under PATH when the
 //   run began (a run re-run in one folder replaces its earlier outputs, as
@@ -18,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -62,15 +66,18 @@ struct FileIdentity {
 // final name (naming its in-progress file).
 //
 // A folder output (`folder`: a MeasurementSet) is claimed the same way:
-// its in-progress folder made exclusively (mkdir), locked through a
-// descriptor of the folder (a read lock: a folder opens read-only, and
-// another run's F_WRLCK query sees it), published whole by one rename
+// its in-progress folder made exclusively (mkdir), its lock file beside
+// it, published whole by one rename
 // (renameat2 exchange or no-replace; folders take no hard link), and
 // removed whole when dropped.
 class OutputClaim {
  public:
+  // Of two runs that claim the same name at once, the one of the smaller
+  // nonce gets it; the other is refused. A claim that finds only larger
+  // nonces' live claims waits up to `tie_wait` for them to give way.
+  static constexpr std::chrono::milliseconds kTieWait{10000};
   OutputClaim(std::string path, std::uint32_t nonce, std::string option = "OUTPUT",
-              bool folder = false);
+              bool folder = false, std::chrono::milliseconds tie_wait = kTieWait);
   OutputClaim(OutputClaim&& other) noexcept;
   OutputClaim& operator=(OutputClaim&&) = delete;
   OutputClaim(const OutputClaim&) = delete;
@@ -110,9 +117,10 @@ class OutputClaim {
   bool is_ours(const std::string& name) const;
   void release() noexcept;
 
-  std::string path_, partial_;
+  std::string path_, partial_, lock_path_;
   std::uint32_t nonce_ = 0;
-  int fd_ = -1;  // the in-progress file's, holding the lock
+  int fd_ = -1;       // the in-progress output's
+  int lock_fd_ = -1;  // its lock file's, holding the lock
   dev_t own_dev_ = 0;
   ino_t own_ino_ = 0;
   bool replaces_ = false;
