@@ -102,16 +102,17 @@ TEST(OutputClaim, AnotherLiveRunIsRefused) {
   fs::remove_all(dir);
 }
 
-// Two runs that claim a name at once and each see the other's claim: the
-// smaller nonce gets it. The larger gives way; the smaller waits for it to,
-// and is refused only if the other's claim stays (a run that was there
-// first and never saw this one).
+// Two runs that claim a name at once and each see the other's claim,
+// both still looking: the smaller nonce gets it. The larger gives way; the
+// smaller waits for it to give way, or to go ahead. A run that goes ahead
+// (all its claims made) is given way to at once, whatever the nonces.
 TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
   const auto dir = scratch("tie");
   const auto path = (dir / "out.h5").string();
+  const auto forever = std::chrono::hours(1);  // (a wrong wait fails at ctest's timeout)
   {
     OutputClaim smaller(path, 3);
-    EXPECT_THROW(OutputClaim(path, 8, "OUTPUT", false, std::chrono::hours(1)), UsageError);
+    EXPECT_THROW(OutputClaim(path, 8, "OUTPUT", false, forever), UsageError);
     EXPECT_FALSE(fs::exists(partial_path(path, 8)));
   }
   std::optional<OutputClaim> larger(std::in_place, path, 9);
@@ -123,10 +124,31 @@ TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
   EXPECT_NO_THROW(smaller.emplace(path, 2, "OUTPUT", false, std::chrono::minutes(2)));
   gives_way.join();
   EXPECT_FALSE(fs::exists(partial_path(path, 9)));
-  // One there first that stays: the smaller nonce is refused once its wait ends.
+  // Still looking and there first: a smaller nonce is refused once its wait ends.
   EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, std::chrono::milliseconds(200)), UsageError);
-  EXPECT_TRUE(smaller.has_value() && fs::exists(smaller->partial()));
+  // Gone ahead: refused at once, with no wait.
+  smaller->go_ahead();
+  EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, forever), UsageError);
+  EXPECT_TRUE(fs::exists(smaller->partial()));
   smaller.reset();
+  EXPECT_EQ(entries(dir), 0U);
+  fs::remove_all(dir);
+}
+
+// A run that goes ahead while a smaller nonce waits on it: the smaller
+// gives way as soon as it sees that.
+TEST(OutputClaim, ARunThatGoesAheadIsGivenWayTo) {
+  const auto dir = scratch("going");
+  const auto path = (dir / "out.h5").string();
+  OutputClaim larger(path, 9);
+  std::thread goes_ahead([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    larger.go_ahead();
+  });
+  EXPECT_THROW(OutputClaim(path, 2, "OUTPUT", false, std::chrono::hours(1)), UsageError);
+  goes_ahead.join();
+  EXPECT_TRUE(fs::exists(larger.partial()));
+  EXPECT_FALSE(fs::exists(partial_path(path, 2)));
   fs::remove_all(dir);
 }
 

@@ -250,6 +250,7 @@ std::optional<storage::OutputClaim> claim_visibility_output(const storage::Stora
                                                             std::uint32_t nonce) {
   std::optional<storage::OutputClaim> claim;
   if (storage.writes_files) claim.emplace(output, nonce, "OUTPUT", storage.folder);
+  if (claim) claim->go_ahead();  // its one claim
   return claim;
 }
 

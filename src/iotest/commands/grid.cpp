@@ -57,6 +57,7 @@ std::vector<device::GpuInfo> check_grid_options(const GridRunOptions& o) {
 std::optional<storage::OutputClaim> claim_image(const std::string& path) {
   std::optional<storage::OutputClaim> claim;
   if (!path.empty()) claim.emplace(storage::claim_image_path(path));
+  if (claim) claim->go_ahead();  // its one claim
   return claim;
 }
 

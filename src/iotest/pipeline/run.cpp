@@ -41,8 +41,7 @@ index_t outputs_in_all(const Context& ctx) {
 }  // namespace
 
 index_t Context::first_output() const {
-  return (roles.writers > 0 ? roles.writer_index() : roles.streamer_index()) *
-         options.writer_count;
+  return (roles.writers > 0 ? roles.writer_index() : roles.streamer_index()) * options.writer_count;
 }
 
 std::vector<std::string> Context::outputs() const {
@@ -50,9 +49,9 @@ std::vector<std::string> Context::outputs() const {
   const auto& o = options;
   if (shared_output != MPI_COMM_NULL) return {o.output};  // every writing rank's one writer
   for (int w = 0; roles.writes_outputs() && w < o.writer_count; ++w)
-    paths.push_back(o.output.empty() ? std::string()
-                                     : output_path(o.output, first_output() + w,
-                                                   outputs_in_all(*this)));
+    paths.push_back(o.output.empty()
+                        ? std::string()
+                        : output_path(o.output, first_output() + w, outputs_in_all(*this)));
   return paths;
 }
 
@@ -633,6 +632,13 @@ void claim_image(Context& ctx) {
   }
 }
 
+// Every rank's claims made and agreed: another run that finds one of them
+// from now on gives way at once (storage/output_claim.hpp).
+void go_ahead(const Context& ctx) {
+  for (const auto& claim : ctx.claims) claim.go_ahead();
+  if (ctx.image_claim) ctx.image_claim->go_ahead();
+}
+
 // Outputs split by frequency: each holds at least one frequency chunk.
 void check_file_split(const Context& ctx) {
   const auto split = ctx.split();
@@ -696,6 +702,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
     claim_image(ctx);
     check_free_space(ctx);
   });
+  go_ahead(ctx);
   agree_layout(ctx, comm);
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
 }

@@ -34,10 +34,17 @@ std::string lock_path_of(const std::string& path, std::uint32_t nonce) {
   return path + ".run-" + std::to_string(nonce) + ".lock.partial";
 }
 
-struct flock claim_lock(short type) {
+// The lock file's bytes: the claim's, held from the claim on, and the
+// one that says its run goes ahead (go_ahead()).
+constexpr off_t kClaimByte = 0;
+constexpr off_t kGoingByte = 1;
+
+struct flock claim_lock(short type, off_t byte) {
   struct flock l {};
   l.l_type = type;
-  l.l_whence = SEEK_SET;  // the whole file
+  l.l_whence = SEEK_SET;
+  l.l_start = byte;
+  l.l_len = 1;
   return l;
 }
 
@@ -57,40 +64,49 @@ bool is_inode(const std::string& name, dev_t dev, ino_t ino) {
   return ::lstat(name.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-// Whether a live process holds the claim on an in-progress output (false
-// where the file system keeps no locks, then only publishing finds a
-// clash; and where the claim has no lock file: a run that died).
-bool is_held(const std::string& lock_path) {
-  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  struct flock l = claim_lock(F_WRLCK);
-  const bool held = ::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
-  ::close(fd);
-  return held;
+// Whether a byte of an open lock file is held by another open file.
+bool is_locked(int fd, off_t byte) {
+  struct flock l = claim_lock(F_WRLCK, byte);
+  return ::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
 }
 
-// Another run's in-progress file for the same final name, held by it now,
-// and that run's nonce.
-struct LivePartial {
-  std::string path;
+// Another run's claim on the same final name, held by it now: its
+// in-progress file, its nonce, and whether it goes ahead.
+struct LiveClaim {
+  std::string partial;
   std::uint32_t nonce = 0;
+  bool going = false;
 };
-std::vector<LivePartial> live_partials_of(const std::string& path, std::uint32_t nonce) {
+
+// Whether a live process holds the claim on an in-progress output (none
+// where the file system keeps no locks, then only publishing finds a
+// clash; and where the claim has no lock file: a run that died).
+std::optional<LiveClaim> live_claim(const std::string& path, std::uint32_t nonce) {
+  const int fd = ::open(lock_path_of(path, nonce).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  std::optional<LiveClaim> live;
+  if (is_locked(fd, kClaimByte))
+    live = LiveClaim{partial_path(path, nonce), nonce, is_locked(fd, kGoingByte)};
+  ::close(fd);
+  return live;
+}
+
+std::vector<LiveClaim> live_claims_of(const std::string& path, std::uint32_t nonce) {
   namespace fs = std::filesystem;
   const std::string prefix = fs::path(path).filename().string() + ".run-";
   const std::string suffix = ".partial";
-  const std::string mine = fs::path(partial_path(path, nonce)).filename().string();
-  std::vector<LivePartial> live;
+  std::vector<LiveClaim> live;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(folder_of(path), error)) {
     const std::string name = entry.path().filename().string();
     if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
-        !name.ends_with(suffix) || name == mine)
+        !name.ends_with(suffix))
       continue;
     const std::string run = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     if (run.size() > 10 || run.find_first_not_of("0123456789") != std::string::npos) continue;
     const auto other = static_cast<std::uint32_t>(std::stoull(run));
-    if (is_held(lock_path_of(path, other))) live.push_back({entry.path().string(), other});
+    if (other == nonce) continue;
+    if (auto claim = live_claim(path, other)) live.push_back(*claim);
   }
   return live;
 }
@@ -98,19 +114,21 @@ std::vector<LivePartial> live_partials_of(const std::string& path, std::uint32_t
 // The live claim this run gives way to, if any. Two runs that claim a
 // name together may each see the other's claim (each creates, then looks),
 // and, a run's outputs being claimed by several ranks, each run could win
-// some names and lose others: both would be refused. So the smaller nonce
-// wins a tie. A run that sees a smaller one's claim gives way at once. A
-// run that sees only larger ones waits, up to `tie_wait`, for them to give
-// way: each either saw this claim (and goes within its own look) or looked
-// before it (and was there first: then this run gives way).
-std::optional<LivePartial> claim_given_way_to(const std::string& path, std::uint32_t nonce,
-                                              std::chrono::milliseconds tie_wait) {
+// some names and lose others: both would be refused. So:
+// - a run that goes ahead (all its claims made, none given way) is given
+//   way to at once;
+// - of two still looking, the smaller nonce wins: the larger gives way at
+//   once, the smaller waits, up to `tie_wait`, for the larger to give way
+//   or go ahead. (It does one or the other within its own look.)
+std::optional<LiveClaim> claim_given_way_to(const std::string& path, std::uint32_t nonce,
+                                            std::chrono::milliseconds tie_wait) {
   const auto deadline = std::chrono::steady_clock::now() + tie_wait;
   for (;;) {
-    const auto live = live_partials_of(path, nonce);
+    const auto live = live_claims_of(path, nonce);
     if (live.empty()) return std::nullopt;
-    const auto smaller = std::ranges::find_if(live, [&](const auto& o) { return o.nonce < nonce; });
-    if (smaller != live.end()) return *smaller;
+    const auto wins =
+        std::ranges::find_if(live, [&](const LiveClaim& o) { return o.going || o.nonce < nonce; });
+    if (wins != live.end()) return *wins;
     if (std::chrono::steady_clock::now() >= deadline) return live.front();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -227,7 +245,7 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
   // its lock held (while that run lives).
   lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (lock_fd_ >= 0) {
-    struct flock l = claim_lock(F_WRLCK);
+    struct flock l = claim_lock(F_WRLCK, kClaimByte);
     if (::fcntl(lock_fd_, F_OFD_SETLK, &l) != 0) warn_no_locks(option, path_);
     if (folder_) {
       fd_ = ::mkdir(partial_.c_str(), 0755) == 0
@@ -260,7 +278,7 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
     throw UsageError(option, "'" + path_ +
                                  "' is being written by another run (its file in "
                                  "progress: '" +
-                                 other->path +
+                                 other->partial +
                                  "'); give this run another output name, or let that one finish");
   }
   if (::lstat(path_.c_str(), &st) == 0) {
@@ -295,6 +313,11 @@ OutputClaim::~OutputClaim() {
   } catch (...) {
   }
   release();
+}
+
+void OutputClaim::go_ahead() const {
+  struct flock l = claim_lock(F_WRLCK, kGoingByte);
+  if (lock_fd_ >= 0) ::fcntl(lock_fd_, F_OFD_SETLK, &l);  // (where locks work at all)
 }
 
 void OutputClaim::release() noexcept {

@@ -11,7 +11,9 @@
 //   dropped, so another run tells a live writer of PATH from the leftovers
 //   of one that died, and refuses before any work, without opening the
 //   output itself (which on a parallel file system costs the writer);
-// - of two runs that claim PATH together, the smaller nonce gets it;
+// - a run whose every claim is made goes ahead (go_ahead()), and another
+//   run that finds it then gives way at once; of two runs that claim PATH
+//   together, both still looking, the smaller nonce gets it;
 // - the output takes its final name only through take()/commit(), which
 //   never replace a file other than the one that was under PATH when the
 //   run began (a run re-run in one folder replaces its earlier outputs, as
@@ -72,9 +74,11 @@ struct FileIdentity {
 // removed whole when dropped.
 class OutputClaim {
  public:
-  // Of two runs that claim the same name at once, the one of the smaller
-  // nonce gets it; the other is refused. A claim that finds only larger
-  // nonces' live claims waits up to `tie_wait` for them to give way.
+  // A run that goes ahead (go_ahead()) keeps its outputs; of two runs
+  // that claim the same name at once, still looking, the one of the
+  // smaller nonce gets it, and the other is refused. A claim that finds
+  // only larger nonces' claims, still looking, waits up to `tie_wait` for
+  // them to give way or go ahead.
   static constexpr std::chrono::milliseconds kTieWait{10000};
   OutputClaim(std::string path, std::uint32_t nonce, std::string option = "OUTPUT",
               bool folder = false, std::chrono::milliseconds tie_wait = kTieWait);
@@ -83,6 +87,11 @@ class OutputClaim {
   OutputClaim(const OutputClaim&) = delete;
   // Unless published or kept: its in-progress file removed (if still ours).
   ~OutputClaim();
+
+  // Every claim of this run made, none given way: another run that finds
+  // this claim from now on gives way at once, whatever its nonce. (Until
+  // then it is still looking, and the smaller nonce wins.)
+  void go_ahead() const;
 
   const std::string& path() const { return path_; }
   const std::string& partial() const { return partial_; }
