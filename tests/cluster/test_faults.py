@@ -68,9 +68,10 @@ def dead_host_run(root):
         try:
             # Streaming: every streamer has its output open.
             deadline = time.monotonic() + 60
-            while len(glob.glob(f"{out}/*.partial")) < 5 and time.monotonic() < deadline:
+            outputs = f"{out}/*[0-9].partial"  # (not their claims' .lock.partial files)
+            while len(glob.glob(outputs)) < 5 and time.monotonic() < deadline:
                 time.sleep(0.5)
-            assert len(glob.glob(f"{out}/*.partial")) == 5, os.listdir(out)
+            assert len(glob.glob(outputs)) == 5, os.listdir(out)
             time.sleep(3)
             tool("kill", "node3", root=root, check=0)
             killed = time.monotonic()
