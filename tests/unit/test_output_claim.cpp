@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ std::string got(const fs::path& file) {
 }
 size_t entries(const fs::path& dir) {
   return static_cast<size_t>(std::distance(fs::directory_iterator(dir), {}));
+}
+// `what` 300 ms from now, on a thread of its own (another run's doing,
+// while this one waits in a claim); joined when it goes out of scope.
+std::jthread in_a_moment(std::function<void()> what) {
+  return std::jthread([what = std::move(what)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    what();
+  });
 }
 
 TEST(OutputClaim, NamesCarryTheRun) {
@@ -116,13 +125,12 @@ TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
     EXPECT_FALSE(fs::exists(partial_path(path, 8)));
   }
   std::optional<OutputClaim> larger(std::in_place, path, 9);
-  std::thread gives_way([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    larger.reset();  // as a run that saw the smaller claim: its own removed, its lock gone
-  });
   std::optional<OutputClaim> smaller;
-  EXPECT_NO_THROW(smaller.emplace(path, 2, "OUTPUT", false, std::chrono::minutes(2)));
-  gives_way.join();
+  {
+    // As a run that saw the smaller claim: its own removed, its lock gone.
+    const auto gives_way = in_a_moment([&] { larger.reset(); });
+    EXPECT_NO_THROW(smaller.emplace(path, 2, "OUTPUT", false, std::chrono::minutes(2)));
+  }
   EXPECT_FALSE(fs::exists(partial_path(path, 9)));
   // Still looking and there first: a smaller nonce is refused once its wait ends.
   EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, std::chrono::milliseconds(200)), UsageError);
@@ -141,12 +149,10 @@ TEST(OutputClaim, ARunThatGoesAheadIsGivenWayTo) {
   const auto dir = scratch("going");
   const auto path = (dir / "out.h5").string();
   OutputClaim larger(path, 9);
-  std::thread goes_ahead([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    larger.go_ahead();
-  });
-  EXPECT_THROW(OutputClaim(path, 2, "OUTPUT", false, std::chrono::hours(1)), UsageError);
-  goes_ahead.join();
+  {
+    const auto goes_ahead = in_a_moment([&] { larger.go_ahead(); });
+    EXPECT_THROW(OutputClaim(path, 2, "OUTPUT", false, std::chrono::hours(1)), UsageError);
+  }
   EXPECT_TRUE(fs::exists(larger.partial()));
   EXPECT_FALSE(fs::exists(partial_path(path, 2)));
   fs::remove_all(dir);

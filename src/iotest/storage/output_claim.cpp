@@ -70,10 +70,9 @@ bool is_locked(int fd, off_t byte) {
   return ::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
 }
 
-// Another run's claim on the same final name, held by it now: its
-// in-progress file, its nonce, and whether it goes ahead.
+// Another run's claim on the same final name, held by it now: its nonce,
+// and whether it goes ahead.
 struct LiveClaim {
-  std::string partial;
   std::uint32_t nonce = 0;
   bool going = false;
 };
@@ -85,8 +84,7 @@ std::optional<LiveClaim> live_claim(const std::string& path, std::uint32_t nonce
   const int fd = ::open(lock_path_of(path, nonce).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return std::nullopt;
   std::optional<LiveClaim> live;
-  if (is_locked(fd, kClaimByte))
-    live = LiveClaim{partial_path(path, nonce), nonce, is_locked(fd, kGoingByte)};
+  if (is_locked(fd, kClaimByte)) live = LiveClaim{nonce, is_locked(fd, kGoingByte)};
   ::close(fd);
   return live;
 }
@@ -278,7 +276,7 @@ OutputClaim::OutputClaim(std::string path, std::uint32_t nonce, std::string opti
     throw UsageError(option, "'" + path_ +
                                  "' is being written by another run (its file in "
                                  "progress: '" +
-                                 other->partial +
+                                 partial_path(path_, other->nonce) +
                                  "'); give this run another output name, or let that one finish");
   }
   if (::lstat(path_.c_str(), &st) == 0) {
