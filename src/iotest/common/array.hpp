@@ -4,7 +4,6 @@
 #pragma once
 
 #include <fftw3.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <complex>
@@ -22,10 +21,14 @@ using cplx = std::complex<double>;
 using index_t = std::int64_t;
 
 // SIMD-aligned storage, zero-initialised unless asked otherwise. Buffers of
-// 4 MiB and more are 2 MiB aligned and advised onto transparent huge pages:
-// first touch then costs far fewer page faults, and strided access fewer TLB
-// misses. Untouched pages are not resident, so sizing for the worst case is
-// cheap. Smaller buffers of a page or more start on a page, so that
+// 4 MiB and more are 2 MiB aligned, so that a node whose transparent huge
+// pages are `always` backs them with huge pages. They are not advised into
+// huge pages (MADV_HUGEPAGE) where the node leaves that to the program: on
+// the development VM the advice made the producer's first touch of its
+// prepared facets 2-5x slower (the kernel zeroing fresh huge pages) and no
+// transform or tap sum faster (bench/README.md, "Predict with w against the
+// 2019 code"). Untouched pages are not resident, so sizing for the worst
+// case is cheap. Smaller buffers of a page or more start on a page, so that
 // O_DIRECT writes them as they are (a writer's merged chunks).
 class AlignedBuffer {
  public:
@@ -37,7 +40,6 @@ class AlignedBuffer {
     const size_t bytes = sizeof(cplx) * static_cast<size_t>(count);
     if (bytes >= 2 * kHuge) {
       data_ = static_cast<cplx*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge));
-      if (data_) madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
     } else {
       const size_t align = bytes >= 4096 ? 4096 : 64;
       data_ = static_cast<cplx*>(std::aligned_alloc(align, (bytes + align - 1) / align * align));
