@@ -172,8 +172,9 @@ std::vector<cplx> busiest_visit_visibilities(const test::DegridFixture& s,
 TEST(Degrid, ChannelsSharingTheirTapsAreSummedTogetherAsAlone) {
   // Consecutive channels whose taps start at the same cells and planes are
   // summed in pairs (each row loaded once); each sum must be the one it
-  // has alone. Only the phase exp(2 pi i w c0), stepped across a block of
-  // channels rather than taken per channel, may differ, by rounding.
+  // has alone, up to rounding: a lone sum adds its even and odd rows apart,
+  // and the phase exp(2 pi i w c0) is stepped across a block of channels
+  // rather than taken per channel.
   job::JobOptions o;
   o.rec_set = "T05_";
   o.observation =
