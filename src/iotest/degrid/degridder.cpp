@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/common/vec4.hpp"
 
 namespace iotest::degrid {
 namespace {
@@ -297,11 +298,6 @@ void Degridder::collapse_tower(Workspace& ws, MView2D subgrid_sum) const {
 }
 
 namespace {
-// Four doubles (two complex values), the unit of the tap sums: GCC's vector
-// extension, so that the compiler emits what the target has (one AVX
-// register, or two SSE or NEON ones) and the code names no instruction set.
-using Vec4 = double __attribute__((vector_size(32)));
-
 // The row of S complex values where tap (fu + ju, fv) starts.
 inline const double* tap_row(const Array2D& plane, index_t fu, int ju, index_t fv) {
   return reinterpret_cast<const double*>(plane.data() + (fu + ju) * plane.cols() + fv);

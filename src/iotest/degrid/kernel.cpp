@@ -5,58 +5,40 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "iotest/common/vec4.hpp"
+
 namespace iotest::degrid {
 namespace {
-// a x + c, fused where the target has FMA (elsewhere std::fma would be a
-// slow library call, and nothing can be contracted anyway): every lane
-// below then rounds alike, so a position's weights do not depend on its
-// place in its group.
-inline double madd(double a, double x, double c) {
-#ifdef __FMA__
-  return std::fma(a, x, c);
-#else
-  return a * x + c;
-#endif
-}
-
 // Horner's rule on the monomial coefficients `coeffs` (per power, then
-// tap), the taps of four positions side by side: 4 x S independent chains
-// that vectorise over the taps (written out per lane so the compiler keeps
-// them in registers instead of transposing). S, the support, is a
-// compile-time constant so that no lane beyond it is computed.
+// tap) for four positions at once: a vector per tap holds the four
+// positions' chains, so a step is S independent multiply-adds by the
+// positions' x, with the coefficient broadcast. S, the support, is a
+// compile-time constant so that the S vectors stay in registers. Every
+// lane takes the same operations (a x + c, fused where the target has FMA
+// and the compiler contracts), so a position's weights do not depend on
+// its place in its group.
 template <int S>
 void horner_taps(const std::vector<Taps>& coeffs, int degree, int support, const double* pos, int n,
                  Taps* w, index_t* first) {
-  constexpr int kLanes = 4;  // positions per interleaved group (a0..a3 below)
-  using Lane = std::array<double, S>;
-  const auto load = [](const Taps& t) {
-    Lane a;
-    std::copy_n(t.begin(), S, a.begin());
-    return a;
-  };
+  constexpr int kLanes = 4;  // positions a group
   for (int i0 = 0; i0 < n; i0 += kLanes) {
     const int lanes = std::min(kLanes, n - i0);
-    std::array<double, kLanes> x{};
+    Vec4 x = {};
     for (int b = 0; b < lanes; ++b) {
       const double left = pos[i0 + b] - support / 2.0;
       const double f = std::ceil(left);
-      x[static_cast<size_t>(b)] = 2 * (f - left) - 1;
+      x[b] = 2 * (f - left) - 1;
       first[i0 + b] = static_cast<index_t>(f);
     }
-    const Lane top = load(coeffs[static_cast<size_t>(degree)]);
-    Lane a0 = top, a1 = top, a2 = top, a3 = top;
+    Vec4 acc[S];
+    const Taps& top = coeffs[static_cast<size_t>(degree)];
+    for (int j = 0; j < S; ++j) acc[j] = Vec4{} + top[static_cast<size_t>(j)];
     for (int k = degree - 1; k >= 0; --k) {
       const Taps& c = coeffs[static_cast<size_t>(k)];
-      for (size_t j = 0; j < S; ++j) {
-        a0[j] = madd(a0[j], x[0], c[j]);
-        a1[j] = madd(a1[j], x[1], c[j]);
-        a2[j] = madd(a2[j], x[2], c[j]);
-        a3[j] = madd(a3[j], x[3], c[j]);
-      }
+      for (int j = 0; j < S; ++j) acc[j] = acc[j] * x + c[static_cast<size_t>(j)];
     }
-    const std::array<const Lane*, kLanes> acc{&a0, &a1, &a2, &a3};
     for (int b = 0; b < lanes; ++b)
-      std::copy_n(acc[static_cast<size_t>(b)]->begin(), S, w[i0 + b].begin());
+      for (int j = 0; j < S; ++j) w[i0 + b][static_cast<size_t>(j)] = acc[j][b];
   }
 }
 
