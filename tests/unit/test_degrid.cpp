@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "degrid_fixture.hpp"
@@ -124,7 +126,8 @@ TEST(Degrid, AnArrayAtThePoleIsFreeOfW) {
 // channel at a time (no two share a tap sum).
 std::vector<cplx> busiest_visit_visibilities(const test::DegridFixture& s,
                                              std::vector<binning::VisRun>& runs,
-                                             std::vector<cplx>* each_alone = nullptr) {
+                                             std::vector<cplx>* each_alone = nullptr,
+                                             std::vector<std::uint8_t>* tap_columns = nullptr) {
   const auto& p = s.job.p;
   const auto counts = s.binner.count_visits(0, s.job.obs->baseline_count(), 1);
   const index_t at = std::max_element(counts.visibilities.begin(), counts.visibilities.end()) -
@@ -155,7 +158,11 @@ std::vector<cplx> busiest_visit_visibilities(const test::DegridFixture& s,
   EXPECT_TRUE(visit.w_range(w_lo, w_hi));
   const double dw = s.degridder.planes().dw;
   degrid::Degridder::Workspace tower(p);
-  s.degridder.build_tower(sum.view(), w_lo / dw, w_hi / dw, tower);
+  if (tap_columns)
+    s.degridder.tap_columns(runs.data(), runs.data() + runs.size(), off1, *tap_columns);
+  s.degridder.build_tower(
+      sum.view(), w_lo / dw, w_hi / dw, tower,
+      tap_columns ? std::span<const std::uint8_t>(*tap_columns) : std::span<const std::uint8_t>());
   std::vector<cplx> vis;
   s.degridder.degrid(runs.data(), runs.data() + runs.size(), off0, off1, tower, vis);
   if (each_alone)
@@ -189,6 +196,29 @@ TEST(Degrid, ChannelsSharingTheirTapsAreSummedTogetherAsAlone) {
   for (const auto& v : alone) largest = std::max(largest, std::abs(v));
   for (size_t i = 0; i < vis.size(); ++i)
     ASSERT_LE(std::abs(vis[i] - alone[i]), 1e-13 * largest) << "visibility " << i;
+}
+
+TEST(Degrid, ATowerMadeForItsTapColumnsDegridsAsAWholeOne) {
+  // build_tower transforms only the columns tap_columns marks (blocks of
+  // them): every visibility of the visit must be what the whole tower
+  // gives, and the marks must leave some columns out.
+  job::JobOptions o;
+  o.rec_set = "small";
+  o.observation = telescope::ObservationOptions{"vlaa", "-230:230/4/4", "260e6:300e6/32/32", 34.0};
+  const test::DegridFixture s(job::resolve(o));
+  std::vector<binning::VisRun> runs;
+  std::vector<std::uint8_t> columns;
+  const auto whole = busiest_visit_visibilities(s, runs);
+  const auto pruned = busiest_visit_visibilities(s, runs, nullptr, &columns);
+  ASSERT_GT(whole.size(), 100u);
+  ASSERT_EQ(whole.size(), pruned.size());
+  const auto marked = std::count(columns.begin(), columns.end(), std::uint8_t{1});
+  EXPECT_GT(marked, 0);
+  EXPECT_LT(marked, static_cast<std::ptrdiff_t>(columns.size()) * 9 / 10);
+  double largest = 0;
+  for (const auto& v : whole) largest = std::max(largest, std::abs(v));
+  for (size_t i = 0; i < whole.size(); ++i)
+    ASSERT_LE(std::abs(whole[i] - pruned[i]), 1e-12 * largest) << "visibility " << i;
 }
 
 TEST(Degrid, AOneJanskySourceGivesVisibilitiesOfAmplitudeOne) {

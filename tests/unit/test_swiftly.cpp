@@ -3,6 +3,7 @@
 // their windows reach the ~1e-12 floor, so the stated tolerance is 1e-10.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 
 #include "iotest/commands/recombine.hpp"
@@ -246,6 +247,39 @@ TEST(Recombine, WalkVisitsTheSubgridsNearestTheCentre) {
   }
   EXPECT_EQ(n, 5);
   EXPECT_EQ(walk.size(), 3u);  // centre column plus one either side
+}
+
+TEST(Recombine, ASubgridFinishedForSomeColumnsHasThemExact) {
+  // finish_subgrid_in with columns marked transforms axis 0 only for the
+  // blocks holding them: marked columns must be what the whole transform
+  // gives, and the pruning must have skipped some (or the test is empty).
+  const auto p = config::resolve_rec_set("small");
+  const Recombination rec(p);
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal;
+  Array2D sum = rec.make_subgrid_sum();
+  for (index_t i = 0; i < sum.size(); ++i) sum.data()[i] = {normal(rng), normal(rng)};
+  Array2D whole_in = rec.make_subgrid_sum(), pruned_in = rec.make_subgrid_sum();
+  std::copy(sum.data(), sum.data() + sum.size(), whole_in.data());
+  std::copy(sum.data(), sum.data() + sum.size(), pruned_in.data());
+  std::vector<std::uint8_t> columns(static_cast<size_t>(p.xA), 0);
+  for (const index_t b : {0L, 5L, 17L, 100L, 101L, p.xA / 2, p.xA - 1})
+    columns[static_cast<size_t>(b)] = 1;
+  Array2D whole = rec.make_subgrid(), pruned = rec.make_subgrid();
+  rec.finish_subgrid_in(whole_in.view(), whole.view());
+  rec.finish_subgrid_in(pruned_in.view(), pruned.view(), columns);
+  double largest = 0;
+  for (index_t i = 0; i < whole.size(); ++i) largest = std::max(largest, std::abs(whole.data()[i]));
+  index_t differing = 0;
+  for (index_t a = 0; a < p.xA; ++a)
+    for (index_t b = 0; b < p.xA; ++b) {
+      const double d = std::abs(whole(a, b) - pruned(a, b));
+      if (columns[static_cast<size_t>(b)])
+        ASSERT_LE(d, 1e-13 * largest) << "row " << a << ", column " << b;
+      else if (d > 1e-6 * largest)
+        ++differing;
+    }
+  EXPECT_GT(differing, p.xA * p.xA / 2);  // most columns were not transformed along axis 0
 }
 
 }  // namespace

@@ -19,6 +19,10 @@ namespace {
 inline index_t centred(index_t i, index_t n) {
   return i < n / 2 ? i : i - n;
 }
+// A position in cells wrapped into [-N/2, N/2) (the grid is periodic).
+inline double wrap_centred(double c, index_t N) {
+  return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
+}
 // z^n for |z| = 1 by repeated squaring (z^-1 = conj z).
 inline cplx integer_power(cplx z, index_t n) {
   if (n < 0) {
@@ -245,8 +249,29 @@ void Degridder::size_tower(double wc_min, double wc_max, Workspace& ws) const {
   ws.plane_count = range.count;
 }
 
-index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max,
-                               Workspace& ws) const {
+void Degridder::tap_columns(const binning::VisRun* begin, const binning::VisRun* end, index_t off1,
+                            std::vector<std::uint8_t>& columns) const {
+  const index_t xA = p_.xA;
+  const int S = uv_kernel_.support();
+  columns.assign(static_cast<size_t>(xA), 0);
+  for (const auto* run = begin; run != end; ++run) {
+    // v is linear in frequency along a run, so its ends bound its taps; a
+    // cell either side covers rounding against walk_blocks' positions.
+    const double v = baseline_uvw(run->baseline, run->time).v / telescope::kSpeedOfLight;
+    const auto first_tap = [&](index_t chan) {
+      const double pv =
+          wrap_centred(v * obs_.freq.at(chan) / g_.cell_uv - static_cast<double>(off1), p_.N);
+      return static_cast<index_t>(std::ceil(pv - S / 2.0)) + xA / 2;
+    };
+    const index_t a = first_tap(run->chan_begin), b = first_tap(run->chan_end - 1);
+    const index_t lo = std::max<index_t>(0, std::min(a, b) - 1);
+    const index_t hi = std::min<index_t>(xA, std::max(a, b) + S + 1);
+    std::fill(columns.begin() + lo, columns.begin() + std::max(lo, hi), std::uint8_t{1});
+  }
+}
+
+index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
+                               std::span<const std::uint8_t> columns) const {
   const index_t xM = p_.xM;
   size_tower(wc_min, wc_max, ws);
   const index_t p_lo = ws.first_plane, nplanes = ws.plane_count;
@@ -263,7 +288,7 @@ index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max
   for (index_t p = 0; p < nplanes; ++p) {
     if (p > 0)
       for (index_t i = 0; i < xM * xM; ++i) scratch[i] = screened[i] *= step[i];
-    rec_.finish_subgrid_in(ws.scratch.view(), ws.planes[static_cast<size_t>(p)].view());
+    rec_.finish_subgrid_in(ws.scratch.view(), ws.planes[static_cast<size_t>(p)].view(), columns);
   }
   return nplanes;
 }
@@ -491,9 +516,6 @@ void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun*
                             index_t off1, VisitBlock&& visit) const {
   const index_t N = p_.N;
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
-  const auto wrap_centred = [N](double c) {  // into [-N/2, N/2)
-    return c - static_cast<double>(N) * std::floor(c / static_cast<double>(N) + 0.5);
-  };
   TapBlock b;
   index_t at = 0;
   for (const auto* run_it = begin; run_it != end; ++run_it) {
@@ -504,8 +526,8 @@ void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun*
       b.n = static_cast<int>(std::min<index_t>(kBlock, run.chan_end - k0));
       for (int i = 0; i < b.n; ++i) {
         const double scale = obs_.freq.at(k0 + i) * inv_c;
-        b.pu[i] = wrap_centred(uvw.u * scale / g_.cell_uv - static_cast<double>(off0));
-        b.pv[i] = wrap_centred(uvw.v * scale / g_.cell_uv - static_cast<double>(off1));
+        b.pu[i] = wrap_centred(uvw.u * scale / g_.cell_uv - static_cast<double>(off0), N);
+        b.pv[i] = wrap_centred(uvw.v * scale / g_.cell_uv - static_cast<double>(off1), N);
         b.wl[i] = uvw.w * scale;
         b.pw[i] = (b.wl[i] - w_stack) / planes_.dw;
       }
@@ -515,8 +537,7 @@ void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun*
       // exp(2 pi i w c0) is a phase linear in frequency, so stepped across
       // the block.
       cplx phase = std::polar(1.0, kTwoPi * b.wl[0] * planes_.centre);
-      const cplx step =
-          std::polar(1.0, kTwoPi * uvw.w * obs_.freq.step() * inv_c * planes_.centre);
+      const cplx step = std::polar(1.0, kTwoPi * uvw.w * obs_.freq.step() * inv_c * planes_.centre);
       for (int i = 0; i < b.n; ++i, phase *= step) b.phase[static_cast<size_t>(i)] = phase;
       visit(at, std::as_const(b));
       at += b.n;

@@ -21,8 +21,10 @@
 #pragma once
 
 #include <complex>
+#include <cstdint>
 #include <numbers>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
@@ -138,8 +140,14 @@ class Degridder {
   // Builds the tower of planes a visit's visibilities need, w / dw
   // (relative to its stack) in [wc_min, wc_max] (binning::VisitRuns::w_range
   // over dw), from `subgrid_sum`, the subgrid's image-space sum. Returns the
-  // number of planes made.
-  index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws) const;
+  // number of planes made. With `columns` (tap_columns of the visit's runs)
+  // only those columns of each plane are made exact (the others are never
+  // read); empty: all.
+  index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
+                      std::span<const std::uint8_t> columns = {}) const;
+  // The tower columns (xA flags) that the taps of runs [begin, end) read.
+  void tap_columns(const binning::VisRun* begin, const binning::VisRun* end, index_t off1,
+                   std::vector<std::uint8_t>& columns) const;
   // The imaging direction. Zeroes the planes build_tower would make for the
   // same range, for grid() to add to. Returns their number.
   index_t begin_tower(double wc_min, double wc_max, Workspace& ws) const;

@@ -46,6 +46,9 @@ struct Tower {
 
 struct ThreadState {
   std::vector<binning::VisRun> runs;  // the current task's
+  // The tower being built: its part's runs, and the columns their taps read.
+  std::vector<binning::VisRun> tower_runs;
+  std::vector<std::uint8_t> tap_columns;
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   storage::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
@@ -190,9 +193,14 @@ void Streamer::assemble(size_t slot_index, Tower* tower, int thread) {
   }
   const auto t_tower = Clock::now();
   tower->w_lo = w_lo, tower->w_hi = w_hi;
-  if (!synthetic && !gpu)
-    ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
-                                              w_hi / ctx.degridder->planes().dw, tower->ws);
+  if (!synthetic && !gpu) {
+    pieces.runs(0, pieces.pieces().size(), ts.tower_runs);
+    ctx.degridder->tap_columns(ts.tower_runs.data(), ts.tower_runs.data() + ts.tower_runs.size(),
+                               off1, ts.tap_columns);
+    ts.w_planes +=
+        ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
+                                   w_hi / ctx.degridder->planes().dw, tower->ws, ts.tap_columns);
+  }
   ts.stages.tower_s += seconds_since(t_tower);
   const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
   tower->tasks_left = static_cast<index_t>(cuts.size());
@@ -212,8 +220,8 @@ void Streamer::check_subgrid(ThreadState& ts, CView2D sum, const Visit& visit, i
   std::vector<cplx> amplitudes;
   if (ctx.degridder)
     for (const auto& s : ctx.job.sources)
-      amplitudes.push_back(ctx.degridder->facet_correction(
-          static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
+      amplitudes.push_back(ctx.degridder->facet_correction(static_cast<double>(s.y0),
+                                                           static_cast<double>(s.y1), visit.stack));
   sky::dft_subgrid(ctx.job.sources, roots, off0, off1, ts.reference.view(), amplitudes);
   RelativeError e;
   e.add(ts.subgrid.view(), ts.reference.view());
@@ -257,9 +265,9 @@ void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t of
     degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
                            to_writers);
     const double dw = ctx.degridder->planes().dw;
-    ds.w_planes +=
-        degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw, tower->w_hi / dw)
-            .count;
+    ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw,
+                                        tower->w_hi / dw)
+                       .count;
   } else {
     degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis, ds.chunks,
                              to_writers);
@@ -435,7 +443,8 @@ RankResult Streamer::run() {
   if (writers) {
     if (ctx.deadline) {  // what the files hold, so verify checks exactly that
       std::vector<storage::WrittenPart> written;
-      for (const auto& ts : state) written.insert(written.end(), ts.written.begin(), ts.written.end());
+      for (const auto& ts : state)
+        written.insert(written.end(), ts.written.begin(), ts.written.end());
       writers->record_written(storage::merge_written_parts(std::move(written)));
     }
     finish_writers(ctx, out);
@@ -451,6 +460,8 @@ RankResult Streamer::run() {
 
 }  // namespace
 
-RankResult run_streamer(Context& ctx) { return Streamer(ctx).run(); }
+RankResult run_streamer(Context& ctx) {
+  return Streamer(ctx).run();
+}
 
 }  // namespace iotest::pipeline

@@ -141,6 +141,12 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
         FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD, fft_flags));
     subgrid_fwd_ =
         FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
+    if (p.xM % kColumnBlock == 0) {
+      subgrid_rows_inv_ =
+          plan_many(xMi, xMi, sum.data, 1, xMi, sum.data, 1, xMi, FFTW_BACKWARD, fft_flags);
+      subgrid_column_block_inv_ = plan_many(xMi, static_cast<int>(kColumnBlock), sum.data, xMi, 1,
+                                            sum.data, xMi, 1, FFTW_BACKWARD, fft_flags);
+    }
   }
 
   flops_.facet = static_cast<double>(p.yB) * fft_flops(yN);
@@ -237,9 +243,22 @@ void Recombination::add_contribution(CView2D contribution, index_t facet_off0, i
   }
 }
 
-void Recombination::finish_subgrid_in(MView2D scratch, MView2D subgrid) const {
+void Recombination::finish_subgrid_in(MView2D scratch, MView2D subgrid,
+                                      std::span<const std::uint8_t> columns) const {
   const index_t xA = p_.xA, xM = p_.xM;
-  subgrid_inv_.execute(scratch.data);
+  if (columns.empty() || xM % kColumnBlock != 0) {
+    subgrid_inv_.execute(scratch.data);
+  } else {
+    // Subgrid column b is scratch column (b - xA / 2) mod xM.
+    std::vector<std::uint8_t> blocks(static_cast<size_t>(xM / kColumnBlock), 0);
+    for (index_t b = 0; b < xA; ++b)
+      if (columns[static_cast<size_t>(b)])
+        blocks[static_cast<size_t>(wrap(b - xA / 2, xM) / kColumnBlock)] = 1;
+    subgrid_rows_inv_.execute(scratch.data);
+    for (index_t k = 0; k < xM / kColumnBlock; ++k)
+      if (blocks[static_cast<size_t>(k)])
+        subgrid_column_block_inv_.execute(scratch.data + k * kColumnBlock);
+  }
   for (index_t a = 0; a < xA; ++a)
     gather_cyclic(scratch.row(wrap(a - xA / 2, xM)), xM, -xA / 2, subgrid.row(a), xA, 1.0);
 }

@@ -17,6 +17,8 @@
 
 #include <fftw3.h>
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "iotest/common/array.hpp"
@@ -80,8 +82,14 @@ class Recombination {
   // Inverse FFT and cut out the central xA x xA; leaves subgrid_sum zeroed.
   void finish_subgrid(MView2D subgrid_sum, MView2D subgrid) const;
   // The same, leaving `scratch` (the sum on entry) transformed: for callers
-  // that refill it anyway.
-  void finish_subgrid_in(MView2D scratch, MView2D subgrid) const;
+  // that refill it anyway. With `columns` (xA flags, one per subgrid column;
+  // empty: all), only the marked columns of `subgrid` are exact; the others
+  // hold values that are not the subgrid's. The transform runs along axis 1
+  // for every row, then along axis 0 only for the blocks of columns that
+  // hold a marked one: a w-tower's taps read about half of a plane's
+  // columns, and axis 0 (strided) is the larger half of the transform.
+  void finish_subgrid_in(MView2D scratch, MView2D subgrid,
+                         std::span<const std::uint8_t> columns = {}) const;
   // The same from a copy in `scratch` (xM x xM), keeping subgrid_sum: for
   // several w-planes made from one subgrid.
   void finish_subgrid_copy(CView2D subgrid_sum, MView2D scratch, MView2D subgrid) const;
@@ -113,6 +121,10 @@ class Recombination {
   FftPlan column_axis1_inv_, column_axis1_fwd_;  // yN along axis 1 of m x yN
   FftPlan contribution_fwd_, contribution_inv_;  // m along axis 1 of m x m
   FftPlan subgrid_inv_, subgrid_fwd_;            // xM x xM
+  // finish_subgrid_in's transform in two passes: xM rows along axis 1, then
+  // kColumnBlock columns along axis 0 at a time.
+  static constexpr index_t kColumnBlock = 16;
+  FftPlan subgrid_rows_inv_, subgrid_column_block_inv_;
 
   index_t k_row(index_t subgrid_off) const;  // subgrid offset at facet-grid resolution
   index_t z_row(index_t facet_off) const;    // facet offset at subgrid-image resolution
