@@ -126,7 +126,7 @@ Degridder::Degridder(const swiftly::Recombination& rec, const binning::GridGeome
       obs_(obs),
       uv_kernel_(o.support, p_.f / 2),
       sum_taps_(pick_sum_taps(o.support)),
-      sum_taps_pair_(pick_sum_taps_pair(o.support)),
+      pair_sums_(pick_pair_sums(o.support)),
       spread_taps_(pick_spread_taps(o.support)),
       w_kernel_(o.w_support, kWKernelX0),
       layout_(w),
@@ -385,23 +385,36 @@ cplx sum_taps(const double* wu, const double* wv, const double* ww, int Sw, cons
 // fraction of a cell, and by much less in w): each row is loaded once for
 // both. With w, a visibility's 12 x 12 x 8 taps are the predict's main
 // cost. Each sum agrees with sum_taps' to rounding (its products are
-// summed in another order).
-template <int S>
+// summed in another order). R rows of C cells a plane: (S, S) for the
+// same taps; (S + 1, S) or (S, S + 2) for a window that holds two
+// visibilities' taps one row or one cell apart, each weighted zero where
+// it has no tap (C is even: rows load as whole vectors).
+template <int R, int C>
 void sum_taps_pair(const Taps* wu, const Taps* wv, const Taps* ww, int Sw, const Array2D* planes,
                    index_t fu, index_t fv, cplx* out) {
-  Vec4 acc0[S / 2] = {}, acc1[S / 2] = {};
+  Vec4 acc0[C / 2] = {}, acc1[C / 2] = {};
   for (int jw = 0; jw < Sw; ++jw)
-    for (int ju = 0; ju < S; ++ju) {
+    for (int ju = 0; ju < R; ++ju) {
       const double c0 = ww[0][jw] * wu[0][ju], c1 = ww[1][jw] * wu[1][ju];
-      Vec4 r[S / 2];
-      load_row<S>(tap_row(planes[jw], fu, ju, fv), r);
-      for (int k = 0; k < S / 2; ++k) {
+      Vec4 r[C / 2];
+      load_row<C>(tap_row(planes[jw], fu, ju, fv), r);
+      for (int k = 0; k < C / 2; ++k) {
         acc0[k] += c0 * r[k];
         acc1[k] += c1 * r[k];
       }
     }
-  out[0] = sum_over_v<S>(wv[0].data(), acc0);
-  out[1] = sum_over_v<S>(wv[1].data(), acc1);
+  out[0] = sum_over_v<C>(wv[0].data(), acc0);
+  out[1] = sum_over_v<C>(wv[1].data(), acc1);
+}
+
+// A support's pair sums: the same taps, a window a row taller, a window a
+// cell wider (none where the wider window's weights outgrow Taps).
+template <int S>
+Degridder::PairSums pair_sums() {
+  if constexpr (S + 2 <= kMaxSupport)
+    return {&sum_taps_pair<S, S>, &sum_taps_pair<S + 1, S>, &sum_taps_pair<S, S + 2>};
+  else
+    return {&sum_taps_pair<S, S>, nullptr, nullptr};
 }
 
 // sum_taps' adjoint: the same taps, each plane row taking c times the S
@@ -431,8 +444,6 @@ Fn taps_for(int support, std::integer_sequence<int, S...>) {
   Fn f = nullptr;
   if constexpr (std::is_same_v<Fn, SumTaps>)
     ((support == 2 * (S + 1) ? (f = &sum_taps<2 * (S + 1)>, 0) : 0), ...);
-  else if constexpr (std::is_same_v<Fn, SumTapsPair>)
-    ((support == 2 * (S + 1) ? (f = &sum_taps_pair<2 * (S + 1)>, 0) : 0), ...);
   else
     ((support == 2 * (S + 1) ? (f = &spread_taps<2 * (S + 1)>, 0) : 0), ...);
   return f;
@@ -442,8 +453,13 @@ Fn taps_for(int support, std::integer_sequence<int, S...>) {
 SumTaps Degridder::pick_sum_taps(int support) {
   return taps_for<SumTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
 }
-SumTapsPair Degridder::pick_sum_taps_pair(int support) {
-  return taps_for<SumTapsPair>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
+Degridder::PairSums Degridder::pick_pair_sums(int support) {
+  PairSums f;
+  [&]<int... H>(std::integer_sequence<int, H...>) {
+    ((support == 2 * (H + 1) ? (f = pair_sums<2 * (H + 1)>(), 0) : 0), ...);
+  }
+  (std::make_integer_sequence<int, kMaxSupport / 2>{});
+  return f;
 }
 SpreadTaps Degridder::pick_spread_taps(int support) {
   return taps_for<SpreadTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
@@ -555,27 +571,69 @@ void Degridder::walk_runs(const binning::VisRun* begin, const binning::VisRun* e
   });
 }
 
+namespace {
+// `t` (n taps) moved `shift` taps on, zeros before and after.
+Taps shifted(const Taps& t, int n, index_t shift) {
+  Taps out{};
+  std::copy_n(t.begin(), n, out.begin() + shift);
+  return out;
+}
+}  // namespace
+
+template <class Block>
+bool Degridder::sum_pair(const Block& b, size_t i, const Workspace& ws, cplx* out) const {
+  const index_t half = p_.xA / 2;
+  const int S = uv_kernel_.support(), Sw = w_taps();
+  const size_t j = i + 1;
+  const index_t du = b.fu[j] - b.fu[i], dv = b.fv[j] - b.fv[i], dw = b.fw[j] - b.fw[i];
+  // The window holding both visibilities' taps starts at the lower start.
+  const index_t fu = std::min(b.fu[i], b.fu[j]) + half, fv = std::min(b.fv[i], b.fv[j]) + half,
+                fw = std::min(b.fw[i], b.fw[j]) - ws.first_plane;
+  const Array2D* planes = ws.planes.data() + fw;
+  if (du == 0 && dv == 0 && dw == 0) {  // the same taps: checked once
+    check_taps(fu, fv, fw, b.pu[i], b.pv[i], b.wl[i], ws);
+    pair_sums_.same(&b.tu[i], &b.tv[i], &b.tw[i], Sw, planes, fu, fv, out);
+    return true;
+  }
+  // Otherwise only starts one row or column apart (a track crossing a cell
+  // edge between two channels) are summed together. A plane's edge is
+  // rarely crossed alone (planes are about ten cells deep in w), so those
+  // are summed apart.
+  if (dw != 0 || std::abs(du) + std::abs(dv) != 1 || !pair_sums_.taller) return false;
+  if (dv != 0 && fv + S + 2 > p_.xA) return false;  // the wider rows would leave the plane
+  check_taps(b.fu[i] + half, b.fv[i] + half, b.fw[i] - ws.first_plane, b.pu[i], b.pv[i], b.wl[i],
+             ws);
+  check_taps(b.fu[j] + half, b.fv[j] + half, b.fw[j] - ws.first_plane, b.pu[j], b.pv[j], b.wl[j],
+             ws);
+  // Visibility k's taps lie `shift` taps into the window along an axis
+  // where the two starts differ by d.
+  const auto shift = [](index_t d, size_t k) {
+    return static_cast<index_t>(k == 0 ? d < 0 : d > 0);
+  };
+  Taps tu[2], tv[2];
+  for (size_t k = 0; k < 2; ++k) {
+    tu[k] = shifted(b.tu[i + k], S, shift(du, k));
+    tv[k] = shifted(b.tv[i + k], S, shift(dv, k));
+  }
+  (du != 0 ? pair_sums_.taller : pair_sums_.wider)(tu, tv, &b.tw[i], Sw, planes, fu, fv, out);
+  return true;
+}
+
 void Degridder::degrid(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
                        index_t off1, const Workspace& ws, std::vector<cplx>& out) const {
-  const index_t half = p_.xA / 2;
   walk_blocks(begin, end, off0, off1, [&](index_t, const TapBlock& b) {
     for (size_t i = 0; i < static_cast<size_t>(b.n);) {
-      const int j = static_cast<int>(i);
-      if (j + 1 == b.n || !b.same_first_taps(j, j + 1)) {  // alone
-        out.push_back(sum_point(b.tu[i], b.tv[i], b.tw[i], b.fu[i], b.fv[i], b.fw[i], b.pu[i],
-                                b.pv[i], b.wl[i], ws) *
-                      b.phase[i]);
-        ++i;
+      cplx pair[2];
+      if (i + 1 < static_cast<size_t>(b.n) && sum_pair(b, i, ws, pair)) {
+        out.push_back(pair[0] * b.phase[i]);
+        out.push_back(pair[1] * b.phase[i + 1]);
+        i += 2;
         continue;
       }
-      // Two at the same taps: checked once, summed together.
-      const index_t fu = b.fu[i] + half, fv = b.fv[i] + half, fw = b.fw[i] - ws.first_plane;
-      check_taps(fu, fv, fw, b.pu[i], b.pv[i], b.wl[i], ws);
-      cplx pair[2];
-      sum_taps_pair_(&b.tu[i], &b.tv[i], &b.tw[i], w_taps(), ws.planes.data() + fw, fu, fv, pair);
-      out.push_back(pair[0] * b.phase[i]);
-      out.push_back(pair[1] * b.phase[i + 1]);
-      i += 2;
+      out.push_back(sum_point(b.tu[i], b.tv[i], b.tw[i], b.fu[i], b.fv[i], b.fw[i], b.pu[i],
+                              b.pv[i], b.wl[i], ws) *
+                    b.phase[i]);
+      ++i;
     }
   });
 }

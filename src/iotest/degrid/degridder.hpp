@@ -200,7 +200,21 @@ class Degridder {
 
  private:
   static SumTaps pick_sum_taps(int support);
-  static SumTapsPair pick_sum_taps_pair(int support);
+  // A support's pair sums (degridder.cpp's sum_taps_pair): over the same
+  // taps, and over windows one row taller or one cell wider (null where
+  // the support leaves Taps no room).
+ public:
+  struct PairSums {
+    SumTapsPair same = nullptr, taller = nullptr, wider = nullptr;
+  };
+
+ private:
+  static PairSums pick_pair_sums(int support);
+  // Sums visibilities i and i + 1 of a block of taps (TapBlock, in
+  // degridder.cpp) together into out[0], out[1] where their taps start at
+  // the same cells and plane, or one row or column apart; false otherwise.
+  template <class Block>
+  bool sum_pair(const Block& b, size_t i, const Workspace& ws, cplx* out) const;
   static SpreadTaps pick_spread_taps(int support);
   // Calls f(visibility, taps u, v, w, first u, v, w, uc, vc, w, phase) for
   // every visibility of runs [begin, end) in order: the kernel positions
@@ -237,7 +251,7 @@ class Degridder {
   const telescope::Observation& obs_;
   GridKernel uv_kernel_;
   SumTaps sum_taps_;
-  SumTapsPair sum_taps_pair_;
+  PairSums pair_sums_;
   SpreadTaps spread_taps_;
   GridKernel w_kernel_;
   WLayout layout_;
