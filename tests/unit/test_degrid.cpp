@@ -158,8 +158,7 @@ std::vector<cplx> busiest_visit_visibilities(const test::DegridFixture& s,
   EXPECT_TRUE(visit.w_range(w_lo, w_hi));
   const double dw = s.degridder.planes().dw;
   degrid::Degridder::Workspace tower(p);
-  if (tap_columns)
-    s.degridder.tap_columns(runs.data(), runs.data() + runs.size(), off1, *tap_columns);
+  if (tap_columns) s.degridder.tap_columns(visit, off1, *tap_columns);
   s.degridder.build_tower(
       sum.view(), w_lo / dw, w_hi / dw, tower,
       tap_columns ? std::span<const std::uint8_t>(*tap_columns) : std::span<const std::uint8_t>());

@@ -242,6 +242,14 @@ class VisitRuns {
                                                index_t max_visibilities) const;
   // The runs of pieces [first, last) in this visit, in storage order.
   void runs(size_t first, size_t last, std::vector<VisRun>& out) const;
+  // Calls visit(run) for every run of the part in storage order, holding
+  // none of them (a busy part of a long observation has millions).
+  template <class Visit>
+  void for_each_run(Visit&& visit) const {
+    for (const auto& p : pieces_)
+      binner_.visit_runs(p.piece.baseline, p.piece.t_begin, p.piece.t_end, stack_, subgrid_, true,
+                         visit);
+  }
   index_t stack() const { return stack_; }
   index_t subgrid() const { return subgrid_; }
 

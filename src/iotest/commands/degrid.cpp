@@ -32,9 +32,7 @@ struct PredictThread : detail::WalkFigures {
   Array2D contribution, sum, facet;
   degrid::Degridder::Workspace degrid;
   std::vector<binning::VisRun> runs;
-  // The tower being built: its visit's runs, and the columns their taps read.
-  std::vector<binning::VisRun> tower_runs;
-  std::vector<std::uint8_t> tap_columns;
+  std::vector<std::uint8_t> tap_columns;  // of the tower being built
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   std::map<index_t, RelativeError> errors;  // per subgrid
@@ -173,9 +171,7 @@ class Predict {
     const binning::VisitRuns visit(c_.binner, stack, s);
     double w_lo = 0, w_hi = 0;
     visit.w_range(w_lo, w_hi);
-    visit.runs(0, visit.pieces().size(), st.tower_runs);
-    c_.degridder.tap_columns(st.tower_runs.data(), st.tower_runs.data() + st.tower_runs.size(),
-                             off1, st.tap_columns);
+    c_.degridder.tap_columns(visit, off1, st.tap_columns);
     st.planes += c_.degridder.build_tower(st.sum.view(), w_lo / c_.dw(), w_hi / c_.dw(), st.degrid,
                                           st.tap_columns);
     std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});

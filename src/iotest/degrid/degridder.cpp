@@ -249,25 +249,25 @@ void Degridder::size_tower(double wc_min, double wc_max, Workspace& ws) const {
   ws.plane_count = range.count;
 }
 
-void Degridder::tap_columns(const binning::VisRun* begin, const binning::VisRun* end, index_t off1,
+void Degridder::tap_columns(const binning::VisitRuns& visit, index_t off1,
                             std::vector<std::uint8_t>& columns) const {
   const index_t xA = p_.xA;
   const int S = uv_kernel_.support();
   columns.assign(static_cast<size_t>(xA), 0);
-  for (const auto* run = begin; run != end; ++run) {
+  visit.for_each_run([&](const binning::VisRun& run) {
     // v is linear in frequency along a run, so its ends bound its taps; a
     // cell either side covers rounding against walk_blocks' positions.
-    const double v = baseline_uvw(run->baseline, run->time).v / telescope::kSpeedOfLight;
+    const double v = baseline_uvw(run.baseline, run.time).v / telescope::kSpeedOfLight;
     const auto first_tap = [&](index_t chan) {
       const double pv =
           wrap_centred(v * obs_.freq.at(chan) / g_.cell_uv - static_cast<double>(off1), p_.N);
       return static_cast<index_t>(std::ceil(pv - S / 2.0)) + xA / 2;
     };
-    const index_t a = first_tap(run->chan_begin), b = first_tap(run->chan_end - 1);
+    const index_t a = first_tap(run.chan_begin), b = first_tap(run.chan_end - 1);
     const index_t lo = std::max<index_t>(0, std::min(a, b) - 1);
     const index_t hi = std::min<index_t>(xA, std::max(a, b) + S + 1);
     std::fill(columns.begin() + lo, columns.begin() + std::max(lo, hi), std::uint8_t{1});
-  }
+  });
 }
 
 index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,

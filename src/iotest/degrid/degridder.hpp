@@ -145,8 +145,9 @@ class Degridder {
   // read); empty: all.
   index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
                       std::span<const std::uint8_t> columns = {}) const;
-  // The tower columns (xA flags) that the taps of runs [begin, end) read.
-  void tap_columns(const binning::VisRun* begin, const binning::VisRun* end, index_t off1,
+  // The tower columns (xA flags) that the taps of the visit part's runs
+  // read (walked, not held).
+  void tap_columns(const binning::VisitRuns& visit, index_t off1,
                    std::vector<std::uint8_t>& columns) const;
   // The imaging direction. Zeroes the planes build_tower would make for the
   // same range, for grid() to add to. Returns their number.

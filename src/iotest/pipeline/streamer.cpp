@@ -45,10 +45,8 @@ struct Tower {
 };
 
 struct ThreadState {
-  std::vector<binning::VisRun> runs;  // the current task's
-  // The tower being built: its part's runs, and the columns their taps read.
-  std::vector<binning::VisRun> tower_runs;
-  std::vector<std::uint8_t> tap_columns;
+  std::vector<binning::VisRun> runs;      // the current task's
+  std::vector<std::uint8_t> tap_columns;  // of the tower being built
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   storage::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
@@ -194,9 +192,7 @@ void Streamer::assemble(size_t slot_index, Tower* tower, int thread) {
   const auto t_tower = Clock::now();
   tower->w_lo = w_lo, tower->w_hi = w_hi;
   if (!synthetic && !gpu) {
-    pieces.runs(0, pieces.pieces().size(), ts.tower_runs);
-    ctx.degridder->tap_columns(ts.tower_runs.data(), ts.tower_runs.data() + ts.tower_runs.size(),
-                               off1, ts.tap_columns);
+    ctx.degridder->tap_columns(pieces, off1, ts.tap_columns);
     ts.w_planes +=
         ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
                                    w_hi / ctx.degridder->planes().dw, tower->ws, ts.tap_columns);
