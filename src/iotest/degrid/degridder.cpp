@@ -410,7 +410,7 @@ void sum_taps_pair(const Taps* wu, const Taps* wv, const Taps* ww, int Sw, const
 // A support's pair sums: the same taps, a window a row taller, a window a
 // cell wider (none where the wider window's weights outgrow Taps).
 template <int S>
-Degridder::PairSums pair_sums() {
+PairSums pair_sums() {
   if constexpr (S + 2 <= kMaxSupport)
     return {&sum_taps_pair<S, S>, &sum_taps_pair<S + 1, S>, &sum_taps_pair<S, S + 2>};
   else
@@ -453,7 +453,7 @@ Fn taps_for(int support, std::integer_sequence<int, S...>) {
 SumTaps Degridder::pick_sum_taps(int support) {
   return taps_for<SumTaps>(support, std::make_integer_sequence<int, kMaxSupport / 2>{});
 }
-Degridder::PairSums Degridder::pick_pair_sums(int support) {
+PairSums Degridder::pick_pair_sums(int support) {
   PairSums f;
   [&]<int... H>(std::integer_sequence<int, H...>) {
     ((support == 2 * (H + 1) ? (f = pair_sums<2 * (H + 1)>(), 0) : 0), ...);

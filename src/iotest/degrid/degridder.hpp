@@ -107,6 +107,12 @@ using SumTapsPair = void (*)(const Taps* wu, const Taps* wv, const Taps* ww, int
 // Its adjoint: adds `value` times the same taps onto the planes.
 using SpreadTaps = void (*)(const double* wu, const double* wv, const double* ww, int w_support,
                             Array2D* planes, index_t first_u, index_t first_v, cplx value);
+// A support's pair sums (degridder.cpp's sum_taps_pair): over the same
+// taps, and over windows one row taller or one cell wider (null where the
+// support leaves Taps no room).
+struct PairSums {
+  SumTapsPair same = nullptr, taller = nullptr, wider = nullptr;
+};
 
 class Degridder {
  public:
@@ -201,15 +207,6 @@ class Degridder {
 
  private:
   static SumTaps pick_sum_taps(int support);
-  // A support's pair sums (degridder.cpp's sum_taps_pair): over the same
-  // taps, and over windows one row taller or one cell wider (null where
-  // the support leaves Taps no room).
- public:
-  struct PairSums {
-    SumTapsPair same = nullptr, taller = nullptr, wider = nullptr;
-  };
-
- private:
   static PairSums pick_pair_sums(int support);
   // Sums visibilities i and i + 1 of a block of taps (TapBlock, in
   // degridder.cpp) together into out[0], out[1] where their taps start at

@@ -216,8 +216,8 @@ void Streamer::check_subgrid(ThreadState& ts, CView2D sum, const Visit& visit, i
   std::vector<cplx> amplitudes;
   if (ctx.degridder)
     for (const auto& s : ctx.job.sources)
-      amplitudes.push_back(ctx.degridder->facet_correction(static_cast<double>(s.y0),
-                                                           static_cast<double>(s.y1), visit.stack));
+      amplitudes.push_back(ctx.degridder->facet_correction(
+          static_cast<double>(s.y0), static_cast<double>(s.y1), visit.stack));
   sky::dft_subgrid(ctx.job.sources, roots, off0, off1, ts.reference.view(), amplitudes);
   RelativeError e;
   e.add(ts.subgrid.view(), ts.reference.view());
@@ -261,9 +261,9 @@ void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t of
     degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,
                            to_writers);
     const double dw = ctx.degridder->planes().dw;
-    ds.w_planes += degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw,
-                                        tower->w_hi / dw)
-                       .count;
+    ds.w_planes +=
+        degrid::tower_planes(ctx.job.w, ctx.job.kernel.w_support, tower->w_lo / dw, tower->w_hi / dw)
+            .count;
   } else {
     degrid::degrid_to_chunks(*ctx.degridder, begin, end, off0, off1, tower->ws, ds.vis, ds.chunks,
                              to_writers);
@@ -439,8 +439,7 @@ RankResult Streamer::run() {
   if (writers) {
     if (ctx.deadline) {  // what the files hold, so verify checks exactly that
       std::vector<storage::WrittenPart> written;
-      for (const auto& ts : state)
-        written.insert(written.end(), ts.written.begin(), ts.written.end());
+      for (const auto& ts : state) written.insert(written.end(), ts.written.begin(), ts.written.end());
       writers->record_written(storage::merge_written_parts(std::move(written)));
     }
     finish_writers(ctx, out);
@@ -456,8 +455,6 @@ RankResult Streamer::run() {
 
 }  // namespace
 
-RankResult run_streamer(Context& ctx) {
-  return Streamer(ctx).run();
-}
+RankResult run_streamer(Context& ctx) { return Streamer(ctx).run(); }
 
 }  // namespace iotest::pipeline
