@@ -249,23 +249,26 @@ void Degridder::size_tower(double wc_min, double wc_max, Workspace& ws) const {
   ws.plane_count = range.count;
 }
 
+double Degridder::cells_from(double metres, index_t chan, index_t off) const {
+  const double scale = obs_.freq.at(chan) * (1.0 / telescope::kSpeedOfLight);
+  return wrap_centred(metres * scale / g_.cell_uv - static_cast<double>(off), p_.N);
+}
+
 void Degridder::tap_columns(const binning::VisitRuns& visit, index_t off1,
                             std::vector<std::uint8_t>& columns) const {
   const index_t xA = p_.xA;
   const int S = uv_kernel_.support();
   columns.assign(static_cast<size_t>(xA), 0);
   visit.for_each_run([&](const binning::VisRun& run) {
-    // v is linear in frequency along a run, so its ends bound its taps; a
-    // cell either side covers rounding against walk_blocks' positions.
-    const double v = baseline_uvw(run.baseline, run.time).v / telescope::kSpeedOfLight;
+    // v is linear in frequency along a run, so its ends bound its taps
+    // (placed as walk_blocks places them: the same cells_from).
+    const double v = baseline_uvw(run.baseline, run.time).v;
     const auto first_tap = [&](index_t chan) {
-      const double pv =
-          wrap_centred(v * obs_.freq.at(chan) / g_.cell_uv - static_cast<double>(off1), p_.N);
-      return static_cast<index_t>(std::ceil(pv - S / 2.0)) + xA / 2;
+      return static_cast<index_t>(std::ceil(cells_from(v, chan, off1) - S / 2.0)) + xA / 2;
     };
     const index_t a = first_tap(run.chan_begin), b = first_tap(run.chan_end - 1);
-    const index_t lo = std::max<index_t>(0, std::min(a, b) - 1);
-    const index_t hi = std::min<index_t>(xA, std::max(a, b) + S + 1);
+    const index_t lo = std::max<index_t>(0, std::min(a, b));
+    const index_t hi = std::min<index_t>(xA, std::max(a, b) + S);
     std::fill(columns.begin() + lo, columns.begin() + std::max(lo, hi), std::uint8_t{1});
   });
 }
@@ -530,7 +533,6 @@ struct TapBlock {
 template <class VisitBlock>
 void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun* end, index_t off0,
                             index_t off1, VisitBlock&& visit) const {
-  const index_t N = p_.N;
   const double inv_c = 1.0 / telescope::kSpeedOfLight;
   TapBlock b;
   index_t at = 0;
@@ -541,10 +543,9 @@ void Degridder::walk_blocks(const binning::VisRun* begin, const binning::VisRun*
     for (index_t k0 = run.chan_begin; k0 < run.chan_end; k0 += kBlock) {
       b.n = static_cast<int>(std::min<index_t>(kBlock, run.chan_end - k0));
       for (int i = 0; i < b.n; ++i) {
-        const double scale = obs_.freq.at(k0 + i) * inv_c;
-        b.pu[i] = wrap_centred(uvw.u * scale / g_.cell_uv - static_cast<double>(off0), N);
-        b.pv[i] = wrap_centred(uvw.v * scale / g_.cell_uv - static_cast<double>(off1), N);
-        b.wl[i] = uvw.w * scale;
+        b.pu[i] = cells_from(uvw.u, k0 + i, off0);
+        b.pv[i] = cells_from(uvw.v, k0 + i, off1);
+        b.wl[i] = uvw.w * (obs_.freq.at(k0 + i) * inv_c);
         b.pw[i] = (b.wl[i] - w_stack) / planes_.dw;
       }
       uv_kernel_.weights(b.pu.data(), b.n, b.tu.data(), b.fu.data());

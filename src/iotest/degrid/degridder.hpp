@@ -235,6 +235,10 @@ class Degridder {
   void w_weights(const double* pos, int n, Taps* w, index_t* first) const;
   // Planes a visibility's taps span: the w kernel's support, 1 when w is free.
   int w_taps() const { return layout_.w_free() ? 1 : w_kernel_.support(); }
+  // A baseline coordinate (metres) at channel `chan` in cells from the
+  // subgrid offset `off`, wrapped into [-N/2, N/2): where walk_blocks puts
+  // a visibility and tap_columns bounds its taps.
+  double cells_from(double metres, index_t chan, index_t off) const;
   // Where a visibility's taps land, checked (as sum_point explains).
   void check_taps(index_t fu, index_t fv, index_t fw, double uc, double vc, double w,
                   const Workspace& ws) const;
