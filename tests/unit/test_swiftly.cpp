@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 
 #include "iotest/commands/recombine.hpp"
 #include "iotest/common/accuracy.hpp"
@@ -280,6 +281,27 @@ TEST(Recombine, ASubgridFinishedForSomeColumnsHasThemExact) {
         ++differing;
     }
   EXPECT_GT(differing, p.xA * p.xA / 2);  // most columns were not transformed along axis 0
+}
+
+TEST(Recombine, OneDirectionsPlansGiveItsSubgridsAndRefuseTheOther) {
+  // `iotest run` plans only its direction's transforms: the subgrid must be
+  // the one a recombination of both directions gives, and the other
+  // direction's steps must fail loudly rather than run an unmade plan.
+  const auto p = config::resolve_rec_set("T05_");
+  const Recombination both(p, FFTW_ESTIMATE), predict(p, FFTW_ESTIMATE, Direction::predict);
+  const Recombination image(p, FFTW_ESTIMATE, Direction::image);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  Array2D sum = both.make_subgrid_sum(), copy = both.make_subgrid_sum();
+  for (index_t i = 0; i < sum.size(); ++i) sum.data()[i] = {normal(rng), normal(rng)};
+  std::copy(sum.data(), sum.data() + sum.size(), copy.data());
+  Array2D expected = both.make_subgrid(), got = both.make_subgrid();
+  both.finish_subgrid(sum.view(), expected.view());
+  predict.finish_subgrid(copy.view(), got.view());
+  for (index_t i = 0; i < got.size(); ++i) ASSERT_EQ(got.data()[i], expected.data()[i]) << i;
+  EXPECT_THROW(predict.prepare_subgrid(got.view(), sum.view()), std::logic_error);
+  EXPECT_THROW(image.finish_subgrid(sum.view(), got.view()), std::logic_error);
+  EXPECT_NO_THROW(image.prepare_subgrid(got.view(), sum.view()));
 }
 
 }  // namespace

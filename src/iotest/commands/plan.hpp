@@ -30,7 +30,7 @@ struct PlanOptions {
   bool assigner = false;
   int threads = 0;           // per streamer (0: this machine's cores over a node's ranks)
   int producer_threads = 0;  // per producer (0: as threads)
-  index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256;
+  index_t send_queue = 8, subgrid_queue = 8, task_queue = 128, bls_per_task = 256;
   std::optional<index_t> visibility_queue;  // none: job::visibility_queue_slots's default
   int writer_count = 1;
   int writer_ranks = 0;  // in transit: the writer group

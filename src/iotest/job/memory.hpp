@@ -44,7 +44,7 @@ struct RunShape {
   int producers = 1, streamers = 1;  // 0 producers: streamers get no receive slots
   bool assigner = false;
   int threads = 1, producer_threads = 1;
-  index_t send_queue = 8, subgrid_queue = 32, task_queue = 128, bls_per_task = 256,
+  index_t send_queue = 8, subgrid_queue = 8, task_queue = 128, bls_per_task = 256,
           visibility_queue = 1024;
   int writer_count = 1;            // per streamer, or in transit per writer rank
   int writer_ranks = 0;            // in transit: the writer group

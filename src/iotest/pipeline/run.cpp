@@ -722,7 +722,10 @@ int plan_transforms(Context& ctx, MPI_Comm comm) {
   ctx.setup_threads = first_touch_threads(comm, roles.is_producer());  // collective
   // Storage only needs no transform, only the buffers' shapes: no measuring.
   const unsigned fft_flags = o.synthetic_vis ? FFTW_ESTIMATE : FFTW_MEASURE;
-  if (roles.rank == wisdom_root) ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
+  const auto plan = [&] {
+    ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags, o.direction);
+  };
+  if (roles.rank == wisdom_root) plan();
   const index_t my_facets = static_cast<index_t>(ctx.facets_of_producer().size());
   // Allocated here and first touched on the setup threads, row by row.
   const auto touch = [&](std::vector<Array2D>& buffers, index_t cols) {
@@ -739,7 +742,7 @@ int plan_transforms(Context& ctx, MPI_Comm comm) {
   broadcast(comm, wisdom_root, wisdom);
   if (roles.rank != wisdom_root) {
     swiftly::import_fft_wisdom(wisdom);
-    ctx.rec = std::make_unique<swiftly::Recombination>(p, fft_flags);
+    plan();
   }
   return wisdom_root;
 }

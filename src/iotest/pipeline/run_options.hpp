@@ -50,7 +50,12 @@ struct RunOptions {
   int producer_threads = 0;  // per producer (0: as threads)
   // Queues (DESIGN.md section 2).
   index_t send_queue = 8;      // contributions in flight per producer thread
-  index_t subgrid_queue = 32;  // subgrids a streamer receives at once
+  // Subgrids a streamer receives at once. The reference's 32 is not kept:
+  // a slot is freed when its subgrid is assembled, so slots only absorb the
+  // producers' jitter, and each one is a contribution per facet that the
+  // node must zero (9 MiB for small, about 1-2 s a GiB on a VM). With 8,
+  // small + vlaa at dec 34 took 23.4 s against 24.9 s (bench/README.md).
+  index_t subgrid_queue = 8;
   index_t task_queue = 128;    // degrid tasks outstanding per streamer
   index_t bls_per_task = 256;  // baselines' time chunks per degrid task
   // Chunks waiting for a streamer's writers (and as many parts held); none:

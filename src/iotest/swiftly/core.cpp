@@ -92,7 +92,9 @@ double fft_flops(double n) {
 ColumnWorkspace::ColumnWorkspace(const config::RecombinationParams& p)
     : rows(p.yB, p.m), padded(p.m, p.yN) {}
 
-Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_flags) : p_(p) {
+Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_flags,
+                             Direction direction)
+    : p_(p) {
   const Pswf window(p.W * std::numbers::pi / 2);
   const double yN = static_cast<double>(p.yN), m = static_cast<double>(p.m),
                N = static_cast<double>(p.N);
@@ -107,52 +109,72 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
     Fn_[static_cast<size_t>(i)] = w / (m * N);
     Fn_image_[static_cast<size_t>(i)] = w / m;
   }
-
-  const int yNi = static_cast<int>(p.yN), yBi = static_cast<int>(p.yB), mi = static_cast<int>(p.m),
-            xMi = static_cast<int>(p.xM);
-  {
-    PlanningArray line(p.yN);
-    facet_axis0_inv_ =
-        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
-    facet_axis0_fwd_ =
-        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
-  }
-  {
-    PlanningArray rows(p.yB * p.m), padded(p.m * p.yN), column(p.m * p.yN);
-    column_axis0_fwd_ =
-        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_FORWARD, fft_flags);
-    column_axis0_inv_ =
-        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_BACKWARD, fft_flags);
-    column_axis1_inv_ =
-        plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi, FFTW_BACKWARD, fft_flags);
-    column_axis1_fwd_ =
-        plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
-  }
-  {
-    PlanningArray contribution(p.m * p.m);
-    contribution_fwd_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
-                                  FFTW_FORWARD, fft_flags);
-    contribution_inv_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
-                                  FFTW_BACKWARD, fft_flags);
-  }
-  {
-    PlanningArray sum(p.xM * p.xM);
-    subgrid_inv_ =
-        FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD, fft_flags));
-    subgrid_fwd_ =
-        FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
-    if (p.xM % kColumnBlock == 0) {
-      subgrid_rows_inv_ =
-          plan_many(xMi, xMi, sum.data, 1, xMi, sum.data, 1, xMi, FFTW_BACKWARD, fft_flags);
-      subgrid_column_block_inv_ = plan_many(xMi, static_cast<int>(kColumnBlock), sum.data, xMi, 1,
-                                            sum.data, xMi, 1, FFTW_BACKWARD, fft_flags);
-    }
-  }
+  if (direction != Direction::image) plan_predict(fft_flags);
+  if (direction != Direction::predict) plan_image(fft_flags);
 
   flops_.facet = static_cast<double>(p.yB) * fft_flops(yN);
   flops_.column = static_cast<double>(p.yB) * fft_flops(m) + m * fft_flops(yN);
   flops_.contribution = m * fft_flops(m);
   flops_.subgrid = 2 * static_cast<double>(p.xM) * fft_flops(static_cast<double>(p.xM));
+}
+
+// facet -> subgrid: inverse along the facet's axis 0, forward along the
+// column's rows, inverse along its padded axis 1 and the subgrid's axes.
+void Recombination::plan_predict(unsigned fft_flags) {
+  const int yNi = static_cast<int>(p_.yN), yBi = static_cast<int>(p_.yB),
+            mi = static_cast<int>(p_.m), xMi = static_cast<int>(p_.xM);
+  {
+    PlanningArray line(p_.yN);
+    facet_axis0_inv_ =
+        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+  }
+  {
+    PlanningArray rows(p_.yB * p_.m), padded(p_.m * p_.yN), column(p_.m * p_.yN);
+    column_axis0_fwd_ =
+        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_FORWARD, fft_flags);
+    column_axis1_inv_ =
+        plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+  }
+  {
+    PlanningArray contribution(p_.m * p_.m);
+    contribution_fwd_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
+                                  FFTW_FORWARD, fft_flags);
+  }
+  PlanningArray sum(p_.xM * p_.xM);
+  subgrid_inv_ =
+      FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD, fft_flags));
+  if (p_.xM % kColumnBlock == 0) {
+    subgrid_rows_inv_ =
+        plan_many(xMi, xMi, sum.data, 1, xMi, sum.data, 1, xMi, FFTW_BACKWARD, fft_flags);
+    subgrid_column_block_inv_ = plan_many(xMi, static_cast<int>(kColumnBlock), sum.data, xMi, 1,
+                                          sum.data, xMi, 1, FFTW_BACKWARD, fft_flags);
+  }
+}
+
+// subgrid -> facet: the adjoints of the above.
+void Recombination::plan_image(unsigned fft_flags) {
+  const int yNi = static_cast<int>(p_.yN), yBi = static_cast<int>(p_.yB),
+            mi = static_cast<int>(p_.m), xMi = static_cast<int>(p_.xM);
+  {
+    PlanningArray line(p_.yN);
+    facet_axis0_fwd_ =
+        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
+  }
+  {
+    PlanningArray rows(p_.yB * p_.m), column(p_.m * p_.yN);
+    column_axis0_inv_ =
+        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_BACKWARD, fft_flags);
+    column_axis1_fwd_ =
+        plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
+  }
+  {
+    PlanningArray contribution(p_.m * p_.m);
+    contribution_inv_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
+                                  FFTW_BACKWARD, fft_flags);
+  }
+  PlanningArray sum(p_.xM * p_.xM);
+  subgrid_fwd_ =
+      FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
 }
 
 index_t Recombination::k_row(index_t subgrid_off) const {

@@ -23,6 +23,7 @@
 
 #include "iotest/common/array.hpp"
 #include "iotest/config/rec_set.hpp"
+#include "iotest/swiftly/direction.hpp"
 #include "iotest/swiftly/fft.hpp"
 
 namespace iotest::swiftly {
@@ -50,8 +51,10 @@ struct FlopModel {
 class Recombination {
  public:
   // fft_flags: FFTW_MEASURE (default) tunes the plans; FFTW_ESTIMATE plans
-  // at once (tests).
-  explicit Recombination(const config::RecombinationParams& p, unsigned fft_flags = FFTW_MEASURE);
+  // at once (tests). Only `direction`'s transforms are planned: measuring
+  // the other half took a predict run's planning rank about 1 s of its 2.
+  explicit Recombination(const config::RecombinationParams& p, unsigned fft_flags = FFTW_MEASURE,
+                         Direction direction = Direction::both);
 
   const config::RecombinationParams& params() const { return p_; }
   const FlopModel& flops() const { return flops_; }
@@ -109,6 +112,9 @@ class Recombination {
   void finish_facet(MView2D facet_sum, MView2D facet) const;
 
  private:
+  void plan_predict(unsigned fft_flags);
+  void plan_image(unsigned fft_flags);
+
   config::RecombinationParams p_;
   std::vector<double> Fb_;        // 1/window on the yB facet pixels
   std::vector<double> Fn_;        // window at subgrid resolution, m values, FFT order,

@@ -36,7 +36,10 @@ class FftPlan {
     if (plan_) fftw_destroy_plan(plan_);
   }
 
+  // A plan left unmade (a Recombination for the other direction) is a
+  // caller's mistake, reported rather than crashing in FFTW.
   void execute(cplx* in, cplx* out) const {
+    if (!plan_) throw std::logic_error("an FFT plan was not made for this direction");
     fftw_execute_dft(plan_, reinterpret_cast<fftw_complex*>(in),
                      reinterpret_cast<fftw_complex*>(out));
   }
