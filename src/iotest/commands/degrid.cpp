@@ -32,7 +32,6 @@ struct PredictThread : detail::WalkFigures {
   Array2D contribution, sum, facet;
   degrid::Degridder::Workspace degrid;
   std::vector<binning::VisRun> runs;
-  std::vector<std::uint8_t> tap_columns;  // of the tower being built
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   std::map<index_t, RelativeError> errors;  // per subgrid
@@ -171,9 +170,8 @@ class Predict {
     const binning::VisitRuns visit(c_.binner, stack, s);
     double w_lo = 0, w_hi = 0;
     visit.w_range(w_lo, w_hi);
-    c_.degridder.tap_columns(visit, off1, st.tap_columns);
     st.planes += c_.degridder.build_tower(st.sum.view(), w_lo / c_.dw(), w_hi / c_.dw(), st.degrid,
-                                          st.tap_columns);
+                                          visit, off1);
     std::fill(st.sum.data(), st.sum.data() + st.sum.size(), cplx{});
     const auto* tower = &st.degrid;
     const auto* pieces = &visit;

@@ -254,6 +254,12 @@ double Degridder::cells_from(double metres, index_t chan, index_t off) const {
   return wrap_centred(metres * scale / g_.cell_uv - static_cast<double>(off), p_.N);
 }
 
+index_t Degridder::build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
+                               const binning::VisitRuns& visit, index_t off1) const {
+  tap_columns(visit, off1, ws.tap_columns);
+  return build_tower(subgrid_sum, wc_min, wc_max, ws, ws.tap_columns);
+}
+
 void Degridder::tap_columns(const binning::VisitRuns& visit, index_t off1,
                             std::vector<std::uint8_t>& columns) const {
   const index_t xA = p_.xA;

@@ -141,6 +141,7 @@ class Degridder {
     Array2D screened, scratch;
     std::vector<Array2D> planes;
     index_t first_plane = 0, plane_count = 0;
+    std::vector<std::uint8_t> tap_columns;  // of the visit part the tower is for
     explicit Workspace(const config::RecombinationParams& p);
   };
   // Builds the tower of planes a visit's visibilities need, w / dw
@@ -151,6 +152,10 @@ class Degridder {
   // read); empty: all.
   index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
                       std::span<const std::uint8_t> columns = {}) const;
+  // The same for a visit part (its subgrid at column offset off1): only the
+  // columns its runs' taps read are made exact (tap_columns, into ws).
+  index_t build_tower(CView2D subgrid_sum, double wc_min, double wc_max, Workspace& ws,
+                      const binning::VisitRuns& visit, index_t off1) const;
   // The tower columns (xA flags) that the taps of the visit part's runs
   // read (walked, not held).
   void tap_columns(const binning::VisitRuns& visit, index_t off1,

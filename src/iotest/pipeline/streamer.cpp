@@ -45,8 +45,7 @@ struct Tower {
 };
 
 struct ThreadState {
-  std::vector<binning::VisRun> runs;      // the current task's
-  std::vector<std::uint8_t> tap_columns;  // of the tower being built
+  std::vector<binning::VisRun> runs;  // the current task's
   std::vector<cplx> vis;
   storage::ChunkAssembler chunks;
   storage::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
@@ -191,12 +190,10 @@ void Streamer::assemble(size_t slot_index, Tower* tower, int thread) {
   }
   const auto t_tower = Clock::now();
   tower->w_lo = w_lo, tower->w_hi = w_hi;
-  if (!synthetic && !gpu) {
-    ctx.degridder->tap_columns(pieces, off1, ts.tap_columns);
-    ts.w_planes +=
-        ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
-                                   w_hi / ctx.degridder->planes().dw, tower->ws, ts.tap_columns);
-  }
+  if (!synthetic && !gpu)
+    ts.w_planes += ctx.degridder->build_tower(sum, w_lo / ctx.degridder->planes().dw,
+                                              w_hi / ctx.degridder->planes().dw, tower->ws,
+                                              pieces, off1);
   ts.stages.tower_s += seconds_since(t_tower);
   const auto cuts = pieces.tasks(o.bls_per_task, degrid::kTaskVisibilities);
   tower->tasks_left = static_cast<index_t>(cuts.size());

@@ -109,8 +109,7 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
     Fn_[static_cast<size_t>(i)] = w / (m * N);
     Fn_image_[static_cast<size_t>(i)] = w / m;
   }
-  if (direction != Direction::image) plan_predict(fft_flags);
-  if (direction != Direction::predict) plan_image(fft_flags);
+  plan_transforms(fft_flags, direction);
 
   flops_.facet = static_cast<double>(p.yB) * fft_flops(yN);
   flops_.column = static_cast<double>(p.yB) * fft_flops(m) + m * fft_flops(yN);
@@ -118,63 +117,61 @@ Recombination::Recombination(const config::RecombinationParams& p, unsigned fft_
   flops_.subgrid = 2 * static_cast<double>(p.xM) * fft_flops(static_cast<double>(p.xM));
 }
 
-// facet -> subgrid: inverse along the facet's axis 0, forward along the
-// column's rows, inverse along its padded axis 1 and the subgrid's axes.
-void Recombination::plan_predict(unsigned fft_flags) {
+// Each transform and its adjoint, planned together on the same scratch
+// array; only those of the directions asked for. Predict runs facet ->
+// subgrid (inverse along the facet's axis 0, forward along the column's
+// rows, inverse along its padded axis 1 and the subgrid's axes), image the
+// adjoints.
+void Recombination::plan_transforms(unsigned fft_flags, Direction direction) {
+  const bool predict = direction != Direction::image, image = direction != Direction::predict;
   const int yNi = static_cast<int>(p_.yN), yBi = static_cast<int>(p_.yB),
             mi = static_cast<int>(p_.m), xMi = static_cast<int>(p_.xM);
   {
     PlanningArray line(p_.yN);
-    facet_axis0_inv_ =
-        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+    const auto facet_axis0 = [&](int sign) {
+      return plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, sign, fft_flags);
+    };
+    if (predict) facet_axis0_inv_ = facet_axis0(FFTW_BACKWARD);
+    if (image) facet_axis0_fwd_ = facet_axis0(FFTW_FORWARD);
   }
   {
     PlanningArray rows(p_.yB * p_.m), padded(p_.m * p_.yN), column(p_.m * p_.yN);
-    column_axis0_fwd_ =
-        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_FORWARD, fft_flags);
-    column_axis1_inv_ =
-        plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+    const auto column_axis0 = [&](int sign) {
+      return plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, sign, fft_flags);
+    };
+    if (predict) {
+      column_axis0_fwd_ = column_axis0(FFTW_FORWARD);
+      column_axis1_inv_ =
+          plan_many(yNi, mi, padded.data, 1, yNi, column.data, 1, yNi, FFTW_BACKWARD, fft_flags);
+    }
+    if (image) {
+      column_axis0_inv_ = column_axis0(FFTW_BACKWARD);
+      column_axis1_fwd_ =
+          plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
+    }
   }
   {
     PlanningArray contribution(p_.m * p_.m);
-    contribution_fwd_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
-                                  FFTW_FORWARD, fft_flags);
+    const auto contribution_plan = [&](int sign) {
+      return plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi, sign,
+                       fft_flags);
+    };
+    if (predict) contribution_fwd_ = contribution_plan(FFTW_FORWARD);
+    if (image) contribution_inv_ = contribution_plan(FFTW_BACKWARD);
   }
   PlanningArray sum(p_.xM * p_.xM);
-  subgrid_inv_ =
-      FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_BACKWARD, fft_flags));
+  const auto subgrid_plan = [&](int sign) {
+    return FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), sign, fft_flags));
+  };
+  if (image) subgrid_fwd_ = subgrid_plan(FFTW_FORWARD);
+  if (!predict) return;
+  subgrid_inv_ = subgrid_plan(FFTW_BACKWARD);
   if (p_.xM % kColumnBlock == 0) {
     subgrid_rows_inv_ =
         plan_many(xMi, xMi, sum.data, 1, xMi, sum.data, 1, xMi, FFTW_BACKWARD, fft_flags);
     subgrid_column_block_inv_ = plan_many(xMi, static_cast<int>(kColumnBlock), sum.data, xMi, 1,
                                           sum.data, xMi, 1, FFTW_BACKWARD, fft_flags);
   }
-}
-
-// subgrid -> facet: the adjoints of the above.
-void Recombination::plan_image(unsigned fft_flags) {
-  const int yNi = static_cast<int>(p_.yN), yBi = static_cast<int>(p_.yB),
-            mi = static_cast<int>(p_.m), xMi = static_cast<int>(p_.xM);
-  {
-    PlanningArray line(p_.yN);
-    facet_axis0_fwd_ =
-        plan_many(yNi, 1, line.data, 1, yNi, line.data, 1, yNi, FFTW_FORWARD, fft_flags);
-  }
-  {
-    PlanningArray rows(p_.yB * p_.m), column(p_.m * p_.yN);
-    column_axis0_inv_ =
-        plan_many(mi, yBi, rows.data, 1, mi, rows.data, 1, mi, FFTW_BACKWARD, fft_flags);
-    column_axis1_fwd_ =
-        plan_many(yNi, mi, column.data, 1, yNi, column.data, 1, yNi, FFTW_FORWARD, fft_flags);
-  }
-  {
-    PlanningArray contribution(p_.m * p_.m);
-    contribution_inv_ = plan_many(mi, mi, contribution.data, 1, mi, contribution.data, 1, mi,
-                                  FFTW_BACKWARD, fft_flags);
-  }
-  PlanningArray sum(p_.xM * p_.xM);
-  subgrid_fwd_ =
-      FftPlan(fftw_plan_dft_2d(xMi, xMi, fc(sum.data), fc(sum.data), FFTW_FORWARD, fft_flags));
 }
 
 index_t Recombination::k_row(index_t subgrid_off) const {

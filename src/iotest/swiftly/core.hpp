@@ -112,8 +112,7 @@ class Recombination {
   void finish_facet(MView2D facet_sum, MView2D facet) const;
 
  private:
-  void plan_predict(unsigned fft_flags);
-  void plan_image(unsigned fft_flags);
+  void plan_transforms(unsigned fft_flags, Direction direction);
 
   config::RecombinationParams p_;
   std::vector<double> Fb_;        // 1/window on the yB facet pixels
