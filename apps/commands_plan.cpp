@@ -97,6 +97,11 @@ void plan_the_run(const iotest::pipeline::RunOptions& r, iotest::commands::PlanO
   p.synthetic_order = r.synthetic_order;
   p.output = r.output;
   p.device = r.device;
+  p.direction = r.direction;
+  p.reads = !r.inputs.empty();
+  p.image_autocorrelations = r.image_autocorrelations;
+  p.image = r.image;
+  p.network_only = r.network_only;
 }
 
 // The plan of the run given by `s.run`, and with --slurm its job script,

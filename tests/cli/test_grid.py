@@ -138,6 +138,7 @@ def test_the_image_leaves_autocorrelations_out_unless_asked(iotest, tmp_path):
             weights = int(d.attrs["visibilities"])
             images[imaged] = (d[:, 1:, 0] + 1j * d[:, 1:, 1]) * weights
         assert weights == (13861 if imaged else 13861 - 166) * per_row
+        assert r["observation"]["visibilities_imaged"] == weights  # the report's is the file's
     autos = 166 * per_row
     lifted = (images[True] - images[False]) / autos
     assert np.allclose(lifted, 3, rtol=0, atol=1e-5), np.max(np.abs(lifted - 3))

@@ -119,15 +119,39 @@ def test_queues_and_threads_reach_the_model_as_in_run(iotest):
     assert more["producer_bytes"] > base["producer_bytes"]  # --producer-threads follows
 
 
-def test_plan_gives_the_estimate_run_checks(iotest, mpirun, tmp_path):
-    args = ["--rec-set=T05_", *VLAA, "--facet-workers=1", "--threads=1"]
+@pytest.mark.parametrize("direction", ["predict", "image", "both"])
+def test_plan_gives_the_estimate_run_checks(iotest, mpirun, tmp_path, direction):
+    """In every direction: the imaging direction's producers hold their
+    dirty image facets and its streamers grid (what they hold differs from
+    predict's), and the image's rows leave out lowbd2-core's
+    autocorrelations in the plan as in the run."""
+    obs = VLAA if direction == "predict" else ["--vis-set=lowbd2-core", *VLAA[1:]]
+    args = ["--rec-set=T05_", *obs, "--facet-workers=1", "--threads=1", f"--direction={direction}"]
     report = tmp_path / "run.json"
     mpirun(3, *args, "--no-progress", f"--report={report}", check=0, timeout=MPI_TIMEOUT_S)
-    ran = load(report)["memory"]
+    ran = load(report)
     planned = plan(iotest, *args, "--ranks-per-node=3")
     assert planned["advice"]["producers"] == 1 and planned["advice"]["streamers"] == 2
+    assert planned["advice"]["direction"] == direction
+    assert planned["advice"]["reads_files"] is False
     for key in ("producer_bytes", "streamer_bytes", "items"):
-        assert planned["memory"][key] == ran[key], key
+        assert planned["memory"][key] == ran["memory"][key], key
+    for key in ("autocorrelations_imaged", "visibilities_imaged", "vis_per_subgrid"):
+        assert planned["observation"].get(key) == ran["observation"].get(key), key
+    if direction != "predict":
+        assert ran["observation"]["visibilities_imaged"] < ran["counts"]["visibilities"]
+
+
+def test_plan_of_an_imaging_run_names_what_its_streamers_do_with_the_visibilities(iotest):
+    args = ["--rec-set=T05_", *VLAA, "--facet-workers=1", "--ranks-per-node=3"]
+    said = {}
+    for direction, paths in [("predict", []), ("image", []), ("image", ["vis0.h5", "vis1.h5"]),
+                             ("both", ["vis0.h5"])]:
+        proc = iotest("plan", *args, f"--direction={direction}", *paths, check=0)
+        line = next(l for l in proc.stdout.splitlines() if "in all, about" in l)
+        said[(direction, len(paths))] = line.split(":")[0].strip()
+    assert said == {("predict", 0): "to write", ("image", 0): "to predict in memory",
+                    ("image", 2): "to read", ("both", 1): "to read"}
 
 
 def test_a_node_too_small_is_a_warning_naming_the_role_and_the_figures(iotest):

@@ -176,8 +176,12 @@ def test_the_cores_image_with_and_without_autocorrelations_matches_its_direct_ad
     assert o["autocorrelations"] and o["autocorrelations_imaged"] is imaged
     said = "(imaged)" if imaged else "(left out of the image)"
     assert f"with autocorrelations {said}" in proc.stdout
-    # Every row is still counted in the observation.
+    # Every row is still counted in the observation; the image's are its own.
     assert r["counts"]["visibilities"] == 13861 * 8 * 16
+    rows = 13861 if imaged else 13695
+    assert o["visibilities_imaged"] == rows * 8 * 16
+    named = f"into the dirty image ({13695 * 8 * 16} of them: the cross-correlations)"
+    assert (named in proc.stdout) is not imaged, proc.stdout
 
 
 def test_storage_only_imaging_reads_and_checks_a_synthetic_set(mpirun, tmp_path):

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "iotest/common/system.hpp"
+#include "iotest/job/memory.hpp"
 #include "iotest/pipeline/run_options.hpp"
 #include "iotest/pipeline/time_series.hpp"
 #include "iotest/pipeline/work.hpp"
@@ -454,18 +455,18 @@ INSTANTIATE_TEST_SUITE_P(ThreadsAndProcesses, WritersOfKind, ::testing::Bool());
 // direction grids the autocorrelations only when asked.
 TEST(RunOptions, OnlyTheImagingDirectionLeavesAutocorrelationsOut) {
   RunOptions o;
-  EXPECT_TRUE(bins_autocorrelations(o));
+  EXPECT_TRUE(job::bins_autocorrelations(o));
   for (const auto d : {swiftly::Direction::image, swiftly::Direction::both}) {
     o.direction = d;
     o.image_autocorrelations = false;
-    EXPECT_FALSE(bins_autocorrelations(o));
+    EXPECT_FALSE(job::bins_autocorrelations(o));
     o.image_autocorrelations = true;
-    EXPECT_TRUE(bins_autocorrelations(o));
+    EXPECT_TRUE(job::bins_autocorrelations(o));
   }
   o.image_autocorrelations = false;
   o.direction = swiftly::Direction::image;
   o.synthetic_vis = true;
-  EXPECT_TRUE(bins_autocorrelations(o));
+  EXPECT_TRUE(job::bins_autocorrelations(o));
 }
 
 }  // namespace

@@ -384,6 +384,14 @@ TEST(Report, ObservationSaysWhetherTheImageTookTheAutocorrelations) {
     EXPECT_NE(text.find(said), std::string::npos) << text;
     EXPECT_EQ(text.find("autocorrelations", text.find(said) + said.size()), std::string::npos);
   }
+  // The rows imaged: named in the text only where some were left out.
+  r.counts.visibilities = 13861;
+  r.observation->visibilities_imaged = 13861;
+  EXPECT_EQ(to_json(r)["observation"]["visibilities_imaged"], 13861);
+  EXPECT_EQ(render_text(r).find("imaged (the cross-correlations)"), std::string::npos);
+  r.observation->visibilities_imaged = 13695;
+  EXPECT_NE(render_text(r).find("13695 imaged (the cross-correlations)"), std::string::npos)
+      << render_text(r);
 }
 
 // The JSON holds a key for each section the report has, and no other:

@@ -294,6 +294,7 @@ job::Job job_to_plan(const PlanOptions& o) {
   jo.window_width = o.window_width;
   jo.observation = o.observation;
   jo.source_count = 0;
+  jo.bin_autocorrelations = job::bins_autocorrelations(o);
   return job::resolve(jo);
 }
 
@@ -388,6 +389,8 @@ report::Report plan(const PlanOptions& o) {
   add_node_resources(a, memory, memory_source, gpus);
   const auto shape = shape_on_nodes(o, a, cores, job);
   const auto counts = count_plan_visits(job, r);
+  if (o.direction != swiftly::Direction::predict && !o.synthetic_vis)
+    job::add_imaging_rule(r, job);
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
   if (o.device == device::Kind::cuda) {
@@ -396,6 +399,8 @@ report::Report plan(const PlanOptions& o) {
   }
   advise(o, r, cores, a);
   warn_outputs_past_frequency_chunks(o, job, a);
+  a.direction = swiftly::to_string(o.direction);
+  a.reads_files = o.direction != swiftly::Direction::predict && o.reads;
   r.advice = a;
   return r;
 }

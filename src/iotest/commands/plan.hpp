@@ -11,6 +11,7 @@
 #include "iotest/job/job_script.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
+#include "iotest/swiftly/direction.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::commands {
@@ -40,6 +41,16 @@ struct PlanOptions {
   bool synthetic_sequential = false;  // --synthetic-vis=sequential (as `run`)
   std::string synthetic_order;
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
+  // The run's direction, as `run` takes it: the imaging direction's
+  // producers hold their dirty image facets and its streamers grid (the
+  // memory model's), reading a predict run's files (`reads`, which the
+  // plan names but never opens) or predicting them in memory; only the
+  // rows the image takes are counted (job::bins_autocorrelations).
+  swiftly::Direction direction = swiftly::Direction::predict;
+  bool reads = false;
+  bool image_autocorrelations = false;
+  std::string image;  // --image: rank 0 writes the dirty image
+  bool network_only = false;
   // Its back-end, as the run resolves it (pipeline::check_run_combination):
   // what its writers hold counts in the memory model.
   storage::StorageChoice storage;

@@ -109,6 +109,16 @@ void check_shape_options(const Options& o) {
                      "expected 0 with --synthetic-vis (storage only: there are no producers)");
 }
 
+// Whether a run's binning makes runs of autocorrelations (`run` and `plan`
+// alike): predict writes every row, and storage only (--synthetic-vis)
+// reads them all, gridding none; the imaging direction grids them with
+// --image-autocorrelations.
+template <class Options>
+bool bins_autocorrelations(const Options& o) {
+  return o.direction == swiftly::Direction::predict || o.synthetic_vis ||
+         o.image_autocorrelations;
+}
+
 // A run's shape from its (checked) options, its roles, the cores each
 // rank gets on its host (the default threads) and the bytes of a storage
 // chunk (0 without visibilities; the visibility queue's default). Storage

@@ -35,35 +35,37 @@ WriterOptions own_writers(const Context& ctx) {
 
 // A streamer whose chunks go to other ranks: one queue of
 // --visibility-queue chunks, emptied into `ranks` (parts of chunks are
-// joined where they arrive).
-WriterOptions forwarding_writers(Context& ctx, std::vector<int> ranks) {
+// joined where they arrive); those for this rank, in the exchange, into
+// `own`.
+WriterOptions forwarding_writers(Context& ctx, std::vector<int> ranks, Writers* own) {
   const auto& o = ctx.options;
   WriterOptions wo;
   wo.storage = o.storage;
   wo.queue_slots = *o.visibility_queue;
   wo.paths = {std::string()};
   const ChunkRoute route{std::move(ranks), ctx.split(), o.writer_count};
-  wo.consumer =
-      forward_to_writer_group(ctx.transit, route, o.transit_queue, ctx.layout, ctx.transit_tally);
+  wo.consumer = forward_to_writer_group(ctx.transit, route, o.transit_queue, ctx.layout,
+                                        ctx.transit_tally, own);
   return wo;
 }
 
-// The exchange's receiving side: its own writers, and a thread taking
-// every streamer's chunks for them. Should it fail, the streamer's
-// forwarding queue fails too, so the streamer's next push, or its finish,
-// throws and the job ends.
+// The exchange's receiving side: its own writers, and a thread taking the
+// other streamers' chunks for them, started before the forwarding writers
+// that hand them this streamer's own. It holds nothing of the Context, which
+// a failing streamer destroys while it may still run. Should it fail, the
+// streamer's forwarding queue fails too (ChunkExchange::Shared), so the
+// streamer's next push, or its finish, throws and the job ends.
 void open_exchange(Context& ctx) {
   auto& ex = *(ctx.exchange = std::make_unique<ChunkExchange>());
   ex.writers = std::make_unique<Writers>(own_writers(ctx), ctx.layout);
-  ex.receiver = std::thread([&ctx, &ex] {
+  ex.receiver = std::thread([shared = ex.shared, comm = ctx.transit,
+                             senders = ctx.roles.streamers, slots = ctx.options.transit_queue,
+                             layout = ctx.layout, &own = *ex.writers] {
     try {
       TimeSeries none;  // the rank's time line is its main thread's
-      ex.received = receive_from_streamers(ctx.transit, ctx.roles.streamers,
-                                           ctx.options.transit_queue, ctx.layout, *ex.writers,
-                                           none);
+      shared->received = receive_from_streamers(comm, senders, slots, layout, own, none);
     } catch (const std::exception& e) {
-      ex.failure = std::string("receiving the streamers' chunks: ") + e.what();
-      ctx.writers->fail(ex.failure);
+      shared->fail(std::string("receiving the streamers' chunks: ") + e.what());
     }
   });
 }
@@ -73,11 +75,23 @@ void open_exchange(Context& ctx) {
 std::vector<storage::WriteStats> finish_exchange(Context& ctx) {
   auto& ex = *ctx.exchange;
   ex.receiver.join();
-  if (!ex.failure.empty()) throw std::runtime_error(ex.failure);
+  if (!ex.shared->failure.empty()) throw std::runtime_error(ex.shared->failure);
   return ex.writers->finish();
 }
 
 }  // namespace
+
+void ChunkExchange::Shared::attach(Writers* w) {
+  const std::lock_guard<std::mutex> hold(lock);
+  forwarding = w;
+  if (!failure.empty()) w->fail(failure);
+}
+
+void ChunkExchange::Shared::fail(const std::string& message) {
+  const std::lock_guard<std::mutex> hold(lock);
+  failure = message;
+  if (forwarding) forwarding->fail(message);
+}
 
 void open_writers(Context& ctx) {
   // Without visibilities, or with the network alone, there is nothing to
@@ -99,9 +113,12 @@ void open_writers(Context& ctx) {
   } else if (ctx.exchanges_chunks()) {
     for (int k = 0; k < ctx.roles.streamers; ++k) ranks.push_back(ctx.roles.streamer_rank(k));
   }
-  ctx.writers = std::make_unique<Writers>(
-      ranks.empty() ? own_writers(ctx) : forwarding_writers(ctx, std::move(ranks)), ctx.layout);
   if (ctx.exchanges_chunks()) open_exchange(ctx);
+  Writers* own = ctx.exchange ? ctx.exchange->writers.get() : nullptr;
+  ctx.writers = std::make_unique<Writers>(
+      ranks.empty() ? own_writers(ctx) : forwarding_writers(ctx, std::move(ranks), own),
+      ctx.layout);
+  if (ctx.exchange) ctx.exchange->shared->attach(ctx.writers.get());
 }
 
 void wait_writers_opened(Context& ctx) {
@@ -117,7 +134,7 @@ void finish_writers(Context& ctx, RankResult& out) {
   if (ctx.exchange) {
     const auto own = finish_exchange(ctx);
     stats.insert(stats.end(), own.begin(), own.end());
-    st.bytes_received += ctx.exchange->received.bytes;
+    st.bytes_received += ctx.exchange->shared->received.bytes;
   }
   for (const auto& w : stats) {
     st.bytes_written += w.bytes;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -51,16 +52,39 @@ inline constexpr int kTagImage = 5;    // producers -> rank 0 (--image, after th
 // streamer's writers forward every chunk to the streamer holding its file
 // (the in-transit protocol, with the streamers as the writer group), and a
 // receiving thread hands what comes to its own writers (rank_writers.cpp).
-// A chunk's parts from several streamers meet in one file.
+// A chunk for the streamer's own files skips MPI: the forwarding thread
+// hands it to those writers itself. A chunk's parts from several
+// streamers meet in one file.
 struct ChunkExchange {
+  // What the receiving thread shares, held by it too: a failing streamer
+  // destroys its Context (and this) while the thread may still run.
+  struct Shared {
+    std::mutex lock;
+    TransitReceived received;  // by the receiver, read once it is joined
+    std::string failure;       // the receiver's, if it failed
+    // The streamer's forwarding writers, failed with the receiver (so the
+    // streamer's next push throws); let go before they are destroyed.
+    Writers* forwarding = nullptr;
+    // The forwarding writers once they exist: failed now if the receiver
+    // already has.
+    void attach(Writers* w);
+    void fail(const std::string& message);
+  };
   std::unique_ptr<Writers> writers;  // this streamer's outputs
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
   std::thread receiver;
-  TransitReceived received;          // by the receiver, read once it is joined
-  std::string failure;               // the receiver's, if it failed
   ~ChunkExchange() {
-    // Joined by finish_exchange; still running only when the streamer is
-    // failing and the job is being aborted: the thread may still be in
-    // the writers, so they are left to the process's end.
+    // Destroyed before the Context's forwarding writers (it is declared
+    // after them): the receiver must not fail them from now on.
+    {
+      const std::lock_guard<std::mutex> hold(shared->lock);
+      shared->forwarding = nullptr;
+    }
+    // Joined by finish_exchange, after the forwarding thread has finished.
+    // Still running only when the streamer is failing and the job is being
+    // aborted: the receiver, and the forwarding thread (until the Context's
+    // writers stop it), may still be in the writers, so they are left to
+    // the process's end.
     if (!receiver.joinable()) return;
     receiver.detach();
     (void)writers.release();
@@ -163,7 +187,9 @@ struct Context {
   std::string file_layout_not_set;
   // A streamer's writers and the layout they write (with visibilities),
   // opened before the start barrier (open_writers). In transit, and in situ
-  // when chunks are exchanged, they forward the chunks.
+  // when chunks are exchanged, they forward the chunks; exchanged, those
+  // for this streamer's own files go straight to the exchange's writers
+  // (which outlive the forwarding thread: ~ChunkExchange).
   std::unique_ptr<Writers> writers;
   storage::VisibilityLayout layout;
   std::unique_ptr<ChunkExchange> exchange;
@@ -317,9 +343,10 @@ struct RoleFigures {
   // queue (in situ or in transit), a writer rank's receiving on its
   // writers'. In transit: chunks and payload bytes sent (streamers) or
   // received (writer ranks), a forwarder's waits for the writer group, a
-  // writer rank's waits for the streamers.
+  // writer rank's waits for the streamers. The in situ exchange: chunks a
+  // streamer kept, for its own files (not sent).
   double queue_wait_s = 0;
-  index_t transit_chunks = 0, transit_bytes = 0;
+  index_t transit_chunks = 0, transit_bytes = 0, transit_kept_chunks = 0;
   double send_wait_s = 0, transit_idle_s = 0;
   // --device=cuda: a streamer's GPU time, kernels, copies and the host's
   // waits apart (GpuDegridder's CUDA events).

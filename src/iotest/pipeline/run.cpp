@@ -426,7 +426,7 @@ void resolve_job(Context& ctx, Setup& st, MPI_Comm comm) {
   agree_on_usage(comm, [&] {
     ctx.storage = check_run_options(o, size);
     auto jo = job::job_options(o);
-    jo.bin_autocorrelations = bins_autocorrelations(o);
+    jo.bin_autocorrelations = job::bins_autocorrelations(o);
     if (!o.inputs.empty()) {
       // The imaging direction over a predict run's files: their observation
       // and sky. Every rank reads the first file's provenance; the

@@ -119,12 +119,4 @@ struct RunOptions {
   device::Kind device = device::Kind::cpu;
 };
 
-// Whether the run's binning makes runs of autocorrelations: predict writes
-// every row, and storage only (--synthetic-vis) reads them all, gridding
-// none; the imaging direction grids them with --image-autocorrelations.
-inline bool bins_autocorrelations(const RunOptions& o) {
-  return o.direction == swiftly::Direction::predict || o.synthetic_vis ||
-         o.image_autocorrelations;
-}
-
 }  // namespace iotest::pipeline

@@ -39,6 +39,7 @@ void RoleFigures::add(const RoleFigures& o) {
   queue_wait_s = std::max(queue_wait_s, o.queue_wait_s);
   transit_chunks += o.transit_chunks;
   transit_bytes += o.transit_bytes;
+  transit_kept_chunks += o.transit_kept_chunks;
   send_wait_s = std::max(send_wait_s, o.send_wait_s);
   transit_idle_s = std::max(transit_idle_s, o.transit_idle_s);
   gpu.kernel_s += o.gpu.kernel_s;
@@ -124,6 +125,7 @@ report::Transit transit_figures(const std::vector<Wire>& all, const Context& ctx
     if (w.role == 1) {
       t.chunks_sent += w.transit_chunks;
       t.bytes_sent += w.transit_bytes;
+      t.chunks_kept += w.transit_kept_chunks;
       t.streamer_queue_wait_s = std::max(t.streamer_queue_wait_s, w.queue_wait_s);
       t.send_wait_s = std::max(t.send_wait_s, w.send_wait_s);
       // What it made while writing did not hold it. The waits are its

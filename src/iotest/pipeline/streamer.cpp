@@ -443,6 +443,7 @@ RankResult Streamer::run() {
     wait_s += out.queue_wait_s;
     out.transit_chunks = ctx.transit_tally.chunks;
     out.transit_bytes = ctx.transit_tally.bytes;
+    out.transit_kept_chunks = ctx.transit_tally.kept_chunks;
     out.send_wait_s = ctx.transit_tally.send_wait_s;
   }
   tally(seconds_since(t_start));

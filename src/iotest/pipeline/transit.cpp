@@ -44,14 +44,18 @@ struct MessageSlots {
 class Forwarder {
  public:
   Forwarder(MPI_Comm comm, const ChunkRoute& route, index_t slots,
-            const storage::VisibilityLayout& layout, TransitTally& tally, ChunkQueue& queue)
+            const storage::VisibilityLayout& layout, TransitTally& tally, ChunkQueue& queue,
+            Writers* own)
       : comm_(comm),
         route_(route),
         queue_(queue),
         layout_(layout),
         tally_(tally),
+        own_(own),
         slots_(slots, transit_message_bytes(layout)),
-        done_(static_cast<size_t>(slots)) {}
+        done_(static_cast<size_t>(slots)) {
+    MPI_Comm_rank(comm, &rank_);
+  }
   Forwarder(const Forwarder&) = delete;
   Forwarder& operator=(const Forwarder&) = delete;
 
@@ -73,6 +77,8 @@ class Forwarder {
   ChunkQueue& queue_;
   const storage::VisibilityLayout& layout_;
   TransitTally& tally_;
+  Writers* own_;  // the exchange: this rank's own writers
+  int rank_ = -1;
   MessageSlots slots_;  // kept by a failing streamer while in flight
   std::vector<int> done_;
   Backoff backoff_;
@@ -118,9 +124,15 @@ class Forwarder {
              nullptr, 0);
       return;
     }
+    const int to = route_.rank_of(e.key);
+    if (own_ && to == rank_) {  // its queue's wait is the forwarder's, as a send's would be
+      own_->write(e.key, e.data, e.visibilities, e.present);
+      ++tally_.kept_chunks;
+      return;
+    }
     const index_t presence_bytes =
         layout_.presence_words() * static_cast<index_t>(sizeof(storage::PresenceWord));
-    send(route_.rank_of(e.key),
+    send(to,
          {e.present ? TransitHeader::chunk_part : TransitHeader::whole_chunk, e.key.row_chunk,
           e.key.freq_chunk, e.visibilities},
          e.data, layout_.chunk_bytes(), e.present, presence_bytes);
@@ -180,11 +192,11 @@ index_t transit_message_bytes(const storage::VisibilityLayout& layout) {
 std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm, ChunkRoute route,
                                                          index_t slots,
                                                          const storage::VisibilityLayout& layout,
-                                                         TransitTally& tally) {
-  return [comm, route, slots, layout, &tally](ChunkQueue& queue) {
+                                                         TransitTally& tally, Writers* own) {
+  return [comm, route, slots, layout, &tally, own](ChunkQueue& queue) {
     queue.mark_opened();  // nothing to open here: the writer ranks hold the outputs
     try {
-      Forwarder(comm, route, slots, layout, tally, queue).run(queue);
+      Forwarder(comm, route, slots, layout, tally, queue, own).run(queue);
     } catch (const std::exception& e) {
       queue.fail(std::string("forwarding to the writer group: ") + e.what());
     }

@@ -49,6 +49,7 @@ index_t transit_message_bytes(const storage::VisibilityLayout& layout);
 // A streamer's side, measured by its forwarding thread.
 struct TransitTally {
   index_t chunks = 0, bytes = 0;  // messages and payload bytes sent
+  index_t kept_chunks = 0;        // the exchange: chunks for its own files, handed over
   double send_wait_s = 0;         // every slot in flight: waiting for the writer group
 };
 
@@ -72,10 +73,14 @@ struct ChunkRoute {
 // message to each to say this streamer is done. `tally` is written by the
 // thread and read once Writers::finish() has joined it. It gives up once
 // the queue has failed (the streamer, or its exchange, is failing).
+// `own`: this rank's writers where it is in the route (the in situ
+// exchange): its own chunks go to them directly, not through MPI (one copy
+// instead of three), and are counted in `tally.kept_chunks`.
 std::function<void(ChunkQueue&)> forward_to_writer_group(MPI_Comm comm, ChunkRoute route,
                                                          index_t slots,
                                                          const storage::VisibilityLayout& layout,
-                                                         TransitTally& tally);
+                                                         TransitTally& tally,
+                                                         Writers* own = nullptr);
 
 // A writer rank's receiving side: until `senders` empty messages have
 // come, takes every message on `comm` (kTagChunk) with `slots` receives

@@ -273,6 +273,9 @@ struct Observation {
   // The imaging direction: whether they went into the dirty image
   // (--image-autocorrelations; imagers leave them out). None: predict.
   std::optional<bool> autocorrelations_imaged;
+  // The rows that went into the dirty image: every visibility, less the
+  // autocorrelations left out. None: predict.
+  std::optional<index_t> visibilities_imaged;
   std::string time;  // START:END/STEPS/CHUNK, hour angle seconds
   std::string freq;  // START:END/STEPS/CHUNK, Hz
   index_t time_chunks = 0, freq_chunks = 0;
@@ -443,6 +446,7 @@ struct Transit {
   int writer_ranks = 0, writers_per_rank = 0;
   index_t transit_queue = 0;  // messages in flight per streamer, receives posted per writer rank
   index_t chunks_sent = 0, bytes_sent = 0;  // to the writer group (or exchanged)
+  index_t chunks_kept = 0;  // the exchange: for a streamer's own files, not sent
   double bytes_per_s = 0;                   // sent over the run's stream time
   // The longest of any rank's: degridding threads on a full chunk queue,
   // forwarders with every slot in flight, writer ranks with no message in,
@@ -467,6 +471,10 @@ struct Advice {
   bool assigner = false;
   int threads = 0, producer_threads = 0;
   std::string rule;
+  // The run's direction (swiftly::to_string) and, imaging, whether it
+  // would read a predict run's files (else it predicts them in memory).
+  std::string direction = "predict";
+  bool reads_files = false;
   // --rates-from: the writer ranks that would keep pace with these
   // streamers at a measured run's rates (report::Transit's rule).
   std::optional<index_t> suggested_writer_ranks;

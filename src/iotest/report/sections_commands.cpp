@@ -543,6 +543,8 @@ json to_json(const Advice& a) {
             {"threads", a.threads},
             {"producer_threads", a.producer_threads},
             {"rule", a.rule},
+            {"direction", a.direction},
+            {"reads_files", a.reads_files},
             {"node_memory_bytes", a.node_memory_bytes},
             {"node_memory_source", a.node_memory_source},
             {"layout", layout},
@@ -559,6 +561,16 @@ json to_json(const Advice& a) {
   }
   return j;
 }
+
+namespace {
+
+// What the streamers do with the observation's visibilities.
+std::string visibilities_verb(const Advice& a) {
+  if (a.direction == "predict") return "to write";
+  return a.reads_files ? "to read" : "to predict in memory";
+}
+
+}  // namespace
 
 std::string render_text(const Advice& a, const Report& r) {
   std::string s = fmt::format(
@@ -592,9 +604,10 @@ std::string render_text(const Advice& a, const Report& r) {
                        bytes_text(g.gpu_bytes));
   }
   if (r.observation && a.streamers > 0)
-    s += fmt::format("  to write: {} in all, about {} per streamer\n",
+    s += fmt::format("  {}: {} in all, about {} per streamer{}\n", visibilities_verb(a),
                      bytes_text(r.observation->visibility_bytes),
-                     bytes_text(r.observation->visibility_bytes / a.streamers));
+                     bytes_text(r.observation->visibility_bytes / a.streamers),
+                     a.direction != "predict" && !a.reads_files ? " (nothing read)" : "");
   for (const auto& w : a.warnings) s += "  warning: " + w + "\n";
   return s;
 }

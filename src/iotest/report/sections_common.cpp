@@ -403,6 +403,7 @@ json to_json(const Observation& o) {
             {"freq_chunks", o.freq_chunks},
             {"visibility_bytes", o.visibility_bytes}};
   if (o.autocorrelations_imaged) j["autocorrelations_imaged"] = *o.autocorrelations_imaged;
+  if (o.visibilities_imaged) j["visibilities_imaged"] = *o.visibilities_imaged;
   if (o.cell_uv > 0) {  // with a recombination: the grid and the work per subgrid
     j["grid"] = {{"max_uv_wavelengths", o.max_uv},
                  {"pixel_lm", o.pixel_lm},
@@ -428,6 +429,20 @@ std::string autocorrelations_text(const Observation& o) {
 
 }  // namespace
 
+// Whether the command writes the observation's visibilities (predict),
+// rather than reading or gridding them.
+bool writes_visibilities(const Report& r) {
+  if (r.mode == "grid") return false;
+  if (r.settings) return r.settings->direction == "predict";
+  if (r.advice) return r.advice->direction == "predict";
+  return true;
+}
+
+index_t rows_left_out_of_image(const Observation& o, const Report& r) {
+  if (!o.visibilities_imaged) return 0;
+  return r.counts.visibilities.value_or(0) - *o.visibilities_imaged;
+}
+
 std::string render_text(const Observation& o, const Report& r) {
   std::string s = fmt::format("  vis-set {} ({}): {} antennas, {} baselines{}, dec {}\n", o.vis_set,
                               o.description, o.antennas, r.counts.baselines.value_or(0),
@@ -435,11 +450,13 @@ std::string render_text(const Observation& o, const Report& r) {
   s += fmt::format("  time {} ({} chunks), freq {} ({} chunks)\n", o.time, o.time_chunks, o.freq,
                    o.freq_chunks);
   s += fmt::format(
-      "  {} visibilities, {} {}; grid cell {:.3g} wavelengths, field {:.4g} "
+      "  {} visibilities, {} {}{}; grid cell {:.3g} wavelengths, field {:.4g} "
       "(direction cosines)\n",
       r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
-      r.mode == "grid" || (r.settings && r.settings->direction != "predict") ? "of them"
-                                                                             : "to write",
+      writes_visibilities(r) ? "to write" : "of them",
+      rows_left_out_of_image(o, r) > 0
+          ? fmt::format(", {} imaged (the cross-correlations)", *o.visibilities_imaged)
+          : std::string(),
       o.cell_uv, o.field_lm);
   s += fmt::format("  subgrids used {} of {}; visibilities per subgrid min {} mean {:.0f} max {}\n",
                    r.counts.subgrids_used.value_or(0), r.counts.subgrids, o.vis_per_subgrid_min,

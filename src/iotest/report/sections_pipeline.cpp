@@ -309,6 +309,7 @@ json to_json(const Transit& t) {
           {"transit_queue", t.transit_queue},
           {"chunks_sent", t.chunks_sent},
           {"bytes_sent", t.bytes_sent},
+          {"chunks_kept", t.chunks_kept},
           {"bytes_per_s", t.bytes_per_s},
           {"streamer_queue_wait_s", t.streamer_queue_wait_s},
           {"send_wait_s", t.send_wait_s},
@@ -333,8 +334,10 @@ std::string render_text(const Transit& t, const Report& r) {
   else if (t.files_split_by == "frequency")
     s += fmt::format(
         "  in situ, each output a frequency range: {} chunks ({}) exchanged between the "
-        "streamers; degridding waited {:.2f} s on the queue, sends {:.2f} s; bound by the {}\n",
-        t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.streamer_queue_wait_s,
+        "streamers, {} kept for their own files; degridding waited {:.2f} s on the queue, "
+        "sends {:.2f} s; bound by the {}\n",
+        t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.chunks_kept,
+        t.streamer_queue_wait_s,
         t.send_wait_s, bound_text(t.bound, r));
   else
     s += fmt::format(
