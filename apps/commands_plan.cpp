@@ -98,7 +98,8 @@ void plan_the_run(const iotest::pipeline::RunOptions& r, iotest::commands::PlanO
   p.output = r.output;
   p.device = r.device;
   p.direction = r.direction;
-  p.reads = !r.inputs.empty();
+  p.inputs = r.inputs;
+  p.input_storage = r.storage;
   p.image_autocorrelations = r.image_autocorrelations;
   p.image = r.image;
   p.network_only = r.network_only;
@@ -146,8 +147,9 @@ Command add_plan_command(CLI::App& app, ReportOptions& out) {
   // carries each one given into the job script's run line.
   add_run_options(plan, s.run,
                   "the run's paths, as `iotest run` takes them: predict: OUT%d.h5 it would "
-                  "write (counts the writers' HDF5 caches); image: the files it would read. "
-                  "plan writes and reads nothing");
+                  "write (counts the writers' HDF5 caches); image: the files it would read, "
+                  "the first one's observation taken from its provenance unless --vis-set is "
+                  "given. plan writes nothing");
   plan->get_option("--facet-workers")
       ->description(
           "producer ranks, each holding facets (default: one per facet; 0: streamers degrid "

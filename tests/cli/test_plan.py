@@ -142,6 +142,29 @@ def test_plan_gives_the_estimate_run_checks(iotest, mpirun, tmp_path, direction)
         assert ran["observation"]["visibilities_imaged"] < ran["counts"]["visibilities"]
 
 
+def test_plan_of_an_imaging_run_takes_the_observation_of_its_files(iotest, mpirun, tmp_path):
+    """Without --vis-set, from the first file's provenance, as `run` does;
+    with it, no file is opened (they may be on compute nodes' disks)."""
+    obs = ["--vis-set=lowbd2-core", *VLAA[1:]]
+    mpirun(3, "--rec-set=T05_", *obs, "--no-progress", str(tmp_path / "vis%d.h5"), check=0,
+           timeout=MPI_TIMEOUT_S)
+    files = sorted(str(p) for p in tmp_path.glob("vis*.h5"))
+    shape = ["--rec-set=T05_", "--direction=image", "--facet-workers=1", "--ranks-per-node=3"]
+    from_files = plan(iotest, *shape, *files)
+    given = plan(iotest, *shape, *obs, *files)
+    assert from_files["observation"]["vis_set"] == "lowbd2-core"
+    assert from_files["advice"]["reads_files"] is True
+    for key in ("visibilities", "baselines"):
+        assert from_files["counts"][key] == given["counts"][key], key
+    assert from_files["observation"]["visibilities_imaged"] == \
+        given["observation"]["visibilities_imaged"] < given["counts"]["visibilities"]
+    assert from_files["memory"]["streamer_bytes"] == given["memory"]["streamer_bytes"]
+    missing = str(tmp_path / "elsewhere%h.h5")
+    assert iotest("plan", *shape, *obs, missing, check=0).returncode == 0
+    proc = iotest("plan", *shape, missing, check=2)
+    assert proc.stderr.count("\n") == 1 and "elsewhere" in proc.stderr, proc.stderr
+
+
 def test_plan_of_an_imaging_run_names_what_its_streamers_do_with_the_visibilities(iotest):
     args = ["--rec-set=T05_", *VLAA, "--facet-workers=1", "--ranks-per-node=3"]
     said = {}

@@ -15,6 +15,7 @@
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
 #include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/output_set.hpp"
 
 namespace iotest::commands {
 
@@ -295,6 +296,11 @@ job::Job job_to_plan(const PlanOptions& o) {
   jo.observation = o.observation;
   jo.source_count = 0;
   jo.bin_autocorrelations = job::bins_autocorrelations(o);
+  if (!o.inputs.empty() && !o.observation) {
+    // As `run` takes them: the observation and sky of the files it would read.
+    const auto first = storage::open_reader(o.inputs[0], o.input_storage);
+    job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
+  }
   return job::resolve(jo);
 }
 
@@ -400,7 +406,7 @@ report::Report plan(const PlanOptions& o) {
   advise(o, r, cores, a);
   warn_outputs_past_frequency_chunks(o, job, a);
   a.direction = swiftly::to_string(o.direction);
-  a.reads_files = o.direction != swiftly::Direction::predict && o.reads;
+  a.reads_files = o.direction != swiftly::Direction::predict && !o.inputs.empty();
   r.advice = a;
   return r;
 }

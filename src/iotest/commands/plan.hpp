@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "iotest/device/device.hpp"
 #include "iotest/job/job_script.hpp"
@@ -43,11 +44,14 @@ struct PlanOptions {
   std::string output;  // OUT%d.h5 the run would write (empty: a dry run)
   // The run's direction, as `run` takes it: the imaging direction's
   // producers hold their dirty image facets and its streamers grid (the
-  // memory model's), reading a predict run's files (`reads`, which the
-  // plan names but never opens) or predicting them in memory; only the
-  // rows the image takes are counted (job::bins_autocorrelations).
+  // memory model's), reading a predict run's files (`inputs`) or
+  // predicting them in memory; only the rows the image takes are counted
+  // (job::bins_autocorrelations). Without --vis-set the observation is the
+  // first input's, read from its provenance as `run` reads it (through
+  // `input_storage`); with it, no file is opened.
   swiftly::Direction direction = swiftly::Direction::predict;
-  bool reads = false;
+  std::vector<std::string> inputs;
+  storage::StorageOptions input_storage;
   bool image_autocorrelations = false;
   std::string image;  // --image: rank 0 writes the dirty image
   bool network_only = false;
