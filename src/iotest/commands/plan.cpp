@@ -395,8 +395,7 @@ report::Report plan(const PlanOptions& o) {
   add_node_resources(a, memory, memory_source, gpus);
   const auto shape = shape_on_nodes(o, a, cores, job);
   const auto counts = count_plan_visits(job, r);
-  if (o.direction != swiftly::Direction::predict && !o.synthetic_vis)
-    job::add_imaging_rule(r, job);
+  if (o.direction != swiftly::Direction::predict && !o.synthetic_vis) job::add_imaging_rule(r, job);
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
   if (o.device == device::Kind::cuda) {

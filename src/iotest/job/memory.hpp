@@ -115,8 +115,7 @@ void check_shape_options(const Options& o) {
 // --image-autocorrelations.
 template <class Options>
 bool bins_autocorrelations(const Options& o) {
-  return o.direction == swiftly::Direction::predict || o.synthetic_vis ||
-         o.image_autocorrelations;
+  return o.direction == swiftly::Direction::predict || o.synthetic_vis || o.image_autocorrelations;
 }
 
 // A run's shape from its (checked) options, its roles, the cores each

@@ -58,16 +58,16 @@ WriterOptions forwarding_writers(Context& ctx, std::vector<int> ranks, Writers* 
 void open_exchange(Context& ctx) {
   auto& ex = *(ctx.exchange = std::make_unique<ChunkExchange>());
   ex.writers = std::make_unique<Writers>(own_writers(ctx), ctx.layout);
-  ex.receiver = std::thread([shared = ex.shared, comm = ctx.transit,
-                             senders = ctx.roles.streamers, slots = ctx.options.transit_queue,
-                             layout = ctx.layout, &own = *ex.writers] {
-    try {
-      TimeSeries none;  // the rank's time line is its main thread's
-      shared->received = receive_from_streamers(comm, senders, slots, layout, own, none);
-    } catch (const std::exception& e) {
-      shared->fail(std::string("receiving the streamers' chunks: ") + e.what());
-    }
-  });
+  ex.receiver =
+      std::thread([shared = ex.shared, comm = ctx.transit, senders = ctx.roles.streamers,
+                   slots = ctx.options.transit_queue, layout = ctx.layout, &own = *ex.writers] {
+        try {
+          TimeSeries none;  // the rank's time line is its main thread's
+          shared->received = receive_from_streamers(comm, senders, slots, layout, own, none);
+        } catch (const std::exception& e) {
+          shared->fail(std::string("receiving the streamers' chunks: ") + e.what());
+        }
+      });
 }
 
 // After the forwarding writers have finished (this streamer's end sent to

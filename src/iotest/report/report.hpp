@@ -446,7 +446,7 @@ struct Transit {
   int writer_ranks = 0, writers_per_rank = 0;
   index_t transit_queue = 0;  // messages in flight per streamer, receives posted per writer rank
   index_t chunks_sent = 0, bytes_sent = 0;  // to the writer group (or exchanged)
-  index_t chunks_kept = 0;  // the exchange: for a streamer's own files, not sent
+  index_t chunks_kept = 0;                  // the exchange: for a streamer's own files, not sent
   double bytes_per_s = 0;                   // sent over the run's stream time
   // The longest of any rank's: degridding threads on a full chunk queue,
   // forwarders with every slot in flight, writer ranks with no message in,

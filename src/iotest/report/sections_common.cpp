@@ -427,8 +427,6 @@ std::string autocorrelations_text(const Observation& o) {
                                     : " with autocorrelations (left out of the image)";
 }
 
-}  // namespace
-
 // Whether the command writes the observation's visibilities (predict),
 // rather than reading or gridding them.
 bool writes_visibilities(const Report& r) {
@@ -437,6 +435,8 @@ bool writes_visibilities(const Report& r) {
   if (r.advice) return r.advice->direction == "predict";
   return true;
 }
+
+}  // namespace
 
 index_t rows_left_out_of_image(const Observation& o, const Report& r) {
   if (!o.visibilities_imaged) return 0;

@@ -337,8 +337,7 @@ std::string render_text(const Transit& t, const Report& r) {
         "streamers, {} kept for their own files; degridding waited {:.2f} s on the queue, "
         "sends {:.2f} s; bound by the {}\n",
         t.chunks_sent, bytes_text(static_cast<double>(t.bytes_sent)), t.chunks_kept,
-        t.streamer_queue_wait_s,
-        t.send_wait_s, bound_text(t.bound, r));
+        t.streamer_queue_wait_s, t.send_wait_s, bound_text(t.bound, r));
   else
     s += fmt::format(
         "  in situ: degridding waited {:.2f} s on the writers' queues; bound by the {}\n",
