@@ -159,10 +159,11 @@ def test_plan_of_an_imaging_run_takes_the_observation_of_its_files(iotest, mpiru
     assert from_files["observation"]["visibilities_imaged"] == \
         given["observation"]["visibilities_imaged"] < given["counts"]["visibilities"]
     assert from_files["memory"]["streamer_bytes"] == given["memory"]["streamer_bytes"]
-    missing = str(tmp_path / "elsewhere%h.h5")
+    missing = str(tmp_path / "on-a-compute-node%h.h5")
     assert iotest("plan", *shape, *obs, missing, check=0).returncode == 0
     proc = iotest("plan", *shape, missing, check=2)
-    assert proc.stderr.count("\n") == 1 and "elsewhere" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert missing in proc.stderr and "give the --vis-set" in proc.stderr, proc.stderr
 
 
 def test_plan_of_an_imaging_run_names_what_its_streamers_do_with_the_visibilities(iotest):

@@ -297,9 +297,17 @@ job::Job job_to_plan(const PlanOptions& o) {
   jo.source_count = 0;
   jo.bin_autocorrelations = job::bins_autocorrelations(o);
   if (!o.inputs.empty() && !o.observation) {
-    // As `run` takes them: the observation and sky of the files it would read.
-    const auto first = storage::open_reader(o.inputs[0], o.input_storage);
-    job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
+    // As `run` takes them: the observation and sky of the files it would
+    // read, which may be out of sight here (on compute nodes' disks).
+    try {
+      const auto first = storage::open_reader(o.inputs[0], o.input_storage);
+      job::use_files_observation(jo, storage::provenance_of(*first, o.inputs[0]), o.inputs[0]);
+    } catch (const UsageError& e) {
+      throw UsageError(e.option(), std::string(e.what()) +
+                                       " (plan reads the observation from the first file; "
+                                       "elsewhere, give the --vis-set, --time, --freq and --dec "
+                                       "it was written with)");
+    }
   }
   return job::resolve(jo);
 }
