@@ -438,7 +438,7 @@ report::Report grid(const GridRunOptions& o) {
   detail::describe_walk(r, chain,
                         {static_cast<index_t>(job.sources.size()), jo.seed, "image", std::nullopt},
                         walked, distribution, gpus);
-  job::add_imaging_rule(r, job);
+  job::add_imaging_rule(r, job, *visits.binner);
   r.accuracy = pixel_accuracy(error, static_cast<index_t>(pixels.size()));
   if (!files.empty()) r.reading = reading_report(o.inputs, *files[0], figures);
   timing.image_s = grid_s;

@@ -344,12 +344,14 @@ job::RunShape shape_on_nodes(const PlanOptions& o, report::Advice& a, int cores,
 }
 
 // The visits of the job's observation, counted as `run` counts them, and
-// the observation into the report.
-std::optional<binning::VisitCounts> count_plan_visits(const job::Job& job, report::Report& r) {
+// the observation into the report (an image's rule too, `images`).
+std::optional<binning::VisitCounts> count_plan_visits(const job::Job& job, bool images,
+                                                      report::Report& r) {
   if (!job.obs) return std::nullopt;
   const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
   auto counts = binner.count_visits(0, job.obs->baseline_count(), omp_get_max_threads());
   job::add_observation(r, *job.obs, *job.geometry, binning::summarise(counts));
+  if (images) job::add_imaging_rule(r, job, binner);
   return counts;
 }
 
@@ -402,8 +404,8 @@ report::Report plan(const PlanOptions& o) {
   auto a = lay_out_roles(o, r.counts.facets, cores, gpus.gpus);
   add_node_resources(a, memory, memory_source, gpus);
   const auto shape = shape_on_nodes(o, a, cores, job);
-  const auto counts = count_plan_visits(job, r);
-  if (o.direction != swiftly::Direction::predict && !o.synthetic_vis) job::add_imaging_rule(r, job);
+  const auto counts =
+      count_plan_visits(job, o.direction != swiftly::Direction::predict && !o.synthetic_vis, r);
   r.memory = job::estimate_memory(job, shape, counts ? &*counts : nullptr);
   a.layout = node_layout(a, r.memory);
   if (o.device == device::Kind::cuda) {

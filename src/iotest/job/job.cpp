@@ -145,15 +145,10 @@ void add_observation(report::Report& r, const telescope::Observation& obs,
   r.observation = o;
 }
 
-void add_imaging_rule(report::Report& r, const Job& job) {
+void add_imaging_rule(report::Report& r, const Job& job, const binning::Binner& binner) {
   if (!r.observation || !job.obs) return;
-  const telescope::Observation& obs = *job.obs;
-  const bool imaged = obs.autocorrelations && job.bin_autocorrelations;
-  const bool left_out = obs.autocorrelations && !job.bin_autocorrelations;
-  r.observation->autocorrelations_imaged = imaged;
-  r.observation->visibilities_imaged =
-      obs.visibility_count() -
-      (left_out ? obs.antenna_count() * obs.time.steps * obs.freq.steps : 0);
+  r.observation->autocorrelations_imaged = job.obs->autocorrelations && job.bin_autocorrelations;
+  r.observation->visibilities_imaged = binner.visibility_count();
 }
 
 void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,

@@ -97,8 +97,9 @@ report::Observation observation_section(const telescope::Observation& obs);
 void add_observation(report::Report& r, const telescope::Observation& obs,
                      const binning::GridGeometry& g, const binning::Distribution& d);
 // An imaging job's rule in its observation section (after add_observation):
-// whether the observation's autocorrelations went into the dirty image.
-void add_imaging_rule(report::Report& r, const Job& job);
+// whether the observation's autocorrelations went into the dirty image,
+// and the rows its binning grids (Binner::visibility_count).
+void add_imaging_rule(report::Report& r, const Job& job, const binning::Binner& binner);
 void describe_degridding(report::RunSettings& s, const Job& job, const degrid::Degridder& d,
                          index_t w_stacks,
                          const std::optional<degrid::TowerCalibration>& calibration);

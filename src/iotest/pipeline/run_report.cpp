@@ -491,7 +491,7 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.output = o.output;
     }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
-    if (ctx.imaging() && !o.synthetic_vis) job::add_imaging_rule(r, ctx.job);
+    if (ctx.imaging() && !o.synthetic_vis) job::add_imaging_rule(r, ctx.job, *ctx.binner);
   }
   if (o.file_layout) record_file_layout(ctx, s);
   r.counts.facets = ctx.job.p.facet_count();

@@ -354,10 +354,9 @@ std::string render_run_plan(const Report& r) {
     where =
         fmt::format("<- {} file(s) {}{}, read and checked (storage only)", r.reading->files.size(),
                     r.reading->files.front(), r.reading->files.size() > 1 ? " ..." : "");
-  if (imaging && r.observation && !(r.pipeline && r.pipeline->synthetic_vis))
-    if (const index_t n = detail::rows_left_out_of_image(*r.observation, r))
-      where += fmt::format(" ({} of them: the cross-correlations)",
-                           r.counts.visibilities.value_or(0) - n);
+  if (imaging && r.observation && detail::image_leaves_rows_out(*r.observation, r))
+    where +=
+        fmt::format(" ({} of them: the cross-correlations)", *r.observation->visibilities_imaged);
   if (imaging && r.settings->direction == "both")
     where += " (the residual: observed minus the model degridded from the facets)";
   if (imaging && r.image) where += " -> " + r.image->path;

@@ -154,9 +154,9 @@ std::string render_text(const Timing& t, const Report& r);
 void summarise(const Timing* t, Summary& out);
 json to_json(const Observation& o);
 std::string render_text(const Observation& o, const Report& r);
-// The rows the dirty image left out (its autocorrelations); 0 where it
-// took every row, or where no image was made.
-index_t rows_left_out_of_image(const Observation& o, const Report& r);
+// Whether the dirty image left rows out (its autocorrelations): false
+// where it took every row, or where no image was made.
+bool image_leaves_rows_out(const Observation& o, const Report& r);
 json memory_json(const Report& r);
 std::string memory_text(const Report& r);
 void memory_summary(const Report& r, Summary& out);

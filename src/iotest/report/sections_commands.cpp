@@ -604,10 +604,9 @@ std::string render_text(const Advice& a, const Report& r) {
                        bytes_text(g.gpu_bytes));
   }
   if (r.observation && a.streamers > 0)
-    s += fmt::format("  {}: {} in all, about {} per streamer{}\n", visibilities_verb(a),
+    s += fmt::format("  {}: {} in all, about {} per streamer\n", visibilities_verb(a),
                      bytes_text(r.observation->visibility_bytes),
-                     bytes_text(r.observation->visibility_bytes / a.streamers),
-                     a.direction != "predict" && !a.reads_files ? " (nothing read)" : "");
+                     bytes_text(r.observation->visibility_bytes / a.streamers));
   for (const auto& w : a.warnings) s += "  warning: " + w + "\n";
   return s;
 }

@@ -438,9 +438,8 @@ bool writes_visibilities(const Report& r) {
 
 }  // namespace
 
-index_t rows_left_out_of_image(const Observation& o, const Report& r) {
-  if (!o.visibilities_imaged) return 0;
-  return r.counts.visibilities.value_or(0) - *o.visibilities_imaged;
+bool image_leaves_rows_out(const Observation& o, const Report& r) {
+  return o.visibilities_imaged && *o.visibilities_imaged < r.counts.visibilities.value_or(0);
 }
 
 std::string render_text(const Observation& o, const Report& r) {
@@ -454,7 +453,7 @@ std::string render_text(const Observation& o, const Report& r) {
       "(direction cosines)\n",
       r.counts.visibilities.value_or(0), bytes_text(static_cast<double>(o.visibility_bytes)),
       writes_visibilities(r) ? "to write" : "of them",
-      rows_left_out_of_image(o, r) > 0
+      image_leaves_rows_out(o, r)
           ? fmt::format(", {} imaged (the cross-correlations)", *o.visibilities_imaged)
           : std::string(),
       o.cell_uv, o.field_lm);
