@@ -60,7 +60,11 @@ void print_error(const std::string& line);
 // A one-process command (all but run, read, h5 and net): the report's
 // paths checked, then `body`, whose status is returned; a usage error
 // exits with kExitUsage, any other failure kExitFailure, each in one line.
-int run_in_process(const ReportOptions& out, const std::function<int()>& body);
+// `stall_timeout_s`: its storage calls' bound (--storage-stall-timeout of
+// verify and grid, which read a run's files; 0: none): past it, one line
+// naming the host and the file, and the process leaves with kExitFailure.
+int run_in_process(const ReportOptions& out, const std::function<int()>& body,
+                   double stall_timeout_s = 0);
 
 // A command over MPI (run, read, h5, net), every failure handled as
 // docs/pipeline.md says ("When a rank fails"). `body` runs the command;

@@ -161,19 +161,6 @@ void print_error(const std::string& line) {
   std::fflush(stderr);
 }
 
-int run_in_process(const ReportOptions& out, const std::function<int()>& body) {
-  try {
-    check_outputs(out);
-    return body();
-  } catch (const iotest::UsageError& e) {
-    print_error(e.one_line());
-    return iotest::kExitUsage;
-  } catch (const std::exception& e) {
-    print_error(what_failed(e));
-    return iotest::kExitFailure;
-  }
-}
-
 // Seconds a failed rank gives MPI_Abort before it leaves by itself.
 constexpr int kAbortGraceS = 10;
 
@@ -199,16 +186,32 @@ void abort_job() {
 
 // A storage call blocked in the kernel (a shared file system's link cut)
 // cannot be cancelled, nor its thread joined: the watchdog says so once
-// and ends the job, the blocked process left to the kernel
+// and ends the job (`leave`), the blocked process left to the kernel
 // (docs/pipeline.md, "A stalled file system").
-std::optional<iotest::storage::StallWatch> watch_storage(double bound_s) {
+std::optional<iotest::storage::StallWatch> watch_storage(double bound_s, void (*leave)()) {
   return std::optional<iotest::storage::StallWatch>(
       std::in_place, iotest::storage::rank_progress(), bound_s,
-      [](const iotest::storage::Stall& stall) {
+      [leave](const iotest::storage::Stall& stall) {
         print_error(iotest::storage::describe(stall, iotest::host_name()));
-        abort_job();
-        std::_Exit(iotest::kExitFailure);  // MPI_Abort came back: leave anyway
+        leave();
+        std::_Exit(iotest::kExitFailure);  // `leave` came back (MPI_Abort): leave anyway
       });
+}
+
+int run_in_process(const ReportOptions& out, const std::function<int()>& body,
+                   double stall_timeout_s) {
+  // _Exit: no destructor may wait on the thread blocked in the kernel.
+  const auto watch = watch_storage(stall_timeout_s, [] { std::_Exit(iotest::kExitFailure); });
+  try {
+    check_outputs(out);
+    return body();
+  } catch (const iotest::UsageError& e) {
+    print_error(e.one_line());
+    return iotest::kExitUsage;
+  } catch (const std::exception& e) {
+    print_error(what_failed(e));
+    return iotest::kExitFailure;
+  }
 }
 
 // A command over MPI (run, read): MPI only lives here (docs/pipeline.md,
@@ -225,7 +228,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
   MPI_Init_thread(nullptr, nullptr, threads, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  auto watch = watch_storage(stall_timeout_s);  // MPI_Abort needs MPI up
+  auto watch = watch_storage(stall_timeout_s, abort_job);  // MPI_Abort needs MPI up
   int status = iotest::kExitOk;
   std::optional<iotest::report::Report> report;
   try {

@@ -144,6 +144,7 @@ Command add_grid_command(CLI::App& app, ReportOptions& out) {
   struct State {
     iotest::commands::GridRunOptions options;
     std::string device = "cpu";
+    double storage_stall_timeout_s = 120;  // as run's and read's
   };
   const auto state = std::make_shared<State>();
   State& s = *state;
@@ -171,6 +172,7 @@ Command add_grid_command(CLI::App& app, ReportOptions& out) {
   grid->add_option("--image", s.options.image, kImageHelp)->group(kOutput);
   add_report_options(grid, out);
   add_storage_options(grid, s.options.storage, false);
+  add_storage_stall_option(grid, s.storage_stall_timeout_s);
   set_example(grid,
               "  iotest grid --rec-set=T05_ --vis-set=vlaa --pixel-samples=64\n"
               "  iotest grid out/vis*.h5 --image=dirty.h5");
@@ -180,7 +182,7 @@ Command add_grid_command(CLI::App& app, ReportOptions& out) {
       grid_opts.device = iotest::job::parse_device(state->device);
       emit(iotest::commands::grid(grid_opts), out);
       return iotest::kExitOk;
-    });
+    }, state->storage_stall_timeout_s);
   };
   return {grid, execute, {}};
 }
@@ -224,7 +226,12 @@ Command add_scale_command(CLI::App& app, ReportOptions& out) {
 }
 
 Command add_verify_command(CLI::App& app, ReportOptions& out) {
-  const auto verify_opts = std::make_shared<iotest::commands::VerifyOptions>();
+  struct State {
+    iotest::commands::VerifyOptions options;
+    double storage_stall_timeout_s = 120;  // as run's and read's
+  };
+  const auto state = std::make_shared<State>();
+  auto* verify_opts = &state->options;
   auto* verify = app.add_subcommand(
       "verify", "re-read visibility files and check every chunk against the direct transform");
   verify->add_option("files", verify_opts->files, "files written by iotest (any back-end)")
@@ -250,15 +257,16 @@ Command add_verify_command(CLI::App& app, ReportOptions& out) {
   verify->add_option("--tolerance", verify_opts->tolerance, "relative RMSE allowed")
       ->capture_default_str()
       ->group(kChecks);
+  add_storage_stall_option(verify, state->storage_stall_timeout_s);
   add_report_options(verify, out);
   set_example(verify, "  iotest verify out/vis*.h5 --all --nonce=123456789");
-  const auto execute = [verify_opts, &out] {
+  const auto execute = [state, &out] {
     return run_in_process(out, [&] {
-      const auto report = iotest::commands::verify(*verify_opts);
-      emit(report, out, verify_opts->files.front());
+      const auto report = iotest::commands::verify(state->options);
+      emit(report, out, state->options.files.front());
       if (!report.verification->passed) return iotest::kExitFailure;
       return iotest::kExitOk;
-    });
+    }, state->storage_stall_timeout_s);
   };
   return {verify, execute, {}};
 }

@@ -196,18 +196,27 @@ def test_a_node_that_fits_has_no_warning(iotest):
     assert a["warnings"] == [] and all(g["fits"] for g in a["layout"])
 
 
-def test_more_ms_outputs_than_frequency_chunks_is_a_warning_as_run_refuses(iotest):
+def test_more_ms_outputs_than_frequency_chunks_is_refused_with_runs_line(iotest, mpirun,
+                                                                        tmp_path):
     obs = ["--rec-set=T05_", "--vis-set=vlaa", "--time=-230:230/32/16", "--node-memory=1T",
            "--ranks-per-node=3", "--facet-workers=1"]
+    out = str(tmp_path / "vis%d.ms")
     # Two streamers, two outputs: two frequency chunks take them, one does not.
-    fits = plan(iotest, *obs, "--freq=260e6:300e6/64/32", "--storage=ms", "vis%d.ms")["advice"]
+    fits = plan(iotest, *obs, "--freq=260e6:300e6/64/32", "--storage=ms", out)["advice"]
     assert fits["streamers"] == 2 and fits["warnings"] == []
-    a = plan(iotest, *obs, "--freq=260e6:300e6/64/64", "--storage=ms", "vis%d.ms")["advice"]
-    assert len(a["warnings"]) == 1, a["warnings"]
-    assert a["warnings"][0].startswith("2 outputs of ms each hold a range of frequency chunks")
-    assert "the observation has 1" in a["warnings"][0] and "would refuse" in a["warnings"][0]
+    one_chunk = [*obs, "--freq=260e6:300e6/64/64", "--storage=ms", out]
+    # Issue 56: a warning and a script, then a job that failed on the
+    # cluster. Now exit 2 and no script, with the line `run` gives.
+    refused = iotest("plan", *one_chunk, "--nodes=1", "--slurm", check=2)
+    assert refused.stdout == "", refused.stdout
+    line = "2 ms outputs each hold a range of frequency chunks, and the observation has 1"
+    assert refused.stderr.startswith("iotest: error: --writer-count: " + line), refused.stderr
+    run_obs = [a for a in one_chunk if not a.startswith(("--node-memory", "--ranks-per-node"))]
+    ran = mpirun(3, *run_obs, check=2)
+    assert refused.stderr.splitlines()[0] in ran.stderr.splitlines(), (ran.stderr, refused.stderr)
+    assert not list(tmp_path.iterdir())
     # UVH5 files split by row chunk: any number of outputs.
-    h5 = plan(iotest, *obs, "--freq=260e6:300e6/64/64", "vis%d.h5")["advice"]
+    h5 = plan(iotest, *obs, "--freq=260e6:300e6/64/64", str(tmp_path / "vis%d.h5"))["advice"]
     assert h5["warnings"] == []
 
 
@@ -353,6 +362,8 @@ def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
         extra = [backend] if backend and backend != given else []
         # phdf5 writes one file that every streamer shares: one name.
         output = str(tmp_path / "vis.h5") if backend == "--storage=phdf5" else out
+        if backend == "--storage=ms":  # a frequency chunk for each streamer's MS
+            base = [a if not a.startswith("--freq=") else "--freq=260e6:300e6/32/8" for a in base]
         proc = iotest("plan", *base, given, *extra, *IN_CONTEXT.get(name, [output]))
         assert proc.returncode == 0, (given, proc.stderr)
         words = script_run_words(proc.stdout)

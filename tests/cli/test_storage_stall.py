@@ -148,3 +148,79 @@ def test_a_bound_that_is_no_number_of_seconds_is_a_usage_error(iotest, tmp_path,
     lines = error_lines(proc)
     assert len(lines) == 1 and "--storage-stall-timeout" in lines[0], proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+# ---- every read watched (issue 56) ------------------------------------------------
+
+def hooked_command(hook, args):
+    """A one-process command (verify, grid) with `hook` in its environment:
+    the finished process and its seconds; it never outlives the call."""
+    start = time.time()
+    job = subprocess.Popen([iotest_binary(), *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "IOTEST_TEST_STALL_STORAGE": hook})
+    try:
+        out, err = job.communicate(timeout=MPI_TIMEOUT_S)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate(timeout=30)
+    return subprocess.CompletedProcess(job.args, job.returncode, out, err), time.time() - start
+
+
+def written_set(mpirun, tmp_path, ext, storage=()):
+    """A sky's set of two files from the smallest job, and their paths."""
+    mpirun(3, *OBS, *storage, str(tmp_path / f"out%d.{ext}"), check=0)
+    files = [str(tmp_path / f"out{i}.{ext}") for i in range(2)]
+    assert all(os.path.exists(f) for f in files), sorted(os.listdir(tmp_path))
+    return files
+
+
+@pytest.mark.parametrize("ext,storage", [("h5", []), ("bin", []), ("ms", ["--storage=ms"])])
+@pytest.mark.parametrize("step", ["opening", "reading"])
+def test_verify_through_a_stalled_mount_ends_with_one_line(mpirun, tmp_path, ext, storage, step):
+    files = written_set(mpirun, tmp_path, ext, storage)
+    proc, seconds = hooked_command(step, ["verify", *files, "--storage-stall-timeout=3"])
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert seconds < BOUND_S, (seconds, proc.stderr)
+    stalled_s, host, _ = stall_line(proc, step, ext, file=rf"out0\.{ext}")
+    assert stalled_s >= 3 and host == os.uname().nodename
+    assert proc.stdout == ""  # no verdict, and no report
+
+
+def test_grid_through_a_stalled_mount_ends_with_one_line(mpirun, tmp_path):
+    files = written_set(mpirun, tmp_path, "h5")
+    proc, seconds = hooked_command("reading", ["grid", *files, "--storage-stall-timeout=3",
+                                               "--threads=1"])
+    assert proc.returncode == 1 and seconds < BOUND_S, (seconds, proc.stderr)
+    stall_line(proc, "reading", "h5", file=r"out[01]\.h5")
+
+
+def test_the_dirty_image_written_into_a_stalled_mount_ends_with_one_line(mpirun, tmp_path):
+    files = written_set(mpirun, tmp_path, "h5")
+    image = tmp_path / "dirty.fits"
+    proc, seconds = hooked_command("writing", ["grid", *files, f"--image={image}",
+                                               "--storage-stall-timeout=3", "--threads=1"])
+    assert proc.returncode == 1 and seconds < BOUND_S, (seconds, proc.stderr)
+    stall_line(proc, "writing", "fits", file=r"dirty\.fits\.run-\d+\.partial")
+    assert not image.exists()
+
+
+def test_the_imaging_direction_through_a_stalled_mount_ends_with_one_line(mpirun, tmp_path):
+    files = written_set(mpirun, tmp_path, "h5")
+    # The last rank, a streamer, reads its file; its first read never returns.
+    proc, seconds, pids = hooked_job(3, "reading", [
+        "run", "--direction=image", "--storage-stall-timeout=3", "--no-progress", *files])
+    assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    assert seconds < BOUND_S, (seconds, proc.stderr)
+    stall_line(proc, "reading", "h5", file=r"out[01]\.h5")
+    deadline = time.time() + 10
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+
+
+@pytest.mark.parametrize("command", ["verify", "grid"])
+def test_verify_and_grid_take_the_stall_bound_as_run_does(iotest, tmp_path, command):
+    proc = iotest(command, str(tmp_path / "none.h5"), "--storage-stall-timeout=soon")
+    assert proc.returncode == 2 and "--storage-stall-timeout" in proc.stderr, proc.stderr

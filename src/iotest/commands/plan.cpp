@@ -373,18 +373,16 @@ void advise(const PlanOptions& o, const report::Report& r, int cores, report::Ad
 
 // A back-end that writes an output per frequency range (ms) takes no more
 // outputs than the observation has frequency chunks: `run` refuses such a
-// job (a usage error), so the plan says so before it is submitted.
-void warn_outputs_past_frequency_chunks(const PlanOptions& o, const job::Job& job,
-                                        report::Advice& a) {
+// job with this line, so the plan refuses it too, and writes no script a
+// queue would only fail later.
+void require_outputs_fit_frequency_chunks(const PlanOptions& o, const job::Job& job,
+                                          const report::Advice& a) {
   if (o.output.empty() || !o.storage.files_by_frequency || !job.obs) return;
-  const index_t outputs = (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count;
-  const index_t freq_chunks = storage::layout_of(*job.obs).freq_chunks();
-  if (outputs <= freq_chunks) return;
-  a.warnings.push_back(fmt::format(
-      "{} outputs of {} each hold a range of frequency chunks, and the observation has {}: "
-      "`run` would refuse this layout; lower {} or use more frequency chunks",
-      outputs, o.storage.backend, freq_chunks,
-      a.writer_ranks > 0 ? "--writer-ranks or --writer-count" : "the streamers or --writer-count"));
+  storage::FileSplit split;
+  split.by = storage::FileSplit::By::frequency;
+  split.files = (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count;
+  split.freq_chunks = storage::layout_of(*job.obs).freq_chunks();
+  job::require_frequency_chunk_per_output(split, o.storage.backend, a.writer_ranks > 0);
 }
 
 }  // namespace
@@ -412,8 +410,8 @@ report::Report plan(const PlanOptions& o) {
     require_gpus_fit(a, r.memory, o.gpu_memory.has_value());
     r.device = job::device_section(o.device, {});
   }
+  require_outputs_fit_frequency_chunks(o, job, a);
   advise(o, r, cores, a);
-  warn_outputs_past_frequency_chunks(o, job, a);
   a.direction = swiftly::to_string(o.direction);
   a.reads_files = o.direction != swiftly::Direction::predict && !o.inputs.empty();
   r.advice = a;

@@ -114,6 +114,13 @@ storage::Provenance provenance(const Job& job, const std::string& rec_set, std::
 // a stonewalled set is refused, since a dirty image needs every visibility.
 void use_files_observation(JobOptions& j, const storage::Provenance& pv, const std::string& path);
 
+// Outputs split by frequency (ms) each hold at least one frequency chunk:
+// UsageError otherwise, naming --writer-ranks (outputs in transit) or
+// --writer-count. `run` refuses such a job and `plan` writes no script
+// for it, with this one line.
+void require_frequency_chunk_per_output(const storage::FileSplit& split, const std::string& backend,
+                                        bool writer_ranks);
+
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).
 std::optional<report::Sky> sky_of(const std::vector<sky::PointSource>& sources, double pixel_lm);

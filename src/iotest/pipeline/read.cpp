@@ -82,11 +82,9 @@ RankFiles open_files(const ReadOptions& o, int rank, int size, MPI_Comm comm) {
     for (int i = sharing ? rank % n_files : rank; i < n_files; i += sharing ? n_files : size) {
       const auto start = Clock::now();
       const auto& name = o.files[static_cast<size_t>(i)];
-      {
-        const storage::WatchedCall call(storage::StorageStep::opening, name);
-        mine.files.push_back(storage::open_reader(name, o.storage));
-        mine.order.push_back(mine.files.back()->stored_chunks());
-      }
+      // Watched, as every read is, by the reader itself (watched_reader.hpp).
+      mine.files.push_back(storage::open_reader(name, o.storage));
+      mine.order.push_back(mine.files.back()->stored_chunks());
       mine.names.push_back(name);
       if (sharing) keep_my_stretch(mine.order.back(), i, rank, size, n_files);
       mine.totals.open_s += seconds_since(start);
@@ -137,8 +135,6 @@ void read_chunks(RankFiles& mine, bool check, std::uint32_t nonce, degrid::Patte
     const index_t rows = file.chunk_rows(), chans = file.chunk_channels();
     for (const auto& key : mine.order[f]) {
       const auto start = Clock::now();
-      // Marked per chunk: a chunk is 64 KiB and up, the mark ~0.1 us.
-      const storage::WatchedCall call(storage::StorageStep::reading, mine.names[f]);
       if (!file.read_chunk(key, chunk))
         throw std::runtime_error(mine.names[f] + ": a chunk of its index could not be read");
       mine.totals.read_s += seconds_since(start);

@@ -641,15 +641,8 @@ void go_ahead(const Context& ctx) {
 
 // Outputs split by frequency: each holds at least one frequency chunk.
 void check_file_split(const Context& ctx) {
-  const auto split = ctx.split();
-  if (!split.by_frequency() || ctx.options.output.empty() || split.files <= split.freq_chunks)
-    return;
-  throw UsageError(ctx.roles.writers > 0 ? "--writer-ranks" : "--writer-count",
-                   fmt::format("{} {} outputs each hold a range of frequency chunks, and the "
-                               "observation has {}: expected at most that many outputs in all "
-                               "(fewer streamers, writer ranks or --writer-count, or more "
-                               "frequency chunks)",
-                               split.files, ctx.storage.backend, split.freq_chunks));
+  if (ctx.options.output.empty()) return;
+  job::require_frequency_chunk_per_output(ctx.split(), ctx.storage.backend, ctx.roles.writers > 0);
 }
 
 // --file-layout: whether every output has it, agreed (collective); rank 0

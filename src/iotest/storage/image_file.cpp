@@ -227,8 +227,21 @@ struct ImageWriter::Hdf5 {
 };
 
 ImageWriter::ImageWriter(const OutputClaim& claim, const ImageDescription& what)
-    : partial_(claim.partial()), fits_(is_fits_path(claim.path())), used_(what.used_size) {
+    : watched_(claim.partial()),
+      partial_(claim.partial()),
+      fits_(is_fits_path(claim.path())),
+      used_(what.used_size) {
   const auto t0 = Clock::now();
+  {
+    const auto opening = watched_.mark(StorageStep::opening);
+    create_file(what);
+  }
+  write_undefined_column();
+  write_s_ += seconds_since(t0);
+}
+
+// The claim's file with its header: every pixel 0.
+void ImageWriter::create_file(const ImageDescription& what) {
   if (fits_) {
     const std::string header = fits_header(what);
     {
@@ -284,8 +297,6 @@ ImageWriter::ImageWriter(const OutputClaim& claim, const ImageDescription& what)
     text_attribute("layout", kDirtyImageLayout);
     hdf5_file_ = std::move(h);
   }
-  write_undefined_column();
-  write_s_ += seconds_since(t0);
 }
 
 // Column 0 (l = used/2, the image's east edge as WSClean lays it out, its
@@ -305,6 +316,7 @@ void ImageWriter::write_block(const ImageRegion& region, index_t first, index_t 
                               const cplx* block) {
   if (rows <= 0 || region.columns <= 0) return;
   const auto t0 = Clock::now();
+  const auto writing = watched_.mark(StorageStep::writing);
   const index_t values = rows * region.columns;
   if (fits_) {
     real_.resize(static_cast<size_t>(values));
@@ -347,6 +359,7 @@ void ImageWriter::write_facet(const Array2D& facet, const swiftly::Tile& t0,
 
 void ImageWriter::finish() {
   const auto t0 = Clock::now();
+  const auto closing = watched_.mark(StorageStep::closing);
   if (fits_) {
     int status = 0;
     fitsfile* file = std::exchange(fits_file_->file, nullptr);

@@ -15,6 +15,7 @@
 
 #include "iotest/common/array.hpp"
 #include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/storage_progress.hpp"
 #include "iotest/swiftly/tiling.hpp"
 #include "iotest/telescope/observation.hpp"
 
@@ -114,7 +115,9 @@ class ImageWriter {
  private:
   struct Fits;
   struct Hdf5;
+  void create_file(const ImageDescription& what);
   void write_undefined_column();
+  WatchedFile watched_;  // its calls, for the stall watchdog: first in, last out
   std::string partial_;
   bool fits_ = false;
   index_t used_ = 0;

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/storage/watched_reader.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -114,13 +115,16 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
 }
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOptions& options) {
+  // Opening reads too (a header, a table's description): watched as the
+  // reads after it are (watched_reader.hpp).
+  const WatchedCall call(StorageStep::opening, path);
   // A file, or a folder for the back-ends whose outputs are folders (ms).
   if (!std::filesystem::is_regular_file(path) && !std::filesystem::is_directory(path))
     throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) {
       check_owners(options, b.name, fmt::format("but {} is {}'s output", path, b.name));
-      return b.open(path, options);
+      return std::make_unique<WatchedReader>(b.open(path, options), path);
     }
   throw UsageError(path, "not an output of iotest's storage back-ends (" + backend_names() + ")");
 }

@@ -147,16 +147,12 @@ ProgressTable& rank_progress() {
   return table;
 }
 
-WatchedCall::WatchedCall(StorageStep step, const std::string& file) {
+WatchedFile::WatchedFile(const std::string& file) {
   progress_.name(file);
   rank_progress().add(&progress_);
-  mark_.emplace(&progress_, step);
 }
 
-WatchedCall::~WatchedCall() {
-  mark_.reset();
-  rank_progress().remove(&progress_);
-}
+WatchedFile::~WatchedFile() { rank_progress().remove(&progress_); }
 
 StallWatch::StallWatch(const ProgressTable& table, double bound_s, OnStall on_stall,
                        std::chrono::milliseconds period)

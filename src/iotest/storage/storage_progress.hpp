@@ -111,18 +111,31 @@ class ProgressTable {
 // StorageProgress, in shared memory).
 ProgressTable& rank_progress();
 
+// A file's storage calls outside the writers (a reader's, the dirty
+// image's): its marks in rank_progress() for the WatchedFile's lifetime,
+// one call at a time.
+class WatchedFile {
+ public:
+  explicit WatchedFile(const std::string& file);
+  ~WatchedFile();
+  WatchedFile(const WatchedFile&) = delete;
+  WatchedFile& operator=(const WatchedFile&) = delete;
+  // A call on the file, marked while the mark lives.
+  ProgressMark mark(StorageStep step) const { return ProgressMark(&progress_, step); }
+
+ private:
+  mutable StorageProgress progress_;
+};
+
 // A one-off storage call outside the writers (a claim, a publish): its own
 // marks in rank_progress() while it lasts.
 class WatchedCall {
  public:
-  WatchedCall(StorageStep step, const std::string& file);
-  ~WatchedCall();
-  WatchedCall(const WatchedCall&) = delete;
-  WatchedCall& operator=(const WatchedCall&) = delete;
+  WatchedCall(StorageStep step, const std::string& file) : file_(file), mark_(file_.mark(step)) {}
 
  private:
-  StorageProgress progress_;
-  std::optional<ProgressMark> mark_;
+  WatchedFile file_;
+  ProgressMark mark_;  // after file_: ended before it leaves the table
 };
 
 // The watchdog: a thread that sleeps `period` between looks at `table`
