@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -198,8 +199,36 @@ std::optional<iotest::storage::StallWatch> watch_storage(double bound_s, void (*
       });
 }
 
+// An exception thrown where nothing can catch it ends the process through
+// std::terminate: a library's destructor that writes (casacore's tables
+// write table.dat again as they close, and throw from the destructor when
+// a quota or the disk is full). The default handler says only "terminate
+// called" and aborts with a backtrace, which a job's log buries or loses:
+// this one says the exception's text in the one line (rank `rank`; -1:
+// not over MPI) and ends the job as any failure does.
+void end_on_terminate(int rank) {
+  static int terminating_rank = -1;
+  terminating_rank = rank;
+  std::set_terminate([] {
+    std::string what = "an internal error (std::terminate, no exception)";
+    if (const auto thrown = std::current_exception()) {
+      try {
+        std::rethrow_exception(thrown);
+      } catch (const std::exception& e) {
+        what = what_failed(e);
+      } catch (...) {
+        what = "an exception of unknown type";
+      }
+    }
+    print_error(terminating_rank < 0 ? what : fmt::format("(rank {}) {}", terminating_rank, what));
+    if (terminating_rank >= 0) abort_job();
+    std::_Exit(iotest::kExitFailure);
+  });
+}
+
 int run_in_process(const ReportOptions& out, const std::function<int()>& body,
                    double stall_timeout_s) {
+  end_on_terminate(-1);
   // _Exit: no destructor may wait on the thread blocked in the kernel.
   const auto watch = watch_storage(stall_timeout_s, [] { std::_Exit(iotest::kExitFailure); });
   try {
@@ -228,6 +257,7 @@ int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const R
   MPI_Init_thread(nullptr, nullptr, threads, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  end_on_terminate(rank);
   auto watch = watch_storage(stall_timeout_s, abort_job);  // MPI_Abort needs MPI up
   int status = iotest::kExitOk;
   std::optional<iotest::report::Report> report;

@@ -164,6 +164,11 @@ inline std::uint32_t nonce_of(const VisibilityLayout& layout) {
   return layout.provenance ? layout.provenance->nonce : 0;
 }
 
+// A storage call's failure, for the one line: `what`, and "(disk full?)"
+// where its text does not name the cause already (errno's "Disk quota
+// exceeded" on a CephFS or Lustre quota, "No space left on device").
+std::runtime_error storage_failure(const std::string& what);
+
 // One storage chunk: rows [row_chunk * time_chunk, +time_chunk) of the
 // baseline-time axis and channels [freq_chunk * freq_chunk_size, +freq_chunk_size).
 // When the time chunk divides the time steps, a row chunk is one baseline's

@@ -3,7 +3,9 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_set>
@@ -97,7 +99,7 @@ class Hdf5Backend final : public Backend {
         out = chunk_.data();
       }
       if (H5Dwrite_chunk(visdata_, H5P_DEFAULT, 0, offset, bytes, out) < 0)
-        throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+        throw storage_failure("writing '" + temp_ + "' failed" + hdf5::innermost_error());
       record_checksum(key, out);
     }
     // Outside the library's lock: waiting for the device here must not
@@ -108,11 +110,11 @@ class Hdf5Backend final : public Backend {
   void do_flush() override {
     const std::lock_guard<std::mutex> hold(library_lock());
     if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
-      throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
+      throw storage_failure("flushing '" + temp_ + "' failed" + hdf5::innermost_error());
     // H5Fflush hands the data to the kernel; fsync makes it durable, so
     // the write time is the device's, not the page cache's.
     if (fd_ >= 0 && ::fsync(fd_) != 0)
-      throw std::runtime_error("fsync of '" + temp_ + "' failed (disk full?)");
+      throw storage_failure("fsync of '" + temp_ + "' failed: " + std::strerror(errno));
   }
 
   void do_close() override {

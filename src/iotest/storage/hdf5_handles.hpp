@@ -12,7 +12,10 @@
 namespace iotest::storage::hdf5 {
 
 // The deepest entry of HDF5's error stack ("(file) unable to lock the
-// file", an MPI error's text): what a failed call's one line adds.
+// file", an MPI error's text): what a failed call's one line adds. A file
+// driver's write error spans lines ("file write failed: time = ...\n,
+// filename = ..., errno = 122, error message = 'Disk quota exceeded', buf
+// = ..."): kept to its first words and errno's text.
 inline std::string innermost_error() {
   std::string deepest;
   H5Ewalk2(
@@ -22,6 +25,13 @@ inline std::string innermost_error() {
         return 0;
       },
       &deepest);
+  const std::string quoted = "error message = '";
+  if (const auto at = deepest.find(quoted); at != std::string::npos) {
+    const auto begin = at + quoted.size(), end = deepest.find('\'', begin);
+    deepest = deepest.substr(0, deepest.find(':')) + ": " + deepest.substr(begin, end - begin);
+  }
+  for (auto& c : deepest)
+    if (c == '\n') c = ' ';
   return deepest.empty() ? std::string() : " (" + deepest + ")";
 }
 inline void check(herr_t status, const char* what) {

@@ -89,6 +89,7 @@ std::array<double, 3> antenna_itrf(const telescope::Enu& e, const telescope::Geo
 
 double mjd_seconds(double jd) { return (jd - 2400000.5) * 86400; }
 
+
 // fsync of every file under `folder` and of the folders themselves (their
 // entries: a table's files are made as it is written).
 void sync_folder(const std::string& folder) {
@@ -98,7 +99,7 @@ void sync_folder(const std::string& folder) {
     if (fd < 0 || ::fsync(fd) != 0) {
       const int saved = errno;
       if (fd >= 0) ::close(fd);
-      throw std::runtime_error(fmt::format("fsync of '{}' failed: {} (disk full?)", path.string(),
+      throw storage_failure(fmt::format("fsync of '{}' failed: {}", path.string(),
                                            std::strerror(saved)));
     }
     ::close(fd);
@@ -163,7 +164,7 @@ class MsBackend final : public Backend {
       table_ = std::make_unique<ms::TableWriter>(folder_, spec);
       write_subtables();
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
+      throw storage_failure(e.what());
     }
     cube_.assign(static_cast<size_t>(l.chunk_values()), {});
     flags_.reset(new bool[static_cast<size_t>(l.chunk_values())]);
@@ -198,7 +199,7 @@ class MsBackend final : public Backend {
       else
         to_stored_cells(box, data, accumulate, present);
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
+      throw storage_failure(e.what());
     }
     // The checksum is of the chunk's cells as the MS stores them: single
     // precision, conjugated, channels fastest (MsReader::chunk_checksum
@@ -228,7 +229,7 @@ class MsBackend final : public Backend {
       const std::lock_guard<std::mutex> hold(ms::library_lock());
       table_->put(box, cells, flags_.get());
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
+      throw storage_failure(e.what());
     }
     record_crc32(key, crc);
     written_[static_cast<size_t>(key.row_chunk * layout().freq_chunks() + key.freq_chunk)] = true;
@@ -240,7 +241,7 @@ class MsBackend final : public Backend {
     try {
       table_->flush();
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
+      throw storage_failure(e.what());
     }
     // casacore's flush(sync) hands the tables to the kernel but syncs
     // none of their data files (strace: not table.f2_TSM0, DATA's), so
@@ -256,7 +257,7 @@ class MsBackend final : public Backend {
         flag_unwritten();
         write_iotest_tables();
       } catch (const std::runtime_error& e) {
-        throw std::runtime_error(fmt::format("{} (disk full?)", e.what()));
+        throw storage_failure(e.what());
       }
     }
     do_flush();

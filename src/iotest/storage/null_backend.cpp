@@ -129,6 +129,12 @@ std::uint32_t chunk_crc32(const void* bytes, index_t count, std::uint32_t crc) {
                          static_cast<std::uint64_t>(count));
 }
 
+std::runtime_error storage_failure(const std::string& what) {
+  for (const char* cause : {"Disk quota exceeded", "No space left on device"})
+    if (what.find(cause) != std::string::npos) return std::runtime_error(what);
+  return std::runtime_error(what + " (disk full?)");
+}
+
 void zero_past_edges(index_t rows, index_t channels, index_t chunk_rows, index_t chunk_channels,
                      const ChunkKey& key, cplx* values) {
   const index_t inside_rows = std::min(chunk_rows, rows - key.row_chunk * chunk_rows);

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -138,7 +139,7 @@ class Phdf5Backend final : public Backend {
   void do_flush() override {
     const std::lock_guard<std::mutex> hold(library_lock());
     if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
-      throw std::runtime_error("flushing '" + temp_ + "' failed (disk full?)");
+      throw storage_failure("flushing '" + temp_ + "' failed" + hdf5::innermost_error());
   }
 
   void do_close() override {
@@ -211,7 +212,7 @@ class Phdf5Backend final : public Backend {
         uvh5::write_header(file, layout());
         uvh5::create_data(file, layout(), {s_.never_fill, s_.allocate_early});
         if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
-          throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+          throw storage_failure("writing '" + temp_ + "' failed" + hdf5::innermost_error());
       } catch (const std::exception& e) {
         failed = e.what();
         std::remove(temp_.c_str());
@@ -261,7 +262,7 @@ class Phdf5Backend final : public Backend {
       const hsize_t offset[3] = {row0, chan0, 0};
       if (H5Dwrite_chunk(visdata_, H5P_DEFAULT, 0, offset, static_cast<size_t>(l.chunk_bytes()),
                          data) < 0)
-        throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+        throw storage_failure("writing '" + temp_ + "' failed" + hdf5::innermost_error());
       return;
     }
     bool first = true;
@@ -300,7 +301,7 @@ class Phdf5Backend final : public Backend {
     // With an empty selection no value is read, but the buffer must exist.
     const cplx* from = data ? data : batch_values_.data();
     if (H5Dwrite(visdata_, complex_, memory_, space_, dxpl_, from) < 0)
-      throw std::runtime_error("writing '" + temp_ + "' failed (disk full?)");
+      throw storage_failure("writing '" + temp_ + "' failed" + hdf5::innermost_error());
   }
 
   // /iotest, as the hdf5 back-end writes it: every writer's chunk
