@@ -253,6 +253,15 @@ int run_in_process(const ReportOptions& out, const std::function<int()>& body,
 int run_mpi(const std::function<iotest::report::Report(MPI_Comm)>& body, const ReportOptions& out,
             const std::string& parse_error, const std::string& data_path, int threads,
             double stall_timeout_s) {
+  // iotest never moves MPI-IO's shared file pointer, but Open MPI's OMPIO
+  // opens a component for it with every file: across nodes its lockedfile
+  // component makes FILE-JOBID-PID.lock beside a shared output (phdf5),
+  // which a job that aborts leaves there (issue 56), and its individual
+  // component makes FILE.data.N and FILE.metadata.N. sm alone makes none
+  // beside the file (its segment is in the session directory) and is not
+  // used across nodes, which OMPIO allows while no shared-pointer call is
+  // made. A user's own choice stays; MPICH ignores the variable.
+  setenv("OMPI_MCA_sharedfp", "sm", 0);
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, threads, &provided);
   int rank = 0;

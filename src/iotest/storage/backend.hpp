@@ -314,6 +314,9 @@ class Backend {
   // write_chunk's `crc32` while it writes (nullptr: none, or not of the
   // bytes stored).
   const std::uint32_t* given_crc32() const { return given_crc32_; }
+  // Its calls' marks (watch()), for a wait on other ranks inside a call
+  // (PeersWait); nullptr: not watched.
+  StorageProgress* progress() const { return progress_; }
 
  private:
   VisibilityLayout layout_;

@@ -146,7 +146,14 @@ class Phdf5Backend final : public Backend {
     if (s_.collective)
       while (!round(true)) {
       }
-    barrier(comm_);  // the rest is collective: no rank spins waiting for the others
+    {
+      // The rest is collective: no rank spins waiting for the others. A
+      // writer that finished first may wait here for minutes on a slow
+      // shared file system; that is the others' writing, watched by their
+      // own watchdogs, not a call of this one's.
+      const PeersWait peers(progress());
+      barrier(comm_);
+    }
     {
       // Closed and opened again before /iotest is made: each writer's
       // metadata cache now holds what its own writes looked up, and HDF5

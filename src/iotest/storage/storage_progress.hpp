@@ -60,7 +60,11 @@ struct StorageProgress {
   void end(std::int64_t now_ns);
 };
 
-// A call marked for its lifetime; `progress` null: not watched.
+// A call marked for its lifetime; `progress` null: not watched. Marks
+// nest: a step inside a longer call (a shared output's close: its last
+// collective rounds, its metadata, its sync) is progress when it ends, and
+// the outer call is watched again from then, so a close made of many
+// answered steps is not taken for one stalled call.
 //
 // Test hook: with IOTEST_TEST_STALL_STORAGE=STEP[:SECONDS] in a process's
 // environment, the first call of that step (writing, syncing, ...) the
@@ -76,6 +80,25 @@ class ProgressMark {
 
  private:
   StorageProgress* progress_;
+  StorageStep outer_ = StorageStep::none;  // the call this one is inside, if any
+};
+
+// A wait for other ranks inside a marked call (a shared output's close
+// waiting at a barrier for its slowest writer, whose own watchdog watches
+// its writes): not this rank's storage call. The call's mark is ended as
+// progress for the wait's lifetime and begun again after it. Seen on
+// CephFS (issue 56): a phdf5 writer that finished first waited 108 s at
+// the close's barrier, and an MDS restart pushed that past the bound.
+class PeersWait {
+ public:
+  explicit PeersWait(StorageProgress* progress);
+  ~PeersWait();
+  PeersWait(const PeersWait&) = delete;
+  PeersWait& operator=(const PeersWait&) = delete;
+
+ private:
+  StorageProgress* progress_;
+  StorageStep resumed_ = StorageStep::none;
 };
 
 // A call stalled: the longest in progress, and how long the rank has made
