@@ -210,7 +210,8 @@ def test_the_imaging_direction_through_a_stalled_mount_ends_with_one_line(mpirun
     files = written_set(mpirun, tmp_path, "h5")
     # The last rank, a streamer, reads its file; its first read never returns.
     proc, seconds, pids = hooked_job(3, "reading", [
-        "run", "--direction=image", "--storage-stall-timeout=3", "--no-progress", *files])
+        "run", "--direction=image", "--rec-set=T05_", "--storage-stall-timeout=3",
+        "--no-progress", *files])
     assert proc.returncode != 0, (proc.stdout, proc.stderr)
     assert seconds < BOUND_S, (seconds, proc.stderr)
     stall_line(proc, "reading", "h5", file=r"out[01]\.h5")

@@ -234,6 +234,7 @@ void check_image(const RunOptions& o) {
   if (o.synthetic_vis)
     throw UsageError("--image", "does not apply to --synthetic-vis (nothing is gridded)");
   std::error_code ignored;
+  const storage::WatchedCall lookups(storage::StorageStep::opening, o.image);
   const auto image = std::filesystem::weakly_canonical(o.image, ignored);
   for (const auto& input : o.inputs)
     if (std::filesystem::weakly_canonical(input, ignored) == image)

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "iotest/common/errors.hpp"
+#include "iotest/storage/storage_progress.hpp"
 
 namespace iotest::storage {
 
@@ -71,7 +72,12 @@ std::vector<std::unique_ptr<Reader>> open_output_set(const std::vector<std::stri
   std::set<std::filesystem::path> seen;
   for (const auto& path : paths) {
     std::error_code ec;
-    const auto canonical = std::filesystem::weakly_canonical(path, ec);
+    // A path's lookup is a storage call too (seen: a client whose link
+    // was cut blocked here, before the reader's own marks).
+    const auto canonical = [&] {
+      const WatchedCall call(StorageStep::opening, path);
+      return std::filesystem::weakly_canonical(path, ec);
+    }();
     if (!seen.insert(ec ? std::filesystem::path(path) : canonical).second)
       throw UsageError(path, "is given twice: its chunks would be added twice");
     files.push_back(open_reader(path, options));
