@@ -137,12 +137,24 @@ class Cluster:
         return tool("limit", host, *args, root=self.root, check=0)
 
     def sbatch(self, workdir, script):
-        """Runs a job script to its end (sbatch --wait) from `workdir`, and
-        returns the report its run wrote (iotest-JOBID.json there)."""
+        """Runs a job script to its end from `workdir`, and returns the
+        report its run wrote (iotest-JOBID.json there). Followed here, a
+        look every half second, not by `sbatch --wait`, whose looks grow 2,
+        4, 8, 16, 32 s apart: a 12 s job took 42 s to be seen ending."""
         with open(os.path.join(workdir, "job.sh"), "w") as f:
             f.write(script)
-        proc = self.exec("sbatch", "--wait", "job.sh", cwd=workdir, check=0)
-        job = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
+        proc = self.exec("sbatch", "--parsable", "job.sh", cwd=workdir, check=0)
+        job = proc.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while True:
+            show = self.exec("scontrol", "show", "job", "--oneliner", job, timeout=30).stdout
+            state = re.search(r"JobState=(\S+)", show)
+            assert state, f"job {job} is not known to Slurm: {show}"
+            if state.group(1) not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+                break
+            assert time.monotonic() < deadline, show
+            time.sleep(0.5)
+        assert state.group(1) == "COMPLETED" and "ExitCode=0:0" in show, show
         return load(os.path.join(workdir, f"iotest-{job}.json"))
 
     def srun(self, nodes, tasks, *args, check=None, cwd=None, timeout=JOB_TIMEOUT_S):
@@ -153,17 +165,20 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def virtual_cluster(root, *up_args):
-    """Three hosts up for the duration of the block, down after it whatever
-    happened; skips where tools/cluster cannot run, with its reason."""
+def virtual_cluster(root, *up_args, hosts=3):
+    """`hosts` hosts up for the duration of the block, down after it
+    whatever happened; skips where tools/cluster cannot run, with its
+    reason."""
     if os.geteuid() != 0:
         pytest.skip("the virtual cluster needs root (network namespaces, a bridge, cgroups)")
-    proc = tool("up", "3", *up_args, root=root, timeout=180)
+    proc = tool("up", str(hosts), *up_args, root=root, timeout=180)
     if proc.returncode == 2:
         pytest.skip(proc.stderr.strip().splitlines()[-1])
     try:
         assert proc.returncode == 0, proc.stderr
-        yield Cluster(root)
+        cluster = Cluster(root)
+        cluster.hosts = [f"node{i}" for i in range(1, hosts + 1)]
+        yield cluster
     finally:
         down = tool("down", root=root, timeout=120)
         assert down.returncode == 0, down.stderr

@@ -197,6 +197,14 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       else
         writing_bytes += add(writing_role, "held chunk parts, chunk maps, HDF5 caches, checksums",
                              s.writer_count * writer);
+      // A shared output's first writer makes it with HDF5's serial driver
+      // (header, every chunk allocated), and what that file's library
+      // state and free lists keep stays beside the parallel file's: 8-9
+      // MiB more on that rank across eight hosts (tests/cluster/
+      // test_eight_hosts.py), a role's estimate being its largest rank's.
+      if (s.shared_output)
+        writing_bytes += add(writing_role, "the shared output made (its first writer)",
+                             2 * kHdf5FileBytes);
     } else {
       m.streamer_bytes += add("streamer", "towers", (t + 1) * 3 * m.subgrid_bytes) +
                           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2));

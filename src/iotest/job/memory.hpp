@@ -60,6 +60,9 @@ struct RunShape {
   // Outputs split by frequency (ms): in situ, several streamers exchange
   // chunks (a forwarding queue, send and receive slots each).
   bool files_by_frequency = false;
+  // One output shared by every writer (phdf5): its first writer makes it
+  // alone with HDF5's serial driver before all open it in parallel.
+  bool shared_output = false;
   // The imaging direction: producers hold their dirty image facets too;
   // streamers send (not receive) through their slots, grid on one tower a
   // thread and hold the chunks a task reads instead of writers' queues.
@@ -167,6 +170,7 @@ inline void hold_for_storage(RunShape& s, const storage::StorageChoice& storage)
   s.writer_held_chunks = s.writes ? storage.held_chunks : 0;
   s.writer_row_chunk_bytes = s.writes ? storage.row_chunk_bytes : 0;
   s.files_by_frequency = s.writes && storage.files_by_frequency;
+  s.shared_output = s.writes && storage.shared;
 }
 
 // Libraries, MPI and FFTW state of one process before any buffer, measured
