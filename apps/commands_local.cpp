@@ -177,12 +177,15 @@ Command add_grid_command(CLI::App& app, ReportOptions& out) {
               "  iotest grid --rec-set=T05_ --vis-set=vlaa --pixel-samples=64\n"
               "  iotest grid out/vis*.h5 --image=dirty.h5");
   const auto execute = [state, &out] {
-    return run_in_process(out, [&] {
-      auto& grid_opts = state->options;
-      grid_opts.device = iotest::job::parse_device(state->device);
-      emit(iotest::commands::grid(grid_opts), out);
-      return iotest::kExitOk;
-    }, state->storage_stall_timeout_s);
+    return run_in_process(
+        out,
+        [&] {
+          auto& grid_opts = state->options;
+          grid_opts.device = iotest::job::parse_device(state->device);
+          emit(iotest::commands::grid(grid_opts), out);
+          return iotest::kExitOk;
+        },
+        state->storage_stall_timeout_s);
   };
   return {grid, execute, {}};
 }
@@ -261,12 +264,15 @@ Command add_verify_command(CLI::App& app, ReportOptions& out) {
   add_report_options(verify, out);
   set_example(verify, "  iotest verify out/vis*.h5 --all --nonce=123456789");
   const auto execute = [state, &out] {
-    return run_in_process(out, [&] {
-      const auto report = iotest::commands::verify(state->options);
-      emit(report, out, state->options.files.front());
-      if (!report.verification->passed) return iotest::kExitFailure;
-      return iotest::kExitOk;
-    }, state->storage_stall_timeout_s);
+    return run_in_process(
+        out,
+        [&] {
+          const auto report = iotest::commands::verify(state->options);
+          emit(report, out, state->options.files.front());
+          if (!report.verification->passed) return iotest::kExitFailure;
+          return iotest::kExitOk;
+        },
+        state->storage_stall_timeout_s);
   };
   return {verify, execute, {}};
 }

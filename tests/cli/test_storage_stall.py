@@ -122,11 +122,16 @@ def test_a_stalled_read_ends_the_job_with_one_line(mpirun, tmp_path):
     mpirun(3, *OBS, "--synthetic-vis", str(tmp_path / "out%d.h5"), check=0)
     files = [str(tmp_path / f"out{i}.h5") for i in range(2)]
     # Rank 1 reads out1.h5, and its first read never returns.
-    proc, seconds, pids = hooked_job(2, "reading", ["read", *files,
-                                                    "--storage-stall-timeout=3"])
+    job = hooked_job(2, "reading", ["read", *files, "--storage-stall-timeout=3"])
+    ended_naming_the_stall(*job, "reading", file=r"out1\.h5")
+
+
+def ended_naming_the_stall(proc, seconds, pids, step, file):
+    """A hooked job ended non-zero within the bound, its one line naming
+    the step and the file, and none of its processes left."""
     assert proc.returncode != 0, (proc.stdout, proc.stderr)
     assert seconds < BOUND_S, (seconds, proc.stderr)
-    stall_line(proc, "reading", "h5", file=r"out1\.h5")
+    stall_line(proc, step, "h5", file=file)
     deadline = time.time() + 10
     while any(alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.1)
@@ -209,16 +214,9 @@ def test_the_dirty_image_written_into_a_stalled_mount_ends_with_one_line(mpirun,
 def test_the_imaging_direction_through_a_stalled_mount_ends_with_one_line(mpirun, tmp_path):
     files = written_set(mpirun, tmp_path, "h5")
     # The last rank, a streamer, reads its file; its first read never returns.
-    proc, seconds, pids = hooked_job(3, "reading", [
-        "run", "--direction=image", "--rec-set=T05_", "--storage-stall-timeout=3",
-        "--no-progress", *files])
-    assert proc.returncode != 0, (proc.stdout, proc.stderr)
-    assert seconds < BOUND_S, (seconds, proc.stderr)
-    stall_line(proc, "reading", "h5", file=r"out[01]\.h5")
-    deadline = time.time() + 10
-    while any(alive(p) for p in pids) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not any(alive(p) for p in pids)
+    job = hooked_job(3, "reading", ["run", "--direction=image", "--rec-set=T05_",
+                                    "--storage-stall-timeout=3", "--no-progress", *files])
+    ended_naming_the_stall(*job, "reading", file=r"out[01]\.h5")
 
 
 @pytest.mark.parametrize("command", ["verify", "grid"])

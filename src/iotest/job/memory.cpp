@@ -203,8 +203,8 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       // MiB more on that rank across eight hosts (tests/cluster/
       // test_eight_hosts.py), a role's estimate being its largest rank's.
       if (s.shared_output)
-        writing_bytes += add(writing_role, "the shared output made (its first writer)",
-                             2 * kHdf5FileBytes);
+        writing_bytes +=
+            add(writing_role, "the shared output made (its first writer)", 2 * kHdf5FileBytes);
     } else {
       m.streamer_bytes += add("streamer", "towers", (t + 1) * 3 * m.subgrid_bytes) +
                           add("streamer", "subgrid buffers", t * (m.subgrid_bytes + 2 * xA2));

@@ -89,7 +89,6 @@ std::array<double, 3> antenna_itrf(const telescope::Enu& e, const telescope::Geo
 
 double mjd_seconds(double jd) { return (jd - 2400000.5) * 86400; }
 
-
 // fsync of every file under `folder` and of the folders themselves (their
 // entries: a table's files are made as it is written).
 void sync_folder(const std::string& folder) {
@@ -99,8 +98,8 @@ void sync_folder(const std::string& folder) {
     if (fd < 0 || ::fsync(fd) != 0) {
       const int saved = errno;
       if (fd >= 0) ::close(fd);
-      throw storage_failure(fmt::format("fsync of '{}' failed: {}", path.string(),
-                                           std::strerror(saved)));
+      throw storage_failure(
+          fmt::format("fsync of '{}' failed: {}", path.string(), std::strerror(saved)));
     }
     ::close(fd);
   };
@@ -214,9 +213,11 @@ class MsBackend final : public Backend {
   void do_write_stored(const ChunkKey& key, const void* cells) override {
     std::fill(flags_.get(), flags_.get() + layout().chunk_values(), false);
     ms::Box box;
-    {
+    try {  // a new row chunk's rows are added here: a write
       const std::lock_guard<std::mutex> hold(ms::library_lock());
       box = box_of(key);
+    } catch (const std::runtime_error& e) {
+      throw storage_failure(e.what());
     }
     put_cells(key, box, static_cast<const std::complex<float>*>(cells), *given_crc32());
   }

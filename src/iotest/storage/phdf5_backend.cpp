@@ -29,7 +29,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>

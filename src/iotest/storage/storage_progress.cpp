@@ -167,7 +167,9 @@ WatchedFile::WatchedFile(const std::string& file) {
   rank_progress().add(&progress_);
 }
 
-WatchedFile::~WatchedFile() { rank_progress().remove(&progress_); }
+WatchedFile::~WatchedFile() {
+  rank_progress().remove(&progress_);
+}
 
 StallWatch::StallWatch(const ProgressTable& table, double bound_s, OnStall on_stall,
                        std::chrono::milliseconds period)
