@@ -187,14 +187,15 @@ void abort_job() {
 
 // A storage call blocked in the kernel (a shared file system's link cut)
 // cannot be cancelled, nor its thread joined: the watchdog says so once
-// and ends the job (`leave`), the blocked process left to the kernel
+// and ends the job (`leave`, if any, then _Exit), the blocked process left
+// to the kernel
 // (docs/pipeline.md, "A stalled file system").
 std::optional<iotest::storage::StallWatch> watch_storage(double bound_s, void (*leave)()) {
   return std::optional<iotest::storage::StallWatch>(
       std::in_place, iotest::storage::rank_progress(), bound_s,
       [leave](const iotest::storage::Stall& stall) {
         print_error(iotest::storage::describe(stall, iotest::host_name()));
-        leave();
+        if (leave) leave();
         std::_Exit(iotest::kExitFailure);  // `leave` came back (MPI_Abort): leave anyway
       });
 }
@@ -229,8 +230,9 @@ void end_on_terminate(int rank) {
 int run_in_process(const ReportOptions& out, const std::function<int()>& body,
                    double stall_timeout_s) {
   end_on_terminate(-1);
-  // _Exit: no destructor may wait on the thread blocked in the kernel.
-  const auto watch = watch_storage(stall_timeout_s, [] { std::_Exit(iotest::kExitFailure); });
+  // No MPI to abort: the watchdog's _Exit ends the process, and no
+  // destructor waits on the thread blocked in the kernel.
+  const auto watch = watch_storage(stall_timeout_s, nullptr);
   try {
     check_outputs(out);
     return body();

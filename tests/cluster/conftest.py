@@ -103,11 +103,11 @@ def cluster_state(root):
 
 
 class Cluster:
-    def __init__(self, root):
+    def __init__(self, root, hosts=HOSTS):
         self.root = root
         self.shared = os.path.join(root, "shared")
         self.local = os.path.join(root, "local")  # each host's own, at this path
-        self.hosts = HOSTS
+        self.hosts = hosts
 
     def host_local(self, host):
         """A host's node-local directory, seen from the login side."""
@@ -176,9 +176,7 @@ def virtual_cluster(root, *up_args, hosts=3):
         pytest.skip(proc.stderr.strip().splitlines()[-1])
     try:
         assert proc.returncode == 0, proc.stderr
-        cluster = Cluster(root)
-        cluster.hosts = [f"node{i}" for i in range(1, hosts + 1)]
-        yield cluster
+        yield Cluster(root, [f"node{i}" for i in range(1, hosts + 1)])
     finally:
         down = tool("down", root=root, timeout=120)
         assert down.returncode == 0, down.stderr

@@ -96,33 +96,6 @@ TEST(StorageProgress, AMarkBracketsTheCall) {
   const ProgressMark unwatched(nullptr, StorageStep::writing);  // a back-end not watched
 }
 
-TEST(StorageProgress, ANestedMarkEndingIsProgressAndTheOuterCallStaysWatched) {
-  // A shared output's close made of steps (its last rounds, its metadata,
-  // its sync): each answered step is progress, and the close goes on
-  // being watched after it, under its own step.
-  ProgressTable table;
-  StorageProgress p;
-  p.name("vis.h5.run-1.partial");
-  table.add(&p);
-  {
-    const ProgressMark close(&p, StorageStep::closing);
-    {
-      const ProgressMark sync(&p, StorageStep::syncing);
-      EXPECT_EQ(p.step.load(), static_cast<int>(StorageStep::syncing));
-    }
-    EXPECT_NE(p.since_ns.load(), 0);  // still in the close
-    EXPECT_EQ(p.step.load(), static_cast<int>(StorageStep::closing));
-    const std::int64_t resumed = p.since_ns.load();
-    EXPECT_EQ(resumed, p.ended_ns.load());  // from the step's end
-    EXPECT_FALSE(table.stalled(resumed + 2 * kS, 3 * kS));
-    const auto stall = table.stalled(resumed + 3 * kS, 3 * kS);
-    ASSERT_TRUE(stall);
-    EXPECT_EQ(stall->step, StorageStep::closing);
-  }
-  EXPECT_EQ(p.since_ns.load(), 0);
-  table.remove(&p);
-}
-
 TEST(StorageProgress, AWaitForPeersInsideACallIsNoStall) {
   ProgressTable table;
   StorageProgress p;

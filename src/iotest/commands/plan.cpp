@@ -378,11 +378,9 @@ void advise(const PlanOptions& o, const report::Report& r, int cores, report::Ad
 void require_outputs_fit_frequency_chunks(const PlanOptions& o, const job::Job& job,
                                           const report::Advice& a) {
   if (o.output.empty() || !o.storage.files_by_frequency || !job.obs) return;
-  storage::FileSplit split;
-  split.by = storage::FileSplit::By::frequency;
-  split.files = (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count;
-  split.freq_chunks = storage::layout_of(*job.obs).freq_chunks();
-  job::require_frequency_chunk_per_output(split, o.storage.backend, a.writer_ranks > 0);
+  job::require_frequency_chunk_per_output(
+      (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count,
+      storage::layout_of(*job.obs).freq_chunks(), o.storage.backend, a.writer_ranks > 0);
 }
 
 }  // namespace

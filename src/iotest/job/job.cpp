@@ -184,15 +184,15 @@ storage::Provenance provenance(const Job& job, const std::string& rec_set, std::
   return pv;
 }
 
-void require_frequency_chunk_per_output(const storage::FileSplit& split, const std::string& backend,
-                                        bool writer_ranks) {
-  if (!split.by_frequency() || split.files <= split.freq_chunks) return;
+void require_frequency_chunk_per_output(index_t outputs, index_t freq_chunks,
+                                        const std::string& backend, bool writer_ranks) {
+  if (outputs <= freq_chunks) return;
   throw UsageError(writer_ranks ? "--writer-ranks" : "--writer-count",
                    fmt::format("{} {} outputs each hold a range of frequency chunks, and the "
                                "observation has {}: expected at most that many outputs in all "
                                "(fewer streamers, writer ranks or --writer-count, or more "
                                "frequency chunks)",
-                               split.files, backend, split.freq_chunks));
+                               outputs, backend, freq_chunks));
 }
 
 void use_files_observation(JobOptions& j, const storage::Provenance& pv, const std::string& path) {

@@ -118,8 +118,8 @@ void use_files_observation(JobOptions& j, const storage::Provenance& pv, const s
 // UsageError otherwise, naming --writer-ranks (outputs in transit) or
 // --writer-count. `run` refuses such a job and `plan` writes no script
 // for it, with this one line.
-void require_frequency_chunk_per_output(const storage::FileSplit& split, const std::string& backend,
-                                        bool writer_ranks);
+void require_frequency_chunk_per_output(index_t outputs, index_t freq_chunks,
+                                        const std::string& backend, bool writer_ranks);
 
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).

@@ -642,8 +642,10 @@ void go_ahead(const Context& ctx) {
 
 // Outputs split by frequency: each holds at least one frequency chunk.
 void check_file_split(const Context& ctx) {
-  if (ctx.options.output.empty()) return;
-  job::require_frequency_chunk_per_output(ctx.split(), ctx.storage.backend, ctx.roles.writers > 0);
+  const auto split = ctx.split();
+  if (ctx.options.output.empty() || !split.by_frequency()) return;
+  job::require_frequency_chunk_per_output(split.files, split.freq_chunks, ctx.storage.backend,
+                                          ctx.roles.writers > 0);
 }
 
 // --file-layout: whether every output has it, agreed (collective); rank 0

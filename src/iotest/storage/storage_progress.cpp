@@ -94,17 +94,12 @@ void stall_if_hooked(StorageStep step) {
 
 ProgressMark::ProgressMark(StorageProgress* progress, StorageStep step) : progress_(progress) {
   if (!progress_) return;
-  if (progress_->since_ns.load(std::memory_order_relaxed) != 0)
-    outer_ = static_cast<StorageStep>(progress_->step.load(std::memory_order_relaxed));
   progress_->begin(step, steady_ns());
   stall_if_hooked(step);
 }
 
 ProgressMark::~ProgressMark() {
-  if (!progress_) return;
-  const std::int64_t now = steady_ns();
-  progress_->end(now);
-  if (outer_ != StorageStep::none) progress_->begin(outer_, now);
+  if (progress_) progress_->end(steady_ns());
 }
 
 PeersWait::PeersWait(StorageProgress* progress) : progress_(progress) {

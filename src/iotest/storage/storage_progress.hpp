@@ -60,11 +60,7 @@ struct StorageProgress {
   void end(std::int64_t now_ns);
 };
 
-// A call marked for its lifetime; `progress` null: not watched. Marks
-// nest: a step inside a longer call (a shared output's close: its last
-// collective rounds, its metadata, its sync) is progress when it ends, and
-// the outer call is watched again from then, so a close made of many
-// answered steps is not taken for one stalled call.
+// A call marked for its lifetime; `progress` null: not watched.
 //
 // Test hook: with IOTEST_TEST_STALL_STORAGE=STEP[:SECONDS] in a process's
 // environment, the first call of that step (writing, syncing, ...) the
@@ -80,7 +76,6 @@ class ProgressMark {
 
  private:
   StorageProgress* progress_;
-  StorageStep outer_ = StorageStep::none;  // the call this one is inside, if any
 };
 
 // A wait for other ranks inside a marked call (a shared output's close
