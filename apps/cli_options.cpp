@@ -95,7 +95,7 @@ void add_storage_options(CLI::App* app, storage::StorageOptions& o, bool choose)
   if (choose)
     app->add_option("--storage", o.storage,
                     "storage back-end: " + storage::backend_names() +
-                        " (default: from the output: none null, .h5 hdf5, .ms ms, other posix)")
+                        " (default: from the output: " + storage::default_backends_text() + ")")
         ->group("Storage");
   for (const auto& b : storage::backends())
     for (const auto& opt : b.options) {

@@ -21,6 +21,8 @@
 #include "iotest/common/system.hpp"
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/storage/output/file_store.hpp"
+#include "iotest/storage/output/unpublished.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/storage/storage_progress.hpp"
 #include "iotest/swiftly/fft.hpp"
@@ -48,6 +50,9 @@ std::optional<std::string> first_output(const std::string& path) {
 // the report).
 std::optional<iotest::report::Environment::FileSystem> file_system_of(
     const std::string& data_path) {
+  // Another store's output (a URL) has no mount: the report's config.store
+  // names that store.
+  if (!iotest::storage::file_store().holds(data_path)) return std::nullopt;
   const std::string path = iotest::pipeline::with_host(data_path, iotest::host_name());
   // An output pattern (OUT%d.h5) is looked up by its folder.
   const auto folder = std::filesystem::path(path).parent_path();
@@ -168,6 +173,10 @@ constexpr int kAbortGraceS = 10;
 // Ends the whole job from this rank, whose failure is said: only
 // MPI_Abort reaches peers blocked on it.
 void abort_job() {
+  // Its peers may be killed before their own clean-up: the run's outputs
+  // that hold space unpublished (an object store's uploads) are taken back
+  // from here, within a bound (storage/output/unpublished.hpp).
+  iotest::storage::drop_unpublished_outputs(std::chrono::seconds(5));
   // A launcher forwards a rank's output through its own processes
   // (MPICH's Hydra: a proxy per host), and an abort tears them down: a
   // moment first, so that the one line reaches the user.

@@ -1,21 +1,26 @@
 // The iotest executable: parses the command line and hands over to the
 // library. Everything it prints comes from a report::Report. Each command,
 // its options and what it does, is in apps/commands_*.cpp (commands.hpp).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/storage/output/unpublished.hpp"
 #include "revision.hpp"  // generated: IOTEST_GIT_REVISION
 
 namespace {
@@ -26,21 +31,47 @@ namespace cli = iotest::cli;
 // the signal and this host, then the default action, so the process ends
 // at once. Files still under their temporary names stay so (.partial): a
 // run ended early publishes nothing (docs/cluster.md). The lines are made
-// before any signal, since a handler may only write().
+// before any signal, since a handler may only write(). Outputs that hold
+// space unpublished (an object store's uploads) are taken back first, on
+// a thread of its own woken through a pipe, within a bound.
 char termination_lines[2][160];
+int termination_pipe[2] = {-1, -1};
+pid_t taker_pid = -1;  // the process whose thread takes back (not a forked writer)
+
+[[noreturn]] void end_by(int signal) {
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+  std::_Exit(128 + signal);
+}
 
 extern "C" void on_termination(int signal) {
   const char* line = termination_lines[signal == SIGTERM ? 0 : 1];
   (void)!::write(STDERR_FILENO, line, std::strlen(line));
-  std::signal(signal, SIG_DFL);
-  std::raise(signal);
+  const char which = static_cast<char>(signal);
+  if (::getpid() == taker_pid && iotest::storage::any_unpublished_outputs() &&
+      ::write(termination_pipe[1], &which, 1) == 1)
+    return;  // the taker ends the process
+  end_by(signal);
+}
+
+void take_back_on_termination() {
+  if (::pipe2(termination_pipe, O_CLOEXEC) != 0) return;  // without it: ended at once
+  taker_pid = ::getpid();
+  std::thread([] {
+    char which = 0;
+    while (::read(termination_pipe[0], &which, 1) != 1)
+      if (errno != EINTR) return;
+    iotest::storage::drop_unpublished_outputs(std::chrono::seconds(5));
+    end_by(which);
+  }).detach();
 }
 
 void report_termination_signals() {
+  take_back_on_termination();
   const std::string host = iotest::host_name();
   for (int i = 0; i < 2; ++i)
     std::snprintf(termination_lines[i], sizeof(termination_lines[i]),
-                  "iotest: ended by %s on %s; unfinished outputs stay .partial\n",
+                  "iotest: ended by %s on %s; unfinished outputs are not published\n",
                   i == 0 ? "SIGTERM" : "SIGINT", host.c_str());
   std::signal(SIGTERM, on_termination);
   std::signal(SIGINT, on_termination);

@@ -141,36 +141,9 @@ print(f"rados {float(r['total_writes_made']) * float(r['write_size']) / float(r[
 PY
 }
 
-# What one storage link carries of a TCP stream (node1 -> store1, 200 MiB):
-# the links' limit in payload, against which the file system's rates are
-# judged (a link's rate counts Ethernet frames: 1448/1514 of it at most).
-tcp_stream() {
-  local listener
-  listener=$(mktemp)
-  cat > "$listener" <<'PY'
-import socket, sys, time
-s = socket.create_server(("0.0.0.0", 5999))
-c, _ = s.accept()
-n, start = 0, None
-while (b := c.recv(1 << 20)):
-    start = start or time.perf_counter()
-    n += len(b)
-print(f"tcp {n / (time.perf_counter() - start)}")
-PY
-  timeout 120 $cluster on store1 python3 "$listener" >> "$results" &
-  local pid=$!
-  sleep 1
-  timeout 120 $cluster on node1 python3 -c '
-import socket, sys
-s = socket.create_connection((sys.argv[1], 5999))
-block = bytes(1 << 20)
-for _ in range(200):
-    s.sendall(block)' "$(awk '$2 == "store1" { print $1 }' "$IOTEST_CLUSTER_ROOT/etc/hosts")"
-  wait $pid
-  rm -f "$listener"
-}
+source bench/storage_link.sh
 
-tcp_stream
+tcp_stream store1 >> "$results"
 for ((repeat = 1; repeat <= repeats; repeat++)); do
   iotest_write iotest --synthetic-vis
   iotest_write sequential --synthetic-vis=sequential

@@ -17,7 +17,9 @@
 #                       --libraries-only): Slurm, munge, iproute2 and, for
 #                       `up --storage=cephfs`, Debian's Ceph (monitor,
 #                       manager, OSD, metadata server, ceph-fuse and the
-#                       ceph CLI) and fio (bench/cephfs.sh's peer)
+#                       ceph CLI), fio (bench/cephfs.sh's peer) and, for
+#                       `up --object-gateway`, Ceph's object gateway
+#                       (radosgw) and rclone (an S3 client to check it with)
 # Without --libraries-only it also installs what tools/cluster (the virtual
 # cluster the tests run jobs on) needs: Slurm, munge and iproute2; and the
 # peers bench/ compares with: fio (the storage scripts), mpi4py for the
@@ -42,6 +44,7 @@ packages=(
   libfftw3-dev liblapacke-dev libhdf5-dev libhdf5-openmpi-dev libisal-dev libcfitsio-dev
   casacore-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
+  libcurl4-openssl-dev libxml2-dev
   openmpi-bin libopenmpi-dev
   python3 python3-venv
 )
@@ -50,10 +53,11 @@ packages=(
 # against them.
 $libraries_only || packages+=(fio python3-mpi4py casacore-tools wsclean)
 # The virtual cluster (tools/cluster): Slurm, munge, iproute2's ip and tc,
-# and a real CephFS for `up --storage=cephfs` (docs/cluster.md).
+# a real CephFS for `up --storage=cephfs`, and Ceph's object gateway with
+# rclone for `up --object-gateway` (docs/cluster.md).
 if ! $libraries_only || $cluster; then
   packages+=(slurm-wlm munge iproute2 fio
-             ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common)
+             ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common radosgw rclone)
 fi
 # Debian ranks Open MPI's alternatives (mpirun, mpicc, h5pcc) above MPICH's,
 # so installing MPICH beside it changes no default: the mpich preset names

@@ -45,6 +45,8 @@ FIND_PACKAGE_TO_SPACK = {
     "FFTW3": {"fftw-api", "fftw"},
     "LAPACKE": {"netlib-lapack", "lapack", "openblas"},
     "CUDAToolkit": {"cuda"},
+    "CURL": {"curl"},
+    "LibXml2": {"libxml2"},
 }
 # Found through the compiler, not a Spack package (the reason is the value).
 FROM_THE_COMPILER = {
@@ -64,6 +66,8 @@ PKG_CONFIG_TO_SPACK = {
     "fmt": {"fmt"},
     "libisal": {"isa-l"},
     "cfitsio": {"cfitsio"},
+    "libcurl": {"curl"},
+    "libxml-2.0": {"libxml2"},
 }
 # project(... LANGUAGES ...) -> Spack's language virtuals.
 LANGUAGE_TO_SPACK = {"C": "c", "CXX": "cxx", "Fortran": "fortran"}
@@ -81,12 +85,13 @@ DEBIAN_PACKAGES = {
     "libfftw3-dev", "liblapacke-dev", "libhdf5-dev", "libhdf5-openmpi-dev",
     "libhdf5-mpich-dev", "zlib1g-dev", "libisal-dev", "libcfitsio-dev", "casacore-dev", "libcli11-dev", "libfmt-dev",
     "nlohmann-json3-dev", "libgtest-dev", "libopenmpi-dev", "libmpich-dev",
+    "libcurl4-openssl-dev", "libxml2-dev",
     "python3-venv",
     # run time
     "openmpi-bin", "libopenmpi3", "mpich", "libmpich12",
     "libfftw3-double3", "liblapacke", "liblapack3", "libblas3", "libopenblas0",
     "libhdf5-103-1", "libhdf5-openmpi-103-1", "libhdf5-mpich-103-1",
-    "zlib1g", "libisal2", "libcfitsio10",
+    "zlib1g", "libisal2", "libcfitsio10", "libcurl4", "libxml2",
     "libcasa-ms7", "libcasa-measures7", "libcasa-tables7", "libcasa-casa7", "libfmt9", "libgomp1", "libstdc++6", "libgfortran5",
     "python3", "python3-numpy", "python3-scipy", "python3-matplotlib", "python3-h5py",
 }

@@ -105,7 +105,8 @@ def test_it_refuses_without_root_in_one_line():
     try:
         copy = os.path.join(folder, "cluster")
         shutil.copy(TOOL, copy)
-        shutil.copy(os.path.join(os.path.dirname(TOOL), "cluster_cephfs.py"), folder)
+        for part in glob.glob(os.path.join(os.path.dirname(TOOL), "cluster_*.py")):
+            shutil.copy(part, folder)  # its modules: cluster_cephfs.py, cluster_gateway.py
         os.chmod(folder, 0o755)
         os.chmod(copy, 0o755)
         if os.geteuid() == 0:

@@ -13,7 +13,7 @@
 
 #include "iotest/common/errors.hpp"
 #include "iotest/common/file_layout.hpp"
-#include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/output/file_claim.hpp"
 
 namespace iotest {
 namespace {
@@ -97,8 +97,7 @@ TEST(CephLayout, ElsewhereNothingIsReadOrSet) {
   EXPECT_FALSE(read_file_layout((dir / "missing").string()));
   const auto request = parse_layout_request("object_size=8M,stripe_count=2");
   for (const bool folder : {false, true}) {
-    storage::OutputClaim claim((dir / (folder ? "out.ms" : "out.h5")).string(), 7, "OUTPUT",
-                               folder);
+    storage::FileClaim claim((dir / (folder ? "out.ms" : "out.h5")).string(), 7, "OUTPUT", folder);
     const std::string why = claim.set_layout(request);
     EXPECT_NE(why.find(folder ? "has no ceph.dir.layout" : "has no ceph.file.layout"),
               std::string::npos)

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "iotest/common/errors.hpp"
-#include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/output/file_claim.hpp"
 
 namespace iotest::storage {
 namespace {
@@ -50,7 +50,7 @@ std::jthread in_a_moment(std::function<void()> what) {
   });
 }
 
-TEST(OutputClaim, NamesCarryTheRun) {
+TEST(FileClaim, NamesCarryTheRun) {
   EXPECT_EQ(partial_path("d/out0.h5", 0x1a2b3c4d), "d/out0.h5.run-439041101.partial");
   EXPECT_EQ(kept_path("d/out0.h5", 0x1a2b3c4d), "d/out0.run-439041101.h5");
   EXPECT_EQ(kept_path("d/out%d.h5", 7), "d/out%d.run-7.h5");
@@ -62,13 +62,13 @@ TEST(OutputClaim, NamesCarryTheRun) {
 
 // Published: the output under its final name and nothing else, whether
 // the name was free or held an earlier run's file, which it replaces.
-TEST(OutputClaim, PublishesAndLeavesNothingElse) {
+TEST(FileClaim, PublishesAndLeavesNothingElse) {
   for (const bool file_at_start : {false, true}) {
     const auto dir = scratch(file_at_start ? "replace" : "publish");
     const auto path = (dir / "out.h5").string();
     if (file_at_start) put(path, "an earlier run");
     {
-      OutputClaim claim(path, 1);
+      FileClaim claim(path, 1);
       EXPECT_TRUE(fs::exists(claim.partial()));               // created at once, empty
       EXPECT_TRUE(fs::exists(path + ".run-1.lock.partial"));  // its lock's, beside it
       EXPECT_EQ(claim.replaces(), file_at_start);
@@ -81,22 +81,22 @@ TEST(OutputClaim, PublishesAndLeavesNothingElse) {
   }
 }
 
-TEST(OutputClaim, DroppedUnpublishedLeavesNothing) {
+TEST(FileClaim, DroppedUnpublishedLeavesNothing) {
   const auto dir = scratch("dropped");
-  { OutputClaim claim((dir / "out.h5").string(), 1); }
+  { FileClaim claim((dir / "out.h5").string(), 1); }
   EXPECT_EQ(entries(dir), 0U);
   fs::remove_all(dir);
 }
 
 // Another live run writing the same final name is refused, naming its
 // file; once it has ended (its lock gone), its leftovers block nothing.
-TEST(OutputClaim, AnotherLiveRunIsRefused) {
+TEST(FileClaim, AnotherLiveRunIsRefused) {
   const auto dir = scratch("live");
   const auto path = (dir / "out.h5").string();
   {
-    OutputClaim first(path, 1);
+    FileClaim first(path, 1);
     try {
-      OutputClaim second(path, 2, "--output");
+      FileClaim second(path, 2, "--output");
       ADD_FAILURE() << "a second run claimed a path being written";
     } catch (const UsageError& e) {
       EXPECT_EQ(e.option(), "--output");
@@ -106,7 +106,7 @@ TEST(OutputClaim, AnotherLiveRunIsRefused) {
     EXPECT_EQ(entries(dir), 2U);  // the refused run left nothing: first's and its lock's
   }
   put(partial_path(path, 3), "a run that died");  // not held by anyone
-  OutputClaim third(path, 4);
+  FileClaim third(path, 4);
   EXPECT_EQ(got(partial_path(path, 3)), "a run that died");
   fs::remove_all(dir);
 }
@@ -115,17 +115,17 @@ TEST(OutputClaim, AnotherLiveRunIsRefused) {
 // both still looking: the smaller nonce gets it. The larger gives way; the
 // smaller waits for it to give way, or to go ahead. A run that goes ahead
 // (all its claims made) is given way to at once, whatever the nonces.
-TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
+TEST(FileClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
   const auto dir = scratch("tie");
   const auto path = (dir / "out.h5").string();
   const auto forever = std::chrono::hours(1);  // (a wrong wait fails at ctest's timeout)
   {
-    OutputClaim smaller(path, 3);
-    EXPECT_THROW(OutputClaim(path, 8, "OUTPUT", false, forever), UsageError);
+    FileClaim smaller(path, 3);
+    EXPECT_THROW(FileClaim(path, 8, "OUTPUT", false, forever), UsageError);
     EXPECT_FALSE(fs::exists(partial_path(path, 8)));
   }
-  std::optional<OutputClaim> larger(std::in_place, path, 9);
-  std::optional<OutputClaim> smaller;
+  std::optional<FileClaim> larger(std::in_place, path, 9);
+  std::optional<FileClaim> smaller;
   {
     // As a run that saw the smaller claim: its own removed, its lock gone.
     const auto gives_way = in_a_moment([&] { larger.reset(); });
@@ -133,10 +133,10 @@ TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
   }
   EXPECT_FALSE(fs::exists(partial_path(path, 9)));
   // Still looking and there first: a smaller nonce is refused once its wait ends.
-  EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, std::chrono::milliseconds(200)), UsageError);
+  EXPECT_THROW(FileClaim(path, 1, "OUTPUT", false, std::chrono::milliseconds(200)), UsageError);
   // Gone ahead: refused at once, with no wait.
   smaller->go_ahead();
-  EXPECT_THROW(OutputClaim(path, 1, "OUTPUT", false, forever), UsageError);
+  EXPECT_THROW(FileClaim(path, 1, "OUTPUT", false, forever), UsageError);
   EXPECT_TRUE(fs::exists(smaller->partial()));
   smaller.reset();
   EXPECT_EQ(entries(dir), 0U);
@@ -145,36 +145,36 @@ TEST(OutputClaim, OfTwoRunsThatSeeEachOtherTheSmallerNonceWins) {
 
 // A run that goes ahead while a smaller nonce waits on it: the smaller
 // gives way as soon as it sees that.
-TEST(OutputClaim, ARunThatGoesAheadIsGivenWayTo) {
+TEST(FileClaim, ARunThatGoesAheadIsGivenWayTo) {
   const auto dir = scratch("going");
   const auto path = (dir / "out.h5").string();
-  OutputClaim larger(path, 9);
+  FileClaim larger(path, 9);
   {
     const auto goes_ahead = in_a_moment([&] { larger.go_ahead(); });
-    EXPECT_THROW(OutputClaim(path, 2, "OUTPUT", false, std::chrono::hours(1)), UsageError);
+    EXPECT_THROW(FileClaim(path, 2, "OUTPUT", false, std::chrono::hours(1)), UsageError);
   }
   EXPECT_TRUE(fs::exists(larger.partial()));
   EXPECT_FALSE(fs::exists(partial_path(path, 2)));
   fs::remove_all(dir);
 }
 
-TEST(OutputClaim, SameRunNumberIsRefused) {
+TEST(FileClaim, SameRunNumberIsRefused) {
   const auto dir = scratch("same");
   const auto path = (dir / "out.h5").string();
   put(partial_path(path, 5), "another's");
-  EXPECT_THROW(OutputClaim(path, 5), UsageError);
+  EXPECT_THROW(FileClaim(path, 5), UsageError);
   EXPECT_EQ(got(partial_path(path, 5)), "another's");
   fs::remove_all(dir);
 }
 
 // Another run's output that took the name meanwhile stays; this run's is
 // kept under its own name. With no file at the start, and with one.
-TEST(OutputClaim, AnotherRunsOutputIsNeverReplaced) {
+TEST(FileClaim, AnotherRunsOutputIsNeverReplaced) {
   for (const bool file_at_start : {false, true}) {
     const auto dir = scratch(file_at_start ? "clash_replace" : "clash_new");
     const auto path = (dir / "out.h5").string();
     if (file_at_start) put(path, "an earlier run");
-    OutputClaim claim(path, 1);
+    FileClaim claim(path, 1);
     put(claim.partial(), "run 1");
     put(dir / "theirs", "run 2");
     fs::rename(dir / "theirs", path);  // published by another run meanwhile
@@ -191,11 +191,11 @@ TEST(OutputClaim, AnotherRunsOutputIsNeverReplaced) {
 
 // Several outputs publish all or none: one taken, the next clashing, both
 // kept, and the final names as they were.
-TEST(OutputClaim, AllOrNone) {
+TEST(FileClaim, AllOrNone) {
   const auto dir = scratch("all_or_none");
   const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string(), c = (dir / "c.h5").string();
   put(c, "an earlier run");
-  OutputClaim first(a, 1), second(b, 1), third(c, 1);
+  FileClaim first(a, 1), second(b, 1), third(c, 1);
   put(first.partial(), "a of run 1");
   put(third.partial(), "c of run 1");
   EXPECT_EQ(first.take(), "");
@@ -215,12 +215,12 @@ TEST(OutputClaim, AllOrNone) {
   fs::remove_all(dir);
 }
 
-TEST(OutputClaim, UnusablePathsAreUsageErrors) {
+TEST(FileClaim, UnusablePathsAreUsageErrors) {
   const auto dir = scratch("unusable");
   fs::create_directory(dir / "folder");
   put(dir / "plain", "a file");
   for (const auto& path : {dir / "folder", dir / "missing" / "out.h5", dir / "plain" / "out.h5"}) {
-    EXPECT_THROW(OutputClaim(path.string(), 1), UsageError) << path;
+    EXPECT_THROW(FileClaim(path.string(), 1), UsageError) << path;
   }
   EXPECT_EQ(entries(dir), 2U);
   fs::remove_all(dir);

@@ -387,9 +387,10 @@ TEST(Writers, OutputsKeepTheirTemporaryNamesUntilPublished) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "out.h5").string();
   WriterOptions o;
-  o.storage.storage = "hdf5";
+  o.storage = storage::resolve_storage({"hdf5", {}}, path);
   o.paths = {path};
-  storage::OutputClaim claim(path, 0);
+  storage::FileClaim claim(path, 0);
+  o.partials = {claim.partial()};
   Writers writers(o, storage::layout_of(obs));
   writers.finish();
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -407,8 +408,9 @@ TEST_P(WritersOfKind, CountChunksAndRewrites) {
   const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
   const auto layout = storage::layout_of(obs);
   WriterOptions o;
-  o.storage.storage = "null";
+  o.storage = storage::resolve_storage({"null", {}}, "");
   o.paths = {"", ""};
+  o.partials = {"", ""};
   o.queue_slots = 2;
   o.fork = GetParam();
   Writers writers(o, layout);
@@ -433,7 +435,9 @@ TEST_P(WritersOfKind, HoldPartsUntilWhole) {
   const auto obs = telescope::make_observation({"vlaa", "-60:60/8/4", "1e9:1.1e9/16/8", -40.0});
   const auto layout = storage::layout_of(obs);
   WriterOptions o;
+  o.storage = storage::resolve_storage({}, "");
   o.paths = {""};
+  o.partials = {""};
   o.queue_slots = 2;
   o.partial_slots = 10;
   o.fork = GetParam();

@@ -9,20 +9,32 @@
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
+#include "iotest/chunks/chunk_assembler.hpp"
 #include "iotest/commands/verify.hpp"
 #include "iotest/common/errors.hpp"
 #include "iotest/config/rec_set.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/image/image_file.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
-#include "iotest/storage/chunk_assembler.hpp"
-#include "iotest/storage/image_file.hpp"
+#include "iotest/storage/hdf5/uvh5_reader.hpp"
+#include "iotest/storage/output/file_claim.hpp"
 #include "iotest/storage/registry.hpp"
-#include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/telescope/geodesy.hpp"
 
 namespace iotest::storage {
 namespace {
+
+using chunks::ChunkAssembler;
+using chunks::ChunkCover;
+using chunks::MakeChunk;
+using chunks::set_present;
+using image::claim_image_path;
+using image::facet_block;
+using image::facet_region;
+using image::ImageDescription;
+using image::ImageWriter;
+using image::is_fits_path;
 
 Provenance sky_provenance(const std::string& rec_set, double pixel_lm, index_t sources,
                           std::uint64_t seed) {
@@ -41,7 +53,7 @@ telescope::Observation small_observation() {
 // 351 baselines x 8 times in chunks of 4, 16 channels in chunks of 8.
 TEST(Storage, NullBackendCountsChunksAndRewrites) {
   const auto obs = small_observation();
-  auto backend = make_backend(StorageOptions{}, "");
+  auto backend = resolve_storage(StorageOptions{}, "").make();
   backend->open("", layout_of(obs));
   const std::vector<cplx> data(32);
   backend->write_chunk({0, 0}, data.data(), 5);
@@ -251,7 +263,7 @@ TEST(Storage, DegridTasksKeepWholeRowChunksAndBoundTheirVisibilities) {
 }
 
 TEST(Storage, UnknownBackendIsAUsageError) {
-  EXPECT_THROW(make_backend(StorageOptions{"tape", {}}, "out.h5"), UsageError);
+  EXPECT_THROW(resolve_storage(StorageOptions{"tape", {}}, "out.h5").make(), UsageError);
 }
 
 TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
@@ -259,8 +271,8 @@ TEST(Storage, AbortedHdf5OutputLeavesNoFile) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "iotest_storage_abort";
   std::filesystem::create_directories(dir);
   {
-    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
-    backend->open((dir / "vis.h5").string(), layout_of(obs));
+    auto backend = resolve_storage(StorageOptions{"hdf5", {}}, "out.h5").make();
+    backend->open(partial_path((dir / "vis.h5").string(), 0), layout_of(obs));
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);
     EXPECT_TRUE(std::filesystem::exists(partial_path((dir / "vis.h5").string(), 0)));
@@ -276,11 +288,11 @@ TEST(Storage, VerifyFindsMissingChunks) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "vis.h5").string();
   {
-    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
+    auto backend = resolve_storage(StorageOptions{"hdf5", {}}, "out.h5").make();
     auto layout = layout_of(obs);
     layout.provenance = sky_provenance("T05_", 1e-5, 3, 1);
-    OutputClaim claim(path, nonce_of(layout));
-    backend->open(path, layout);
+    FileClaim claim(path, nonce_of(layout));
+    backend->open(claim.partial(), layout);
     const std::vector<cplx> data(32, cplx(1, 2));
     backend->write_chunk({0, 0}, data.data(), 32);  // one chunk of 351 x 2 x 2
     backend->complete();
@@ -300,11 +312,11 @@ TEST(Storage, VerifyFindsMissingChunks) {
 template <typename Value>
 void write_file(const std::string& path, const telescope::Observation& obs, const Provenance& pv,
                 const std::vector<ChunkKey>& keys, Value value) {
-  auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
+  auto backend = resolve_storage(StorageOptions{"hdf5", {}}, "out.h5").make();
   auto layout = layout_of(obs);
   layout.provenance = pv;
-  OutputClaim claim(path, nonce_of(layout));
-  backend->open(path, layout);
+  FileClaim claim(path, nonce_of(layout));
+  backend->open(claim.partial(), layout);
   for (const auto& key : keys) {
     const std::vector<cplx> data = value(key);
     backend->write_chunk(key, data.data(), 32);
@@ -535,11 +547,11 @@ TEST(Storage, StonewalledFileListsItsWrittenParts) {
   const std::vector<WrittenPart> parts{{-1, 5, 0, 3}, {2, 9, 7, 8}};
   for (const bool listed : {true, false}) {
     const auto path = (dir / (listed ? "listed.h5" : "unlisted.h5")).string();
-    auto backend = make_backend(StorageOptions{"hdf5", {}}, "out.h5");
+    auto backend = resolve_storage(StorageOptions{"hdf5", {}}, "out.h5").make();
     auto layout = layout_of(obs);
     layout.provenance = pv;
-    OutputClaim claim(path, nonce_of(layout));
-    backend->open(path, layout);
+    FileClaim claim(path, nonce_of(layout));
+    backend->open(claim.partial(), layout);
     if (listed) backend->set_written_parts(parts);
     backend->complete();
     publish(claim);

@@ -1,6 +1,7 @@
 // The posix back-end: chunks (rewrites accumulated) read back exactly through
 // the registry's reader, with O_DIRECT and per-chunk syncs too; its options
-// checked; nothing left by an abort; incomplete files refused.
+// checked; nothing left by an abort; incomplete files refused. Its format
+// read from memory, as another back-end (S3) reads it, chunks in parts too.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -8,17 +9,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/hdf5/uvh5_reader.hpp"
+#include "iotest/storage/output/file_claim.hpp"
+#include "iotest/storage/posix/posix_format.hpp"
 #include "iotest/storage/registry.hpp"
-#include "iotest/storage/uvh5_reader.hpp"
 #include "iotest/storage/write_behind.hpp"
 
 namespace iotest::storage {
@@ -104,10 +109,10 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
   const ChunkKey again = keys[2];
   const std::vector<WrittenPart> parts{{-1, 5, 0, 3}, {2, 9, 7, 8}};
   {
-    auto backend = make_backend(options, path);
+    auto backend = resolve_storage(options, path).make();
     ASSERT_EQ(backend->name(), "posix");
-    OutputClaim claim(path, nonce_of(layout));
-    backend->open(path, layout);
+    FileClaim claim(path, nonce_of(layout));
+    backend->open(claim.partial(), layout);
     for (const auto& key : keys)
       backend->write_chunk(key, chunk_values(layout, key, 0).get(), layout.chunk_values());
     backend->write_chunk(again, chunk_values(layout, again, 64).get(), layout.chunk_values());
@@ -199,9 +204,9 @@ void round_trip(const StorageOptions& options, const telescope::Observation& obs
   // (u, v, w): as the hdf5 back-end writes them for the same observation.
   const auto h5 = (dir / "axes.h5").string();
   {
-    auto backend = make_backend(StorageOptions{"hdf5", {}}, h5);
-    OutputClaim claim(h5, nonce_of(layout));
-    backend->open(h5, layout);
+    auto backend = resolve_storage(StorageOptions{"hdf5", {}}, h5).make();
+    FileClaim claim(h5, nonce_of(layout));
+    backend->open(claim.partial(), layout);
     backend->complete();
     publish(claim);
   }
@@ -260,9 +265,9 @@ TEST(Posix, RefusedDirectIoIsAClearError) {
   }
   const auto obs = edge_observation();
   const auto path = (dir / "out.bin").string();
-  auto backend = make_backend(StorageOptions{"posix", {{"posix.direct", "true"}}}, path);
+  auto backend = resolve_storage(StorageOptions{"posix", {{"posix.direct", "true"}}}, path).make();
   try {
-    backend->open(path, layout_of(obs));
+    backend->open(partial_path(path, 0), layout_of(obs));
     ADD_FAILURE() << "O_DIRECT accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("O_DIRECT"), std::string::npos) << e.what();
@@ -275,7 +280,7 @@ TEST(Posix, RefusedDirectIoIsAClearError) {
 TEST(Posix, BadOptionValuesAreUsageErrors) {
   const auto option_of = [](const StorageOptions& o) -> std::string {
     try {
-      make_backend(o, "out%d.bin");
+      resolve_storage(o, "out%d.bin").make();
     } catch (const UsageError& e) {
       return e.option();
     }
@@ -323,8 +328,8 @@ TEST(Posix, AbortLeavesNoFile) {
   const auto path = (dir / "out.bin").string();
   const auto data = chunk_values(layout, {0, 0}, 0);
   {
-    auto backend = make_backend(StorageOptions{"posix", {}}, path);
-    backend->open(path, layout);
+    auto backend = resolve_storage(StorageOptions{"posix", {}}, path).make();
+    backend->open(partial_path(path, 0), layout);
     backend->write_chunk({0, 0}, data.get(), 32);
     EXPECT_TRUE(fs::exists(partial_path(path, 0)));
     EXPECT_FALSE(fs::exists(path));
@@ -333,8 +338,8 @@ TEST(Posix, AbortLeavesNoFile) {
     backend->abort();  // twice: nothing more
   }
   {
-    auto backend = make_backend(StorageOptions{"posix", {}}, path);
-    backend->open(path, layout);
+    auto backend = resolve_storage(StorageOptions{"posix", {}}, path).make();
+    backend->open(partial_path(path, 0), layout);
     backend->write_chunk({0, 0}, data.get(), 32);
     backend->flush();
   }
@@ -351,9 +356,9 @@ TEST(Posix, IncompleteFileIsRefused) {
   const auto path = (dir / "out.bin").string();
   const auto data = chunk_values(layout, {0, 0}, 0);
   {
-    auto backend = make_backend(StorageOptions{"posix", {}}, path);
-    OutputClaim claim(path, nonce_of(layout));
-    backend->open(path, layout);
+    auto backend = resolve_storage(StorageOptions{"posix", {}}, path).make();
+    FileClaim claim(path, nonce_of(layout));
+    backend->open(claim.partial(), layout);
     backend->write_chunk({0, 0}, data.get(), 32);
     backend->write_chunk({9, 1}, data.get(), 32);
     backend->flush();
@@ -382,6 +387,162 @@ TEST(Posix, IncompleteFileIsRefused) {
     }
   }
   fs::remove_all(dir);
+}
+
+// The format from memory, as an object store's reader has it.
+class MemoryRanges final : public posix_format::ByteRanges {
+ public:
+  explicit MemoryRanges(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+  std::int64_t size() const override { return static_cast<std::int64_t>(bytes_.size()); }
+  bool read(void* out, std::int64_t bytes, std::int64_t offset) const override {
+    if (offset < 0 || bytes < 0 || offset + bytes > size()) return false;
+    std::memcpy(out, bytes_.data() + offset, static_cast<size_t>(bytes));
+    return true;
+  }
+
+ private:
+  std::vector<char> bytes_;
+};
+
+using ChunkValues = std::vector<cplx>;
+ChunkValues values_of(const VisibilityLayout& l, const ChunkKey& key, double pass) {
+  const auto c = chunk_values(l, key, pass);
+  return ChunkValues(c.get(), c.get() + l.chunk_values());
+}
+
+// A complete output: the header, a slot per entry of `slots` (a chunk, or a
+// part of one), the trailer.
+std::vector<char> format_output(const VisibilityLayout& l,
+                                const std::vector<std::pair<ChunkKey, ChunkValues>>& slots,
+                                const std::vector<ChunkChecksum>& checksums, bool parts_in_slots) {
+  const std::int64_t chunk_bytes = l.chunk_bytes();
+  const std::int64_t slot_bytes = posix_format::slot_bytes_for(chunk_bytes);
+  EXPECT_EQ(slot_bytes, 4096);
+  const auto head = posix_format::header(chunk_bytes, slot_bytes);
+  std::vector<char> out(head.begin(), head.end());
+  std::vector<std::int64_t> index;
+  for (const auto& [key, values] : slots) {
+    index.push_back(key.row_chunk * l.freq_chunks() + key.freq_chunk);
+    const auto at = out.size();
+    out.resize(at + static_cast<size_t>(slot_bytes), '\0');
+    std::memcpy(out.data() + at, values.data(), static_cast<size_t>(chunk_bytes));
+  }
+  const auto slots_end =
+      posix_format::slot_offset(static_cast<std::int64_t>(slots.size()), slot_bytes);
+  EXPECT_EQ(static_cast<std::int64_t>(out.size()), slots_end);
+  const std::vector<WrittenPart> parts{{1, 2, 3, 4}};
+  const auto tail =
+      posix_format::trailer(l, index, chunk_bytes, slot_bytes, parts, checksums, parts_in_slots);
+  EXPECT_EQ(std::string(tail.begin(), tail.end()).find("parts_in_slots") != std::string::npos,
+            parts_in_slots);
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+std::unique_ptr<Reader> memory_reader(std::vector<char> bytes) {
+  return std::make_unique<posix_format::PosixFormatReader>(
+      std::make_unique<MemoryRanges>(std::move(bytes)), "s3://bucket/out0.bin", "s3");
+}
+
+TEST(PosixFormat, ReadsChunksFromAnyByteRanges) {
+  const auto obs = edge_observation();
+  const auto layout = layout_of(obs);
+  const ChunkKey a{7, 0}, b{2, 1};  // b runs past the last channel
+  const std::vector<ChunkChecksum> sums{{14, 0xdeadbeef}, {5, 42}};
+  const auto reader = memory_reader(format_output(
+      layout, {{a, values_of(layout, a, 0)}, {b, values_of(layout, b, 0)}}, sums, false));
+  EXPECT_EQ(reader->backend(), "s3");
+  EXPECT_EQ(reader->baselines(), obs.baseline_count());
+  EXPECT_EQ(reader->channels(), 12);
+  EXPECT_EQ(reader->chunks_present(), 2);
+  ASSERT_EQ(reader->checksums().size(), 2u);
+  EXPECT_EQ(reader->checksums()[0].crc32, 0xdeadbeefu);
+  EXPECT_EQ(reader->written_parts(), (std::vector<WrittenPart>{{1, 2, 3, 4}}));
+  const auto stored = reader->stored_chunks();  // slot order
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].row_chunk, 7);
+  EXPECT_EQ(stored[1].row_chunk, 2);
+  EXPECT_EQ(stored[1].freq_chunk, 1);
+  const auto map = reader->chunk_map();
+  EXPECT_EQ(std::count(map.begin(), map.end(), true), 2);
+  EXPECT_TRUE(map[7 * 2 + 0]);
+  EXPECT_TRUE(map[2 * 2 + 1]);
+
+  ChunkValues out(static_cast<size_t>(layout.chunk_values()));
+  ASSERT_TRUE(reader->read_chunk(a, out.data()));
+  EXPECT_EQ(out, values_of(layout, a, 0));
+  ASSERT_TRUE(reader->read_chunk(b, out.data()));
+  const auto want = values_of(layout, b, 0);
+  EXPECT_EQ(out[0], want[0]);  // row 8, channel 8
+  EXPECT_EQ(out[3], want[3]);  // channel 11, the last
+  EXPECT_EQ(out[4], cplx{});   // channel 12: past the edge
+  EXPECT_EQ(reader->visibility(8, 11), want[3]);
+  EXPECT_EQ(reader->visibility(8 + 1, 9), want[8 + 1]);
+  EXPECT_TRUE(reader->chunk_present(8, 11));
+  EXPECT_FALSE(reader->chunk_present(0, 0));
+  EXPECT_EQ(reader->visibility(0, 0), cplx{});
+  EXPECT_FALSE(reader->read_chunk({0, 0}, out.data()));
+}
+
+// A chunk written as two parts (even values, odd values), each in a slot of
+// its own, with another chunk between them: the chunk reads back whole.
+TEST(PosixFormat, PartsInSlotsReadAsTheirXor) {
+  const auto obs = edge_observation();
+  const auto layout = layout_of(obs);
+  const ChunkKey split{3, 0}, whole{6, 0};
+  auto chunk = values_of(layout, split, 0);
+  chunk[5] = cplx(-0.0, 2.5);  // in the odd part; the even part's +0.0 there
+  ChunkValues even(chunk.size()), odd(chunk.size());
+  for (size_t i = 0; i < chunk.size(); ++i) (i % 2 == 0 ? even : odd)[i] = chunk[i];
+  const auto other = values_of(layout, whole, 0);
+  const auto reader =
+      memory_reader(format_output(layout, {{split, even}, {whole, other}, {split, odd}}, {}, true));
+
+  EXPECT_EQ(reader->chunks_present(), 2);
+  const auto stored = reader->stored_chunks();
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].row_chunk, 3);  // where its first part is
+  EXPECT_EQ(stored[1].row_chunk, 6);
+  const auto map = reader->chunk_map();
+  EXPECT_EQ(std::count(map.begin(), map.end(), true), 2);
+
+  ChunkValues out(chunk.size());
+  ASSERT_TRUE(reader->read_chunk(split, out.data()));
+  EXPECT_EQ(std::memcmp(out.data(), chunk.data(), chunk.size() * sizeof(cplx)), 0);
+  EXPECT_TRUE(std::signbit(out[5].real()));  // -0.0, as a sum would not give
+  EXPECT_EQ(out[4], cplx(12, 1));            // row 12, channel 4, from the even part
+  EXPECT_EQ(out[9], cplx(13, 0.25));         // row 13, channel 1, from the odd part
+  ASSERT_TRUE(reader->read_chunk(whole, out.data()));
+  EXPECT_EQ(out, other);
+
+  const auto v = reader->visibility(12, 5);  // chunk[5]
+  EXPECT_EQ(v, cplx(0, 2.5));
+  EXPECT_TRUE(std::signbit(v.real()));
+  EXPECT_EQ(reader->visibility(13, 7), chunk[15]);
+  EXPECT_TRUE(reader->chunk_present(14, 3));
+}
+
+// Without parts_in_slots (every posix file), a chunk in two slots is an error.
+TEST(PosixFormat, AChunkListedTwiceIsRefusedWithoutPartsInSlots) {
+  const auto obs = edge_observation();
+  const auto layout = layout_of(obs);
+  const ChunkKey split{3, 0};
+  const auto chunk = values_of(layout, split, 0);
+  try {
+    memory_reader(format_output(layout, {{split, chunk}, {split, chunk}}, {}, false));
+    ADD_FAILURE() << "a chunk listed twice accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(e.option(), "s3://bucket/out0.bin");
+    EXPECT_NE(std::string(e.what()).find("lists a chunk twice"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PosixFormat, RecognisedByItsFirstBytes) {
+  const auto head = posix_format::header(512, 4096);
+  EXPECT_TRUE(posix_format::has_posix_magic(head.data(), head.size()));
+  EXPECT_TRUE(posix_format::has_posix_magic(head.data(), 15));
+  EXPECT_FALSE(posix_format::has_posix_magic(head.data(), 14));  // too few to tell
+  EXPECT_FALSE(posix_format::has_posix_magic("\x89HDF\r\n\x1a\n and more", 16));
 }
 
 }  // namespace

@@ -108,6 +108,10 @@ class Iotest(CMakePackage, CudaPackage):
     depends_on("cli11@2:")
     depends_on("fmt@8:")
     depends_on("nlohmann-json@3.9:")
+    # The S3 storage back-end: HTTP with AWS SigV4 signing (libcurl 7.75 has
+    # CURLOPT_AWS_SIGV4) and the XML of S3's answers.
+    depends_on("curl@7.75:")
+    depends_on("libxml2")
 
     # The C++ unit tests, built and run by `spack install --test=root`
     # (IOTEST_BUILD_TESTS follows Spack's run_tests; see check()).

@@ -10,8 +10,8 @@
 
 #include "iotest/common/errors.hpp"
 #include "iotest/common/mpi_agree.hpp"
-#include "iotest/storage/hdf5_handles.hpp"
-#include "iotest/storage/mpio_hints.hpp"
+#include "iotest/storage/hdf5/hdf5_handles.hpp"
+#include "iotest/storage/phdf5/mpio_hints.hpp"
 
 namespace iotest::checkpoint {
 

@@ -33,7 +33,7 @@ struct PredictThread : detail::WalkFigures {
   degrid::Degridder::Workspace degrid;
   std::vector<binning::VisRun> runs;
   std::vector<cplx> vis;
-  storage::ChunkAssembler chunks;
+  chunks::ChunkAssembler chunks;
   std::map<index_t, RelativeError> errors;  // per subgrid
   index_t samples = 0;
   PredictThread(const swiftly::Recombination& rec, const storage::VisibilityLayout& layout)
@@ -243,26 +243,28 @@ class Predict {
   std::vector<Array2D> prepared_, column_data_;  // per facet
   std::vector<PredictThread> state_;
   std::mutex backend_lock_;
-  storage::ChunkAssembler::Emit emit_;
+  chunks::ChunkAssembler::Emit emit_;
 };
 
-std::optional<storage::OutputClaim> claim_visibility_output(const storage::StorageChoice& storage,
-                                                            const std::string& output,
-                                                            std::uint32_t nonce) {
-  std::optional<storage::OutputClaim> claim;
-  if (storage.writes_files) claim.emplace(output, nonce, "OUTPUT", storage.folder);
-  if (claim) claim->go_ahead();  // its one claim
+std::unique_ptr<storage::OutputClaim> claim_visibility_output(const storage::StorageChoice& storage,
+                                                              const std::string& output,
+                                                              std::uint32_t nonce) {
+  if (!storage.store()) return nullptr;  // null: nothing kept
+  auto claim = storage.store()->claim(output, nonce, "OUTPUT");
+  claim->go_ahead();  // its one claim
   return claim;
 }
 
 // The back-end of the output, open, and the layout it was opened with.
 std::unique_ptr<storage::Backend> open_visibility_output(const DegridRunOptions& o,
+                                                         const storage::StorageChoice& storage,
+                                                         const storage::OutputClaim* claim,
                                                          const job::Job& job, std::uint32_t nonce,
                                                          storage::VisibilityLayout& layout) {
-  auto backend = storage::make_backend(o.storage, o.output);
+  auto backend = storage.make();
   layout = storage::layout_of(*job.obs);
   layout.provenance = job::provenance(job, o.rec_set, o.seed, false, nonce);
-  backend->open(o.output, layout);
+  backend->open(claim ? claim->partial() : std::string(), layout);
   return backend;
 }
 
@@ -280,7 +282,8 @@ void report_sampled_visibilities(report::Report& r, report::Timing& timing, cons
 
 // What the back-end wrote, in how long, and how fast.
 void report_written(report::Report& r, report::Timing& timing, const storage::Backend& backend,
-                    std::uint32_t nonce, const std::string& output) {
+                    const storage::StorageChoice& storage, std::uint32_t nonce,
+                    const std::string& output) {
   const auto& stats = backend.stats();
   timing.write_s = stats.seconds;
   timing.sync_s = stats.sync_s;
@@ -293,6 +296,7 @@ void report_written(report::Report& r, report::Timing& timing, const storage::Ba
   r.settings->value_bytes = backend.stored_value_bytes();
   r.settings->nonce = nonce;
   r.settings->output = output;
+  r.settings->store = storage.describe(output);
   const double bytes = static_cast<double>(stats.bytes);
   r.rates->write_bytes_per_s =
       timing.write_s + timing.sync_s > 0 ? bytes / (timing.write_s + timing.sync_s) : 0;
@@ -330,7 +334,7 @@ report::Report degrid(const DegridRunOptions& o) {
   }
   const degrid::Degridder degridder(rec, *job.geometry, *job.obs, job.kernel, job.w);
   storage::VisibilityLayout layout;
-  auto backend = open_visibility_output(o, job, nonce, layout);
+  auto backend = open_visibility_output(o, checked.storage, claim.get(), job, nonce, layout);
   const auto samples = degrid::pick_samples(*job.obs, o.vis_samples, o.seed);
   const auto distribution = binning::summarise(visits.counts);
   timing.planning_s = seconds_since(t0);
@@ -353,7 +357,7 @@ report::Report degrid(const DegridRunOptions& o) {
   report_sampled_visibilities(r, timing, figures, static_cast<index_t>(samples.size()));
   timing.degrid_s = degrid_s;
   r.rates = detail::walk_rates(figures, degrid_s, shape.threads);
-  report_written(r, timing, *backend, nonce, o.output);
+  report_written(r, timing, *backend, checked.storage, nonce, o.output);
   r.memory.peak_rss_bytes = peak_rss_bytes();
   timing.wall_s = seconds_since(t_wall);
   r.timing = timing;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include "iotest/chunks/chunk_gatherer.hpp"
 #include "iotest/commands/chain.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/errors.hpp"
@@ -15,10 +16,9 @@
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/image/image_file.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
-#include "iotest/storage/chunk_gatherer.hpp"
-#include "iotest/storage/image_file.hpp"
 #include "iotest/storage/output_set.hpp"
 
 namespace iotest::commands {
@@ -54,9 +54,9 @@ std::vector<device::GpuInfo> check_grid_options(const GridRunOptions& o) {
   return job::require_device(o.device);
 }
 
-std::optional<storage::OutputClaim> claim_image(const std::string& path) {
-  std::optional<storage::OutputClaim> claim;
-  if (!path.empty()) claim.emplace(storage::claim_image_path(path));
+std::optional<storage::FileClaim> claim_image(const std::string& path) {
+  std::optional<storage::FileClaim> claim;
+  if (!path.empty()) claim.emplace(image::claim_image_path(path));
   if (claim) claim->go_ahead();  // its one claim
   return claim;
 }
@@ -104,7 +104,7 @@ Input open_input(const GridRunOptions& o) {
 // and the image writer's buffers.
 index_t image_held_bytes(const GridRunOptions& o, const config::RecombinationParams& p) {
   return p.facet_count() * p.yB * p.yB * static_cast<index_t>(sizeof(cplx)) +
-         (o.image.empty() ? 0 : storage::image_writer_bytes(storage::is_fits_path(o.image), p.yB));
+         (o.image.empty() ? 0 : image::image_writer_bytes(image::is_fits_path(o.image), p.yB));
 }
 
 // A thread's buffers and figures, allocated before the walk.
@@ -114,7 +114,7 @@ struct ImagingThread : detail::WalkFigures {
   degrid::Degridder::Workspace tower;
   std::vector<binning::VisRun> runs;
   std::vector<cplx> vis;
-  std::unique_ptr<storage::ChunkGatherer> gatherer;
+  std::unique_ptr<chunks::ChunkGatherer> gatherer;
   degrid::DirtyPixels dirty;
   double input_s = 0;
   ImagingThread(const swiftly::Recombination& rec, const std::vector<sky::PointSource>& pixels)
@@ -128,7 +128,7 @@ struct ImagingThread : detail::WalkFigures {
 // All threads' figures: the reads, and the sampled pixels' sums.
 struct ImagingFigures : detail::WalkFigures {
   double input_s = 0;  // the slowest thread's
-  storage::ReadTally tally;
+  chunks::ReadTally tally;
   degrid::DirtyPixels dirty;
 };
 
@@ -206,13 +206,13 @@ class Imaging {
   }
 
   // Facet by facet, as the pipeline's image writer takes them; untimed.
-  report::ImageFile write(storage::OutputClaim& claim, const std::string& path,
+  report::ImageFile write(storage::FileClaim& claim, const std::string& path,
                           const std::string& rec_set) const {
     const auto& p = c_.job.p;
     const auto tw = Clock::now();
-    storage::ImageWriter writer(
-        claim, storage::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs,
-                                       c_.binner.visibility_count()));
+    image::ImageWriter writer(
+        claim, image::describe_image(rec_set, p.used_size, c_.job.geometry->pixel_lm, *c_.job.obs,
+                                     c_.binner.visibility_count()));
     for (index_t f = 0; f < c_.facet_count(); ++f)
       writer.write_facet(image_[static_cast<size_t>(f)], c_.tiling.facet0(f), c_.tiling.facet1(f),
                          p.yB);
@@ -232,7 +232,7 @@ class Imaging {
     for (int t = 0; t < c_.shape.threads; ++t) {
       state.emplace_back(c_.rec, pixels_);
       if (!readers_.empty())
-        state.back().gatherer = std::make_unique<storage::ChunkGatherer>(readers_, read_lock_);
+        state.back().gatherer = std::make_unique<chunks::ChunkGatherer>(readers_, read_lock_);
     }
     return state;
   }

@@ -14,7 +14,7 @@
 #include "iotest/common/system.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/memory.hpp"
-#include "iotest/storage/output_claim.hpp"
+#include "iotest/storage/output/file_claim.hpp"
 #include "iotest/storage/output_set.hpp"
 
 namespace iotest::commands {
@@ -283,8 +283,8 @@ report::Advice lay_out_roles(const PlanOptions& o, index_t facets, int cores, in
 void check_plan_options(const PlanOptions& o) {
   job::check_shape_options(o);
   if (o.slurm) job::check_job_script_options(*o.slurm);
-  if (o.slurm && !o.output.empty() && o.output.find("%h") == std::string::npos)
-    storage::check_creatable(o.output, "OUTPUT");
+  if (o.slurm && !o.output.empty() && o.output.find("%h") == std::string::npos && o.storage.store())
+    o.storage.store()->check_name(o.output, "OUTPUT");
 }
 
 // With visibilities the subgrids keep the margin degridding needs

@@ -17,8 +17,8 @@ void sort_for_storage(std::vector<binning::VisRun>& runs) {
 }
 
 void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
-                    const cplx* vis, storage::ChunkAssembler& chunks,
-                    const storage::ChunkAssembler::Emit& emit) {
+                    const cplx* vis, chunks::ChunkAssembler& chunks,
+                    const chunks::ChunkAssembler::Emit& emit) {
   for (const auto* run = begin; run != end; ++run) {
     chunks.add(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), vis,
                emit);
@@ -27,7 +27,7 @@ void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::
   chunks.flush(emit);
 }
 
-void gather_runs(storage::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
+void gather_runs(chunks::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
                  const binning::VisRun* end, cplx* vis) {
   for (const auto* run = begin; run != end; vis += run->count(), ++run)
     gatherer.gather(index_t{run->baseline} * times + run->time, run->chan_begin, run->count(), vis);
@@ -36,8 +36,8 @@ void gather_runs(storage::ChunkGatherer& gatherer, index_t times, const binning:
 
 void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
                       index_t off0, index_t off1, const Degridder::Workspace& ws,
-                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
-                      const storage::ChunkAssembler::Emit& emit) {
+                      std::vector<cplx>& vis, chunks::ChunkAssembler& chunks,
+                      const chunks::ChunkAssembler::Emit& emit) {
   vis.clear();
   d.degrid(begin, end, off0, off1, ws, vis);
   runs_to_chunks(d.observation().time.steps, begin, end, vis.data(), chunks, emit);
@@ -133,11 +133,11 @@ std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const st
 }
 
 index_t synthesize_to_chunks(std::uint32_t nonce, const binning::VisRun* begin,
-                             const binning::VisRun* end, storage::ChunkCover& cover,
+                             const binning::VisRun* end, chunks::ChunkCover& cover,
                              const MadeChunkEmit& emit) {
   const auto& layout = cover.layout();
-  const storage::ChunkCover::Emit covered = [&](const storage::ChunkKey& key, index_t n,
-                                                const storage::PresenceWord* present) {
+  const chunks::ChunkCover::Emit covered = [&](const storage::ChunkKey& key, index_t n,
+                                               const storage::PresenceWord* present) {
     emit(key, n, present, [&](void* values, storage::StoredForm form) {
       return synthesize_chunk(layout, key, nonce, present, values, form);
     });

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
+#include "iotest/chunks/chunk_assembler.hpp"
+#include "iotest/chunks/chunk_gatherer.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/degrid/degridder.hpp"
-#include "iotest/storage/chunk_assembler.hpp"
-#include "iotest/storage/chunk_gatherer.hpp"
 #include "iotest/storage/reader.hpp"
 
 namespace iotest::degrid {
@@ -31,21 +31,21 @@ inline constexpr index_t kTaskVisibilities = index_t{1} << 22;
 // leaves them), into whole chunks for `emit`; `times`: the observation's
 // time steps. The GPU path's visibilities reach storage this way.
 void runs_to_chunks(index_t times, const binning::VisRun* begin, const binning::VisRun* end,
-                    const cplx* vis, storage::ChunkAssembler& chunks,
-                    const storage::ChunkAssembler::Emit& emit);
+                    const cplx* vis, chunks::ChunkAssembler& chunks,
+                    const chunks::ChunkAssembler::Emit& emit);
 
 // runs_to_chunks' inverse: the stored values of runs [begin, end), run
 // after run, into `vis` (as many as the runs hold), from the files behind
 // `gatherer`, whose chunk cache is then cleared.
-void gather_runs(storage::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
+void gather_runs(chunks::ChunkGatherer& gatherer, index_t times, const binning::VisRun* begin,
                  const binning::VisRun* end, cplx* vis);
 
 // Degrids runs [begin, end) from the tower in `ws` into `vis` (cleared
 // first) and hands whole chunks to `emit`.
 void degrid_to_chunks(const Degridder& d, const binning::VisRun* begin, const binning::VisRun* end,
                       index_t off0, index_t off1, const Degridder::Workspace& ws,
-                      std::vector<cplx>& vis, storage::ChunkAssembler& chunks,
-                      const storage::ChunkAssembler::Emit& emit);
+                      std::vector<cplx>& vis, chunks::ChunkAssembler& chunks,
+                      const chunks::ChunkAssembler::Emit& emit);
 
 // The storage-only mode (--synthetic-vis): a cheap value that names its
 // visibility and its run, (nonce * 2^20 + baseline + 1) + i (time * 2^20 +
@@ -91,7 +91,7 @@ std::uint32_t synthesize_chunk(const storage::VisibilityLayout& layout, const st
 // Receives a covered chunk: its key, how many visibilities it carries,
 // which (nullptr: all, the chunk is whole), and how to make it where it goes.
 using MadeChunkEmit = std::function<void(const storage::ChunkKey&, index_t,
-                                         const storage::PresenceWord*, const storage::MakeChunk&)>;
+                                         const storage::PresenceWord*, const chunks::MakeChunk&)>;
 
 // degrid_to_chunks' twin for the storage-only mode: the same runs in the
 // same order give the same chunks to `emit`, with the pattern in place of
@@ -99,7 +99,7 @@ using MadeChunkEmit = std::function<void(const storage::ChunkKey&, index_t,
 // each chunk is made once, whole, where `emit` puts it (the writer's
 // queue): no values per run, no copies. Returns the runs' visibilities.
 index_t synthesize_to_chunks(std::uint32_t nonce, const binning::VisRun* begin,
-                             const binning::VisRun* end, storage::ChunkCover& cover,
+                             const binning::VisRun* end, chunks::ChunkCover& cover,
                              const MadeChunkEmit& emit);
 
 // The imaging direction without files: the sky's visibilities by direct

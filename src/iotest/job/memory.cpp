@@ -90,7 +90,7 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
     // Rank 0 writes the image (the others send it blocks: less).
     if (images && s.image)
       m.producer_bytes +=
-          add("producer", "image writer (rank 0)", storage::image_writer_bytes(s.image_fits, p.yB));
+          add("producer", "image writer (rank 0)", image::image_writer_bytes(s.image_fits, p.yB));
   }
 
   // A streamer: receive slots (one contribution per facet each), towers
@@ -170,7 +170,8 @@ report::Memory estimate_memory(const Job& job, const RunShape& s,
       // writer's I/O thread while it writes a merged chunk; what its
       // back-end holds per row chunk, for every row chunk.
       const index_t row_chunks = obs.baseline_count() * obs.time.chunks();
-      const index_t writer = (queue_slots + 1 + s.writer_held_chunks) * chunk + chunks / 8 +
+      const index_t writer = (queue_slots + 1 + s.writer_held_chunks) * chunk +
+                             s.writer_held_bytes + chunks / 8 +
                              row_chunks * s.writer_row_chunk_bytes +
                              (s.writes ? kHdf5FileBytes + 16 * (chunks / writers_in_all + 1) : 0);
       const char* writing_role = in_transit ? "writer" : "streamer";

@@ -16,10 +16,10 @@
 #include "iotest/common/errors.hpp"
 #include "iotest/common/openmp.hpp"
 #include "iotest/device/device.hpp"
+#include "iotest/image/image_file.hpp"
 #include "iotest/job/job.hpp"
 #include "iotest/job/mpi_library.hpp"
 #include "iotest/report/report.hpp"
-#include "iotest/storage/image_file.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
 
@@ -56,6 +56,7 @@ struct RunShape {
   // (phdf5's batches, ms's conversions) and bytes per row chunk of the
   // observation (ms); hold_for_storage sets them.
   index_t writer_held_chunks = 0;
+  index_t writer_held_bytes = 0;  // besides chunks (an object store's parts)
   index_t writer_row_chunk_bytes = 0;
   // Outputs split by frequency (ms): in situ, several streamers exchange
   // chunks (a forwarding queue, send and receive slots each).
@@ -70,7 +71,7 @@ struct RunShape {
   swiftly::Direction direction = swiftly::Direction::predict;
   // --image (the imaging direction): rank 0, a producer, writes the dirty
   // image, holding a block of a facet and the file library's buffers
-  // (storage::image_writer_bytes; FITS or HDF5).
+  // (image::image_writer_bytes; FITS or HDF5).
   bool image = false, image_fits = false;
   bool network_only = false;  // producers hold no facets, streamers no towers
   // --device=cuda: each streamer holds its GPU's share too (the items of
@@ -157,7 +158,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
   if constexpr (requires { o.direction; }) s.direction = o.direction;
   if constexpr (requires { o.image; }) {
     s.image = !o.image.empty();
-    s.image_fits = storage::is_fits_path(o.image);
+    s.image_fits = image::is_fits_path(o.image);
   }
   if constexpr (requires { o.network_only; }) s.network_only = o.network_only;
   if constexpr (requires { o.device; }) s.device = o.device;
@@ -168,6 +169,7 @@ RunShape run_shape(const Options& o, int producers, int streamers, bool assigner
 // shape (`run` and `plan` alike: storage::resolve_storage's choice).
 inline void hold_for_storage(RunShape& s, const storage::StorageChoice& storage) {
   s.writer_held_chunks = s.writes ? storage.held_chunks : 0;
+  s.writer_held_bytes = s.writes ? storage.held_bytes : 0;
   s.writer_row_chunk_bytes = s.writes ? storage.row_chunk_bytes : 0;
   s.files_by_frequency = s.writes && storage.files_by_frequency;
   s.shared_output = s.writes && storage.shared;

@@ -17,8 +17,8 @@
 #include "iotest/common/parallel.hpp"
 #include "iotest/common/system.hpp"
 #include "iotest/degrid/tasks.hpp"
+#include "iotest/image/image_file.hpp"
 #include "iotest/pipeline/image_receiver.hpp"
-#include "iotest/storage/image_file.hpp"
 
 namespace iotest::pipeline {
 
@@ -199,18 +199,17 @@ report::ImageFile write_image(Context& ctx) {
   std::vector<index_t> order(static_cast<size_t>(p.facet_count()));
   std::iota(order.begin(), order.end(), index_t{0});
   const auto region_of = [&](index_t f) {
-    return storage::facet_region(ctx.facet_tile0(f), ctx.facet_tile1(f), p.used_size);
+    return image::facet_region(ctx.facet_tile0(f), ctx.facet_tile1(f), p.used_size);
   };
   std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
     const auto ra = region_of(a), rb = region_of(b);
     return std::pair{ra.row, ra.column} < std::pair{rb.row, rb.column};
   });
-  std::optional<storage::ImageWriter> writer;
+  std::optional<image::ImageWriter> writer;
   if (roles.rank == 0)
-    writer.emplace(
-        *ctx.image_claim,
-        storage::describe_image(p.name, p.used_size, ctx.job.geometry->pixel_lm, *ctx.job.obs,
-                                ctx.binner->visibility_count()));
+    writer.emplace(*ctx.image_claim,
+                   image::describe_image(p.name, p.used_size, ctx.job.geometry->pixel_lm,
+                                         *ctx.job.obs, ctx.binner->visibility_count()));
   std::vector<cplx> block;
   for (const index_t f : order) {
     const int owner = roles.facet_owner(f);
@@ -226,7 +225,7 @@ report::ImageFile write_image(Context& ctx) {
       continue;
     }
     const auto region = region_of(f);
-    const index_t step = storage::block_rows(region);
+    const index_t step = image::block_rows(region);
     block.resize(static_cast<size_t>(step * region.columns));
     for (index_t first = 0; first < region.rows; first += step) {
       const index_t rows = std::min(step, region.rows - first);
@@ -236,7 +235,7 @@ report::ImageFile write_image(Context& ctx) {
                  MPI_STATUS_IGNORE);
         writer->write_block(region, first, rows, block.data());
       } else {
-        storage::facet_block(facet(), t0, t1, p.yB, region, first, rows, block.data());
+        image::facet_block(facet(), t0, t1, p.yB, region, first, rows, block.data());
         MPI_Send(block.data(), values, MPI_C_DOUBLE_COMPLEX, 0, kTagImage, ctx.control);
       }
     }

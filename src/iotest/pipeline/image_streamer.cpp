@@ -55,7 +55,7 @@ struct GridThread {
   double observed2 = 0, residual2 = 0;               // sums of |V|^2: observed, residual
   double degrid_s = 0;                               // the model's tower and degridding
   double grid_s = 0;                                 // the residual's (or the observed) gridding
-  std::unique_ptr<storage::ChunkGatherer> gatherer;  // with input files
+  std::unique_ptr<chunks::ChunkGatherer> gatherer;   // with input files
   degrid::DirtyPixels dirty;
   index_t visibilities = 0, w_planes = 0, subgrids = 0;
   double busy_s = 0, input_s = 0, check_s = 0;
@@ -126,8 +126,7 @@ ImageStreamer::ImageStreamer(Context& c) : StreamerRun(c) {
       ts.tower.planes.emplace_back(p.xA, p.xA);
     ts.vis.assign(static_cast<size_t>(ctx.task_visibilities), cplx{});
     ts.vis.clear();
-    if (!readers.empty())
-      ts.gatherer = std::make_unique<storage::ChunkGatherer>(readers, read_lock);
+    if (!readers.empty()) ts.gatherer = std::make_unique<chunks::ChunkGatherer>(readers, read_lock);
     if (both) {
       ts.model_tower.emplace(p);
       while (!gpu && static_cast<index_t>(ts.model_tower->planes.size()) < ctx.tower_planes)

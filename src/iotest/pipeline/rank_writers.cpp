@@ -21,11 +21,12 @@ namespace {
 WriterOptions own_writers(const Context& ctx) {
   const auto& o = ctx.options;
   WriterOptions wo;
-  wo.storage = o.storage;
+  wo.storage = ctx.storage;
   wo.fork = o.fork_writer;
   wo.queue_slots = std::max<index_t>(1, *o.visibility_queue / o.writer_count);
   wo.partial_slots = wo.queue_slots;  // as many parts held as chunks queued
   wo.paths = ctx.outputs();
+  wo.partials = ctx.partial_outputs();
   wo.shared = ctx.shared_output;
   wo.split = ctx.split();
   wo.first_file = ctx.first_output();
@@ -40,9 +41,10 @@ WriterOptions own_writers(const Context& ctx) {
 WriterOptions forwarding_writers(Context& ctx, std::vector<int> ranks, Writers* own) {
   const auto& o = ctx.options;
   WriterOptions wo;
-  wo.storage = o.storage;
+  wo.storage = ctx.storage;
   wo.queue_slots = *o.visibility_queue;
   wo.paths = {std::string()};
+  wo.partials = {std::string()};
   const ChunkRoute route{std::move(ranks), ctx.split(), o.writer_count};
   wo.consumer = forward_to_writer_group(ctx.transit, route, o.transit_queue, ctx.layout,
                                         ctx.transit_tally, own);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "iotest/chunks/chunk_gatherer.hpp"
 #include "iotest/common/accuracy.hpp"
 #include "iotest/common/mpi_agree.hpp"
 #include "iotest/common/mpi_wait.hpp"
@@ -25,7 +26,8 @@
 #include "iotest/pipeline/writers.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/sky/sky_model.hpp"
-#include "iotest/storage/chunk_gatherer.hpp"
+#include "iotest/storage/output/file_claim.hpp"
+#include "iotest/storage/output/unpublished.hpp"
 #include "iotest/storage/reader.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/core.hpp"
@@ -177,11 +179,20 @@ struct Context {
   // other roles).
   std::vector<std::string> outputs() const;
   // The outputs this rank publishes (a shared one by its first writing
-  // rank), claimed before the work (storage/output_claim.hpp). Before the
-  // writers: they go after them, when their partial files are let go.
-  std::vector<storage::OutputClaim> claims;
+  // rank), claimed before the work (storage/output/output_claim.hpp).
+  // Before the writers: they go after them, when their partial outputs are
+  // let go.
+  std::vector<std::unique_ptr<storage::OutputClaim>> claims;
+  // The run's outputs, every rank's, taken back should this rank end the
+  // job early (an object store's uploads; storage/output/unpublished.hpp).
+  std::optional<storage::UnpublishedOutput> unpublished_outputs;
   // --image: the dirty image's claim, held by rank 0, its writer.
-  std::optional<storage::OutputClaim> image_claim;
+  std::optional<storage::FileClaim> image_claim;
+  // Where each of outputs()'s writers writes until it is published: its
+  // claim's partial(), or, a shared output another rank claimed, its
+  // store's name for it (OutputStore::partial_of); empty names where
+  // nothing is kept.
+  std::vector<std::string> partial_outputs() const;
   // --file-layout: why it could not be set on an output (empty: set, or
   // not asked); this rank's first reason, then the run's (agree_layout).
   std::string file_layout_not_set;
@@ -332,7 +343,7 @@ struct RoleFigures {
   index_t visibilities_written = 0;
   index_t parts_done = 0, tasks_skipped = 0;  // --duration: parts whose every task ran
   index_t walk_end = -1;                      // the visit the walk ended before (-1: all)
-  storage::ReadTally read;                    // the imaging direction: what was read
+  chunks::ReadTally read;                     // the imaging direction: what was read
   index_t values_checked = 0, values_wrong = 0;  // storage only: against the pattern
   double input_s = 0, check_s = 0;               // predicting visibilities in memory; checks
   // --direction=both: the model's degridding, and the sums of |V|^2 of the

@@ -4,7 +4,6 @@
 #include "iotest/pipeline/run.hpp"
 
 #include <fmt/format.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +54,19 @@ std::vector<std::string> Context::outputs() const {
   return paths;
 }
 
+std::vector<std::string> Context::partial_outputs() const {
+  std::vector<std::string> partials;
+  const storage::OutputStore* store = storage.store();
+  for (const auto& path : outputs()) {
+    const auto claim = std::find_if(claims.begin(), claims.end(),
+                                    [&](const auto& c) { return c->path() == path; });
+    partials.push_back(claim != claims.end()    ? (*claim)->partial()
+                       : store && !path.empty() ? store->partial_of(path, nonce)
+                                                : std::string());
+  }
+  return partials;
+}
+
 storage::FileSplit Context::split() const {
   storage::FileSplit s;
   if (!storage.files_by_frequency || !job.obs) return s;
@@ -65,7 +77,7 @@ storage::FileSplit Context::split() const {
 }
 
 bool Context::exchanges_chunks() const {
-  return storage.files_by_frequency && storage.writes_files && roles.writers == 0 &&
+  return storage.files_by_frequency && storage.keeps_outputs && roles.writers == 0 &&
          roles.streamers > 1 && job.obs && !options.network_only && !imaging();
 }
 
@@ -513,13 +525,16 @@ void free_communicators(Context& ctx) {
 }
 
 // This rank's share of the observation's bytes against the free space of
-// each folder its outputs go to (a rank on a shared file system sees its
-// own share only; node-local folders, %h, are each their host's). A
-// warning on stderr, or with --require-space a usage error.
+// each place its outputs go to (a folder, a bucket; a rank on a shared file
+// system sees its own share only; node-local folders, %h, are each their
+// host's), as its store finds it. A warning on stderr, or with
+// --require-space a usage error.
 void check_free_space(const Context& ctx) {
   const auto& o = ctx.options;
   const auto outputs = ctx.outputs();
-  if (!ctx.job.obs || o.network_only || ctx.imaging() || outputs.empty() || outputs[0].empty())
+  const storage::OutputStore* store = ctx.storage.store();
+  if (!ctx.job.obs || o.network_only || ctx.imaging() || outputs.empty() || outputs[0].empty() ||
+      !store)
     return;
   const auto& roles = ctx.roles;
   const index_t writing_ranks = roles.writers > 0 ? roles.writers : roles.streamers;
@@ -527,20 +542,18 @@ void check_free_space(const Context& ctx) {
   const double files_in_all = shared ? static_cast<double>(writing_ranks)
                                      : static_cast<double>(writing_ranks * o.writer_count);
   const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
-  std::map<std::string, double> per_folder;
-  for (const auto& path : outputs) per_folder[storage::folder_of(path)] += share;
-  for (const auto& [folder, bytes] : per_folder) {
-    struct statvfs fs {};
-    if (::statvfs(folder.c_str(), &fs) != 0) continue;  // claim_outputs has looked at it
-    const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
-    if (free_bytes >= bytes) continue;
+  std::map<std::string, double> per_place;
+  for (const auto& path : outputs) per_place[store->place_of(path)] += share;
+  for (const auto& [place, bytes] : per_place) {
+    const auto free_bytes = store->free_bytes(place);
+    if (!free_bytes || *free_bytes >= bytes) continue;
     const auto size = [](double b) {
       return b >= 1024.0 * 1024 * 1024 ? fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024))
                                        : fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
     };
     const std::string what =
-        fmt::format("{} has {} free, and this rank ({}) will write about {} there", folder,
-                    size(free_bytes), host_name(), size(bytes));
+        fmt::format("{} has {} free, and this rank ({}) will write about {} there", place,
+                    size(*free_bytes), host_name(), size(bytes));
     if (o.require_space) throw UsageError("--require-space", what);
     std::fprintf(stderr, "iotest: warning: OUTPUT: %s (--require-space makes it an error)\n",
                  what.c_str());
@@ -602,24 +615,42 @@ void set_layout(Context& ctx, const storage::OutputClaim& claim) {
   if (!why.empty()) ctx.file_layout_not_set = "not set on " + claim.path() + " (" + why + ")";
 }
 
+// Should this rank end the job early (its failure, SIGTERM), it takes back
+// every output of the run that is unpublished, its peers' too: they may be
+// killed before their own clean-up (storage/output/unpublished.hpp). A %h
+// output is known on this rank's host only.
+void take_back_on_failure(Context& ctx) {
+  const auto& o = ctx.options;
+  const storage::OutputStore* store = ctx.storage.store();
+  if (!store || !store->keeps_unpublished() || o.output.empty() || !ctx.job.obs || o.network_only ||
+      ctx.imaging())
+    return;
+  const index_t outputs = outputs_in_all(ctx);
+  std::vector<std::string> paths;
+  for (index_t i = 0; i < outputs; ++i)
+    paths.push_back(with_host(output_path(ctx.options.output, i, outputs), host_name()));
+  ctx.unpublished_outputs.emplace([store, paths] { store->drop_unpublished(paths); });
+}
+
 // This rank's outputs checked, and those it publishes claimed: each of
 // its own, a shared one by its first writing rank (the others check it).
-// Claimed only where a back-end writes files with visibilities: a dry run
-// or the network alone publishes nothing.
+// Claimed only where a back-end keeps visibilities: a dry run or the
+// network alone publishes nothing.
 void claim_outputs(Context& ctx) {
   const auto& o = ctx.options;
-  const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging() && ctx.storage.writes_files;
+  const storage::OutputStore* store = ctx.storage.store();
+  if (!store) return;
+  const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging();
   int first = 0;
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
   for (const auto& path : ctx.outputs()) {
     if (path.empty()) continue;
-    const storage::WatchedCall call(storage::StorageStep::creating,
-                                    storage::partial_path(path, ctx.nonce));
+    const storage::WatchedCall call(storage::StorageStep::creating, path);
     if (writes && first == 0) {
-      ctx.claims.emplace_back(path, ctx.nonce, "OUTPUT", ctx.storage.folder);
-      set_layout(ctx, ctx.claims.back());
+      ctx.claims.push_back(store->claim(path, ctx.nonce, "OUTPUT"));
+      set_layout(ctx, *ctx.claims.back());
     } else {
-      storage::check_creatable(path, "OUTPUT", ctx.storage.folder);
+      store->check_creatable(path, "OUTPUT");
     }
   }
 }
@@ -628,7 +659,7 @@ void claim_outputs(Context& ctx) {
 // named by the run's nonce), before any work.
 void claim_image(Context& ctx) {
   if (!ctx.options.image.empty() && ctx.roles.rank == 0) {
-    ctx.image_claim.emplace(storage::claim_image_path(ctx.options.image, ctx.nonce));
+    ctx.image_claim.emplace(image::claim_image_path(ctx.options.image, ctx.nonce));
     set_layout(ctx, *ctx.image_claim);
   }
 }
@@ -636,7 +667,7 @@ void claim_image(Context& ctx) {
 // Every rank's claims made and agreed: another run that finds one of them
 // from now on gives way at once (storage/output_claim.hpp).
 void go_ahead(const Context& ctx) {
-  for (const auto& claim : ctx.claims) claim.go_ahead();
+  for (const auto& claim : ctx.claims) claim->go_ahead();
   if (ctx.image_claim) ctx.image_claim->go_ahead();
 }
 
@@ -698,6 +729,7 @@ void count_and_check(Context& ctx, Setup& st, MPI_Comm comm) {
     claim_image(ctx);
     check_free_space(ctx);
   });
+  take_back_on_failure(ctx);
   go_ahead(ctx);
   agree_layout(ctx, comm);
   if ((roles.is_streamer() || roles.is_writer()) && !ctx.imaging()) open_writers(ctx);
@@ -799,7 +831,7 @@ Setup set_up(Context& ctx, MPI_Comm comm) {
 // Returns, on rank 0, how many replaced a file there before the run.
 index_t publish_outputs(Context& ctx, MPI_Comm comm) {
   std::vector<storage::OutputClaim*> claims;  // the outputs', and the image's
-  for (auto& claim : ctx.claims) claims.push_back(&claim);
+  for (auto& claim : ctx.claims) claims.push_back(claim.get());
   if (ctx.image_claim) claims.push_back(&*ctx.image_claim);
   std::string clash;
   for (auto* claim : claims) {
@@ -810,8 +842,12 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
       clash = e.what();
     }
     if (!clash.empty()) {
-      clash += fmt::format("; this run's outputs are kept, '.run-{}' before their extension ('{}')",
-                           ctx.nonce, storage::kept_path(claim->path(), ctx.nonce));
+      const std::string kept = claim->kept_name();
+      clash += kept.empty() ? "; this run's outputs are dropped"
+                            : fmt::format(
+                                  "; this run's outputs are kept, '.run-{}' before their "
+                                  "extension ('{}')",
+                                  ctx.nonce, kept);
       break;
     }
   }
@@ -826,6 +862,7 @@ index_t publish_outputs(Context& ctx, MPI_Comm comm) {
     const storage::WatchedCall call(storage::StorageStep::publishing, claim->partial());
     claim->commit();
   }
+  if (ctx.unpublished_outputs) ctx.unpublished_outputs->release();  // published
   MPI_Reduce(&replaced, &in_all, 1, MPI_INT64_T, MPI_SUM, 0, comm);
   return in_all;
 }

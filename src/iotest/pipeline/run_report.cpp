@@ -13,7 +13,7 @@
 
 #include "iotest/common/mpi_wait.hpp"
 #include "iotest/common/system.hpp"
-#include "iotest/storage/image_file.hpp"
+#include "iotest/image/image_file.hpp"
 
 namespace iotest::pipeline {
 
@@ -446,8 +446,8 @@ void timing_and_rates(const Context& ctx, const Setup& st, const Totals& t, cons
 // --image) was made with it.
 void record_file_layout(const Context& ctx, report::RunSettings& s) {
   const auto& o = ctx.options;
-  const bool visibilities = ctx.job.obs && !ctx.imaging() && !o.output.empty() &&
-                            !o.network_only && ctx.storage.writes_files;
+  const bool visibilities = ctx.job.obs && !ctx.imaging() && !o.output.empty() && !o.network_only &&
+                            ctx.storage.keeps_outputs;
   s.file_layout = o.file_layout;
   s.file_layout_not_applied_why = visibilities || !o.image.empty()
                                       ? ctx.file_layout_not_set
@@ -489,6 +489,7 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
       s.value_bytes = ctx.storage.value_bytes;
       s.nonce = ctx.nonce;
       s.output = o.output;
+      s.store = ctx.storage.describe(o.output);
     }
     job::add_observation(r, *ctx.job.obs, *ctx.job.geometry, binning::summarise(st.counts));
     if (ctx.imaging() && !o.synthetic_vis) job::add_imaging_rule(r, ctx.job, *ctx.binner);
@@ -504,7 +505,7 @@ report::Report planned_report(const Context& ctx, const Setup& st) {
   if (!o.image.empty()) {  // the rest once written
     r.image = report::ImageFile{};
     r.image->path = o.image;
-    r.image->format = storage::is_fits_path(o.image) ? "fits" : "hdf5";
+    r.image->format = image::is_fits_path(o.image) ? "fits" : "hdf5";
     r.image->used_size = ctx.job.p.used_size;
   }
   if (ctx.job.obs && !o.synthetic_vis)

@@ -47,8 +47,8 @@ struct Tower {
 struct ThreadState {
   std::vector<binning::VisRun> runs;  // the current task's
   std::vector<cplx> vis;
-  storage::ChunkAssembler chunks;
-  storage::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
+  chunks::ChunkAssembler chunks;
+  chunks::ChunkCover cover;  // --synthetic-vis: which values of the open chunks the runs cover
   Array2D scratch, subgrid, reference;
   RelativeError vis_error;
   ErrorTally subgrid_errors;
@@ -252,7 +252,7 @@ void Streamer::degrid_task(Tower* tower, index_t first, index_t last, index_t of
     visibilities = degrid::synthesize_to_chunks(
         ctx.nonce, begin, end, ds.cover,
         [&](const storage::ChunkKey& key, index_t n, const storage::PresenceWord* present,
-            const storage::MakeChunk& make) { writers->write_made(key, n, present, make); });
+            const chunks::MakeChunk& make) { writers->write_made(key, n, present, make); });
   } else if (gpu) {  // the task's tower and taps on the GPU, its chunks here
     gpu->degrid(begin, end, off0, off1, tower->w_lo, tower->w_hi, tower->sum.data(), ds.vis);
     degrid::runs_to_chunks(ctx.job.obs->time.steps, begin, end, ds.vis.data(), ds.chunks,

@@ -1,13 +1,13 @@
 #include "iotest/pipeline/writers.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +24,7 @@
 
 #include "iotest/common/errors.hpp"
 #include "iotest/common/system.hpp"
+#include "iotest/storage/output/file_claim.hpp"
 
 namespace iotest::pipeline {
 
@@ -221,7 +222,7 @@ void ChunkQueue::push(const storage::ChunkKey& key, const cplx* data, index_t vi
 }
 
 void ChunkQueue::push_made(const storage::ChunkKey& key, index_t visibilities,
-                           const storage::PresenceWord* present, const storage::MakeChunk& make,
+                           const storage::PresenceWord* present, const chunks::MakeChunk& make,
                            storage::StoredForm form) {
   const bool stored = form != storage::StoredForm::as_given;
   if (stored && (present || key.row_chunk == kWrittenPartsEntry))
@@ -669,14 +670,15 @@ std::vector<storage::WrittenPart> take_entries(ChunkQueue& queue, WriterIo& io,
 
 // One writer's whole life: open, write what comes, close. Failures go to
 // the queue (pushers see them and stop) and leave no complete-looking output.
-void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const std::string& path,
-                const storage::VisibilityLayout& layout, index_t partial_slots, MPI_Comm shared) {
+void run_writer(ChunkQueue& queue, const storage::StorageChoice& storage, const std::string& path,
+                const std::string& partial, const storage::VisibilityLayout& layout,
+                index_t partial_slots, MPI_Comm shared) {
   std::unique_ptr<storage::Backend> backend;
   try {
-    backend = storage::make_backend(storage, path);
+    backend = storage.make();
     backend->watch(&queue.progress());
     if (shared != MPI_COMM_NULL) backend->share(shared);
-    backend->open(path, layout);
+    backend->open(partial, layout);
     // A shared output's writers meet in collective calls: one with nothing
     // to write looks in on them every few milliseconds (idle()).
     const int wait_ms = backend->meets_others() ? kIdleMs : -1;
@@ -709,6 +711,8 @@ void run_writer(ChunkQueue& queue, const storage::StorageOptions& storage, const
 Writers::Writers(const WriterOptions& options, const storage::VisibilityLayout& layout)
     : options_(options), layout_(layout) {
   if (options_.queue_slots < 1) throw std::logic_error("a writer queue needs a slot");
+  if (options_.partials.size() != options_.paths.size())
+    throw std::logic_error("a writer without where to write");
   for (size_t i = 0; i < options_.paths.size(); ++i)
     file_layouts_.push_back(
         options_.split.layout_of_file(layout, options_.first_file + static_cast<index_t>(i)));
@@ -728,8 +732,8 @@ void Writers::start(size_t i) {
   }
   if (!options_.fork) {
     threads_.emplace_back([this, &queue, path, i] {
-      run_writer(queue, options_.storage, path, file_layouts_[i], options_.partial_slots,
-                 options_.shared);
+      run_writer(queue, options_.storage, path, options_.partials[i], file_layouts_[i],
+                 options_.partial_slots, options_.shared);
     });
     return;
   }
@@ -745,8 +749,8 @@ void Writers::start(size_t i) {
     if (getppid() != parent) _exit(1);  // the streamer died before prctl
     // The child writes and leaves without running the parent's exit
     // handlers (MPI's among them).
-    run_writer(queue, options_.storage, path, file_layouts_[i], options_.partial_slots,
-               MPI_COMM_NULL);
+    run_writer(queue, options_.storage, path, options_.partials[i], file_layouts_[i],
+               options_.partial_slots, MPI_COMM_NULL);
     _exit(queue.failure().empty() ? 0 : 1);
   }
   children_.push_back(child);
@@ -785,7 +789,7 @@ void Writers::write(const storage::ChunkKey& key, const cplx* data, index_t visi
 }
 
 void Writers::write_made(const storage::ChunkKey& key, index_t visibilities,
-                         const storage::PresenceWord* present, const storage::MakeChunk& make) {
+                         const storage::PresenceWord* present, const chunks::MakeChunk& make) {
   queue_of(key).push_made(key, visibilities, present, make, form_of(key, present));
 }
 

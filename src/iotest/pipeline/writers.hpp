@@ -19,9 +19,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "iotest/chunks/chunk_assembler.hpp"
 #include "iotest/common/array.hpp"
 #include "iotest/storage/backend.hpp"
-#include "iotest/storage/chunk_assembler.hpp"
 #include "iotest/storage/registry.hpp"
 
 namespace iotest::pipeline {
@@ -53,7 +53,7 @@ class ChunkQueue {
   // there in `form` (no copy, no buffer of the pusher's) and returns their
   // CRC-32, kept for a whole chunk (`present` nullptr) as push's is.
   void push_made(const storage::ChunkKey& key, index_t visibilities,
-                 const storage::PresenceWord* present, const storage::MakeChunk& make,
+                 const storage::PresenceWord* present, const chunks::MakeChunk& make,
                  storage::StoredForm form = storage::StoredForm::as_given);
   // The oldest chunk, in place (no copy), until release(). One consumer
   // (the writer).
@@ -118,8 +118,9 @@ class ChunkQueue {
 inline constexpr index_t kWrittenPartsEntry = -1;
 
 struct WriterOptions {
-  storage::StorageOptions storage;  // the back-end (from the paths unless named)
+  storage::StorageChoice storage;   // the back-end, resolved once, and its options
   std::vector<std::string> paths;   // one output per writer
+  std::vector<std::string> partials;  // where each writes until published (its claim's)
   // How the run's outputs divide the observation; split by frequency,
   // writer i writes the run's output first_file + i, and each chunk goes
   // to the writer of its file.
@@ -200,7 +201,7 @@ class Writers {
              const storage::PresenceWord* present = nullptr);
   // A chunk made in its writer's queue (ChunkQueue::push_made).
   void write_made(const storage::ChunkKey& key, index_t visibilities,
-                  const storage::PresenceWord* present, const storage::MakeChunk& make);
+                  const storage::PresenceWord* present, const chunks::MakeChunk& make);
   // A stonewalled run: the parts every output holds, stored with it. After
   // the last chunk, before finish().
   void record_written(const std::vector<storage::WrittenPart>& parts);

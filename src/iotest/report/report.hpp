@@ -15,6 +15,7 @@
 
 #include "iotest/common/array.hpp"
 #include "iotest/common/file_layout.hpp"
+#include "iotest/common/store_description.hpp"
 #include "iotest/config/rec_set.hpp"
 
 namespace iotest::report {
@@ -53,6 +54,9 @@ struct RunSettings {  // what the user chose besides the recombination set
   // Files under the outputs' final names when the run began, which it
   // replaced (docs/storage.md, "Outputs that belong to their run").
   index_t outputs_replaced = 0;
+  // The store the outputs went to, where it is not a file system (an
+  // object store: its endpoint, software and bucket).
+  std::optional<StoreDescription> store;
   // --file-layout: the layout asked for the outputs (the fields given),
   // and whether it was set on every one (else the first reason a rank
   // found, as the run's one warning said).

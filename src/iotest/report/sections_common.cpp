@@ -103,6 +103,15 @@ json config_json(const Report& r) {
       j["nonce"] = s.nonce;
       j["output"] = s.output;
       j["outputs_replaced"] = s.outputs_replaced;
+      if (s.store)
+        j["store"] = {{"kind", s.store->kind},
+                      {"endpoint", s.store->endpoint},
+                      {"server", s.store->server},
+                      {"bucket", s.store->bucket},
+                      {"region", s.store->region},
+                      {"credentials_from", s.store->credentials_from},
+                      {"part_bytes", s.store->part_bytes},
+                      {"requests_in_flight", s.store->requests_in_flight}};
     }
     if (s.file_layout)
       j["file_layout"] = {
@@ -302,6 +311,17 @@ std::string file_layout_text(const RunSettings& s) {
                                                  "; written with the file system's own layout");
 }
 
+// The store, where the outputs' names do not say it (an object store).
+std::string store_text(const RunSettings& s) {
+  if (!s.store) return {};
+  const auto& d = *s.store;
+  return fmt::format(
+      "  store: {} at {} ({}), bucket {}, region {}, keys from {}; parts of {}, "
+      "{} in flight per writer\n",
+      d.kind, d.endpoint, d.server.empty() ? "its server unnamed" : d.server, d.bucket, d.region,
+      d.credentials_from, bytes_text(static_cast<double>(d.part_bytes)), d.requests_in_flight);
+}
+
 // What was written, where and how fast.
 std::string counts_text(const Report& r) {
   if (!r.settings) return {};
@@ -321,7 +341,7 @@ std::string counts_text(const Report& r) {
       r.settings->outputs_replaced > 0
           ? fmt::format("; replaced {} file(s) there before the run", r.settings->outputs_replaced)
           : "");
-  return wrote + file_layout_text(*r.settings);
+  return wrote + store_text(*r.settings) + file_layout_text(*r.settings);
 }
 
 void counts_summary(const Report& r, Summary& out) {

@@ -1,8 +1,8 @@
 // Storage back-ends for visibilities, behind one small interface (as IOR's
-// back-ends; the list is in registry.hpp). A back-end writes under the
-// run's partial_path(path, nonce), which the run's OutputClaim made and
-// publishes once every rank has finished (output_claim.hpp), so a run
-// that fails leaves no file that looks complete.
+// back-ends; the list is in registry.hpp). A back-end writes where its
+// output's claim says (OutputClaim::partial()), and the claim publishes it
+// once every rank has finished (output/output_claim.hpp), so a run that
+// fails leaves nothing that looks complete.
 #pragma once
 
 #include <mpi.h>
@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "iotest/common/array.hpp"
-#include "iotest/storage/output_claim.hpp"
 #include "iotest/storage/storage_progress.hpp"
 #include "iotest/telescope/observation.hpp"
 
@@ -222,9 +221,10 @@ struct WriteStats {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Creates the output (under its partial name until its claim publishes it) with its
-  // metadata, flushed to the device.
-  void open(const std::string& path, const VisibilityLayout& layout);
+  // Creates the output at `partial`, where only this run writes until its
+  // claim publishes it (OutputClaim::partial(), OutputStore::partial_of),
+  // with its metadata, flushed to the device.
+  void open(const std::string& partial, const VisibilityLayout& layout);
   // One chunk: time_chunk x freq_chunk visibilities, row-major (rows and
   // channels past the observation's edge are ignored), zero where the
   // writer has none. A chunk written before is accumulated: read, added to,
@@ -244,7 +244,7 @@ class Backend {
   // A stonewalled output: the parts of the observation it holds, stored
   // with it when it is completed.
   void set_written_parts(std::vector<WrittenPart> parts) { written_parts_ = std::move(parts); }
-  // Completes the output, flushed, still under its temporary name; its
+  // Completes the output, flushed, still where open() made it; its
   // OutputClaim gives it its final name.
   void complete();
   // Drops a partial output (after a failure); safe to call twice.
@@ -265,6 +265,9 @@ class Backend {
   // Chunk buffers (values and presence bits) it holds besides the writer's
   // queue, for the memory model.
   virtual index_t held_chunks() const { return 0; }
+  // Bytes it holds besides chunk buffers, whatever the observation (s3:
+  // the part being filled and those in flight), for the memory model.
+  virtual index_t held_bytes() const { return 0; }
   // Bytes it holds per row chunk of the observation (ms: each row chunk's
   // first row in its table), for the memory model.
   virtual index_t row_chunk_bytes() const { return 0; }
@@ -285,7 +288,7 @@ class Backend {
   const VisibilityLayout& layout() const { return layout_; }
 
  protected:
-  virtual void do_open(const std::string& path) = 0;
+  virtual void do_open(const std::string& partial) = 0;
   // `accumulate`: the chunk was written before; add `data` to it. A file
   // of this writer's own may ignore `present` (the zeros elsewhere are
   // right); a shared one writes only the values present.
@@ -296,9 +299,7 @@ class Backend {
   // whose form is not as_given are handed one.
   virtual void do_write_stored(const ChunkKey& key, const void* cells);
   virtual void do_flush() = 0;
-  virtual void do_close() = 0;  // complete, under the temporary name
-  // Where the output is written until published: the run's partial_path.
-  std::string partial_of(const std::string& path) const;
+  virtual void do_close() = 0;  // complete, still where open() made it
   virtual void do_idle() {}
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
   // Back-ends call this with each chunk's final bytes (after accumulating),

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/storage/watched_reader.hpp"
@@ -40,19 +39,17 @@ const BackendSpec& chosen(const StorageOptions& options, const std::string& path
   if (name != "null" && path.empty())
     throw UsageError("--storage", fmt::format("--storage={} needs an output path", name));
   check_owners(options, name, "not " + name);
+  if (spec->store && !path.empty() && !spec->store->holds(path))
+    throw UsageError("OUTPUT", fmt::format("expected {} for --storage={}, got '{}'",
+                                           spec->store->names(), name, path));
   return *spec;
-}
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
 
 const std::vector<BackendSpec>& backends() {
   static const std::vector<BackendSpec> all {
-    null_spec(), hdf5_spec(), posix_spec(), ms_spec(),
+    null_spec(), hdf5_spec(), posix_spec(), ms_spec(), s3_spec(),
 #if IOTEST_HAVE_PHDF5
         phdf5_spec()
 #endif
@@ -63,10 +60,22 @@ const std::vector<BackendSpec>& backends() {
 std::string backend_for(const StorageOptions& options, const std::string& path) {
   if (!options.storage.empty()) return options.storage;
   if (path.empty()) return "null";
-  for (const char* suffix : {".h5", ".hdf5", ".uvh5"})
-    if (ends_with(path, suffix)) return "hdf5";
-  if (ends_with(path, ".ms") || ends_with(path, ".ms/")) return "ms";
+  for (const auto& b : backends())
+    if (b.named_by && b.named_by(path)) return b.name;
   return "posix";
+}
+
+const OutputStore& store_of(const std::string& path) {
+  for (const auto& b : backends())
+    if (b.store && b.store->holds(path)) return *b.store;
+  throw UsageError(path, "no storage back-end keeps outputs named so (" + backend_names() + ")");
+}
+
+std::string default_backends_text() {
+  std::string s = "none null";
+  for (const auto& b : backends())
+    if (b.named_by) s += ", " + b.names + " " + b.name;
+  return s + ", other posix";
 }
 
 std::string backend_names() {
@@ -79,10 +88,6 @@ void check_storage(const StorageOptions& options, const std::string& path) {
   chosen(options, path).make(options);  // a writer made and dropped: its checks of the values
 }
 
-bool writes_files(const StorageOptions& options, const std::string& path) {
-  return !path.empty() && backend_for(options, path) != "null";
-}
-
 bool shares_output(const StorageOptions& options, const std::string& path) {
   const BackendSpec* spec = find(backend_for(options, path));
   return spec && spec->shared;
@@ -93,21 +98,19 @@ bool splits_by_frequency(const StorageOptions& options, const std::string& path)
   return spec && spec->files_by_frequency;
 }
 
-std::unique_ptr<Backend> make_backend(const StorageOptions& options, const std::string& path) {
-  return chosen(options, path).make(options);
-}
-
 StorageChoice resolve_storage(const StorageOptions& options, const std::string& path) {
   const BackendSpec& spec = chosen(options, path);
   const auto backend = spec.make(options);  // its checks of the values, and what it says of itself
   StorageChoice c;
+  c.spec = &spec;
+  c.options = options;
   c.backend = spec.name;
-  c.writes_files = writes_files(options, path);
+  c.keeps_outputs = spec.store != nullptr;
   c.shared = spec.shared;
-  c.folder = spec.folder;
   c.files_by_frequency = spec.files_by_frequency;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();
+  c.held_bytes = backend->held_bytes();
   c.row_chunk_bytes = backend->row_chunk_bytes();
   c.value_bytes = backend->stored_value_bytes();
   c.stored_form = backend->stored_form();
@@ -118,9 +121,7 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const StorageOption
   // Opening reads too (a header, a table's description): watched as the
   // reads after it are (watched_reader.hpp).
   const WatchedCall call(StorageStep::opening, path);
-  // A file, or a folder for the back-ends whose outputs are folders (ms).
-  if (!std::filesystem::is_regular_file(path) && !std::filesystem::is_directory(path))
-    throw UsageError(path, "cannot open: no such file");
+  if (!store_of(path).exists(path)) throw UsageError(path, "cannot open: no such file");
   for (const auto& b : backends())
     if (b.recognises && b.recognises(path)) {
       check_owners(options, b.name, fmt::format("but {} is {}'s output", path, b.name));
