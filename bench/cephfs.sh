@@ -129,19 +129,10 @@ PY
 
 rados_write() {
   settle
-  $cluster exec rados -p cephfs_data bench 20 write -b $((kib * 1024)) -t 16 --no-cleanup \
-    --format=json > "$out/rados.json" 2> "$out/rados.err" || { cat "$out/rados.err"; exit 1; }
-  $cluster exec rados -p cephfs_data cleanup > /dev/null 2>&1
-  python3 - "$out/rados.json" >> "$results" <<'PY'
-import json, sys
-text = open(sys.argv[1]).read()
-r = json.loads(text[text.index("{"):])
-# Its JSON gives numbers as strings.
-print(f"rados {float(r['total_writes_made']) * float(r['write_size']) / float(r['total_time_run'])}")
-PY
+  rados_bench cephfs_data $((kib * 1024)) "$out" >> "$results"
 }
 
-source bench/storage_link.sh
+source bench/storage_ceilings.sh
 
 tcp_stream store1 >> "$results"
 for ((repeat = 1; repeat <= repeats; repeat++)); do

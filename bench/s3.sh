@@ -117,19 +117,10 @@ PY
 }
 
 rados_write() {
-  $cluster exec rados -p default.rgw.buckets.data bench 20 write -b $((part << 20)) -t 16 \
-    --no-cleanup --format=json > "$out/rados.json" 2> "$out/rados.err" ||
-    { cat "$out/rados.err"; exit 1; }
-  $cluster exec rados -p default.rgw.buckets.data cleanup > /dev/null 2>&1
-  python3 - "$out/rados.json" >> "$results" <<'PY'
-import json, sys
-text = open(sys.argv[1]).read()
-r = json.loads(text[text.index("{"):])
-print(f"rados {float(r['total_writes_made']) * float(r['write_size']) / float(r['total_time_run'])}")
-PY
+  rados_bench default.rgw.buckets.data $((part << 20)) "$out" >> "$results"
 }
 
-source bench/storage_link.sh
+source bench/storage_ceilings.sh
 
 tcp_stream store1 >> "$results"
 make_sources

@@ -124,8 +124,13 @@ def test_every_back_end_from_three_hosts_read_through_another_client(ceph, folde
     files = sorted(glob.glob(pattern))
     assert files and not glob.glob(f"{folder}/*.partial"), os.listdir(folder)
     nonce = str(report["config"]["nonce"])
-    # The login side's client, then node3's: neither wrote alone.
-    ceph.exec(iotest_binary(), "verify", "--all", "--nonce", nonce, *files, check=0)
+    # The login side's client, then node3's: neither wrote alone. Every
+    # chunk of every file, but for ms: casacore reads a MeasurementSet
+    # through ceph-fuse in many small reads, and every value of four took
+    # 100 s of the suite; its sampled check still reads each file through
+    # this client (tests/cli/test_ms.py checks every value on one host).
+    every = [] if backend == "ms" else ["--all"]
+    ceph.exec(iotest_binary(), "verify", *every, "--nonce", nonce, *files, check=0)
     # Two more sets from the three hosts, read through node3's client: the
     # imaging direction needs a whole observation (the plan's script
     # stonewalls, --duration, so its files are refused there), and

@@ -232,6 +232,30 @@ def test_a_plan_script_from_three_hosts_verified_on_another(gateway, env_file):
     assert got.returncode == 0, got.stderr[-3000:]
 
 
+def test_read_check_grid_and_the_imaging_direction_read_objects(gateway, env_file):
+    # A synthetic set and a sky set from three hosts, read back on node3
+    # with ranged GETs: the pattern checked, the dirty image made by grid
+    # and by the pipeline's imaging direction.
+    sets = {}
+    for name, kind in (("synthetic", ["--synthetic-vis"]), ("sky", [])):
+        made = srun_iotest(gateway, env_file, 3, 3, "run", *kind, *T05,
+                           f"s3://{BUCKET}/read/{name}/vis%d")
+        assert made.returncode == 0, made.stderr[-3000:]
+        sets[name] = [f"s3://{BUCKET}/read/{name}/{n}"
+                      for n in objects(gateway, env_file, f"read/{name}")]
+        assert sets[name], name
+    on_node3 = ["--nodelist=node3"]
+    checked = srun_iotest(gateway, env_file, 1, 1, "read", "--check", *sets["synthetic"],
+                          placement=on_node3)
+    assert checked.returncode == 0 and "0 wrong" in checked.stdout, checked.stderr[-3000:]
+    gridded = srun_iotest(gateway, env_file, 1, 1, "grid", *sets["sky"], placement=on_node3)
+    assert gridded.returncode == 0 and "dirty image" in gridded.stdout, gridded.stderr[-3000:]
+    imaged = srun_iotest(gateway, env_file, 1, 3, "run", *T05, "--direction=image", *sets["sky"],
+                         placement=on_node3)
+    assert imaged.returncode == 0 and "read 2 file(s) (s3)" in imaged.stdout, \
+        imaged.stderr[-3000:]
+
+
 def test_a_wrong_secret_or_a_missing_bucket_is_one_line_before_any_work(gateway, env_file):
     for url, changes in ((f"s3://{BUCKET}/wrong/vis%d", {"AWS_SECRET_ACCESS_KEY": "not-it"}),
                          ("s3://no-such-bucket/x/vis%d", {})):
