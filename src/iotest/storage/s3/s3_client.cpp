@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -56,6 +57,12 @@ constexpr std::size_t kMaxReplyBytes = std::size_t{64} << 20;
 // libcurl's global set-up, once, before the first handle: not safe to do
 // from two threads at once.
 void init_libcurl_once() {
+  // With CURLOPT_NOSIGNAL (threads), a TLS connection the store closed can
+  // raise SIGPIPE as OpenSSL writes to it, which would end the process
+  // without a word; ignored, the write fails and the request is retried
+  // (libcurl's advice for CURLOPT_NOSIGNAL).
+  static const bool pipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+  (void)pipe_ignored;
   static const CURLcode ready = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (ready != CURLE_OK)
     throw std::runtime_error(fmt::format("libcurl: {}", curl_easy_strerror(ready)));
