@@ -77,7 +77,7 @@ storage::FileSplit Context::split() const {
 }
 
 bool Context::exchanges_chunks() const {
-  return storage.files_by_frequency && storage.keeps_outputs && roles.writers == 0 &&
+  return storage.files_by_frequency && storage.store() && roles.writers == 0 &&
          roles.streamers > 1 && job.obs && !options.network_only && !imaging();
 }
 

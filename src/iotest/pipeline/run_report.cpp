@@ -447,7 +447,7 @@ void timing_and_rates(const Context& ctx, const Setup& st, const Totals& t, cons
 void record_file_layout(const Context& ctx, report::RunSettings& s) {
   const auto& o = ctx.options;
   const bool visibilities = ctx.job.obs && !ctx.imaging() && !o.output.empty() && !o.network_only &&
-                            ctx.storage.keeps_outputs;
+                            ctx.storage.store() != nullptr;
   s.file_layout = o.file_layout;
   s.file_layout_not_applied_why = visibilities || !o.image.empty()
                                       ? ctx.file_layout_not_set

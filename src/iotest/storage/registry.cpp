@@ -105,7 +105,6 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.spec = &spec;
   c.options = options;
   c.backend = spec.name;
-  c.keeps_outputs = spec.store != nullptr;
   c.shared = spec.shared;
   c.files_by_frequency = spec.files_by_frequency;
   c.durability = backend->durability();

@@ -93,8 +93,7 @@ bool splits_by_frequency(const StorageOptions& options, const std::string& path)
 struct StorageChoice {
   const BackendSpec* spec = nullptr;  // as chosen
   StorageOptions options;             // as given (checked)
-  std::string backend;        // its name: "null" without an output
-  bool keeps_outputs = false;       // all but null (a store: BackendSpec::store)
+  std::string backend;                // its name: "null" without an output
   bool shared = false;              // one output for every streamer (BackendSpec::shared)
   bool files_by_frequency = false;  // BackendSpec::files_by_frequency
   std::string durability;     // what its write times cover (Backend::durability)
