@@ -377,6 +377,7 @@ void advise(const PlanOptions& o, const report::Report& r, int cores, report::Ad
 // queue would only fail later.
 void require_outputs_fit_frequency_chunks(const PlanOptions& o, const job::Job& job,
                                           const report::Advice& a) {
+  if (!o.output.empty() && job.obs) job::require_storable_time_chunk(o.storage, *job.obs);
   if (o.output.empty() || !o.storage.files_by_frequency || !job.obs) return;
   job::require_frequency_chunk_per_output(
       (a.writer_ranks > 0 ? a.writer_ranks : a.streamers) * o.writer_count,

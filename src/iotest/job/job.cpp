@@ -195,6 +195,13 @@ void require_frequency_chunk_per_output(index_t outputs, index_t freq_chunks,
                                outputs, backend, freq_chunks));
 }
 
+void require_storable_time_chunk(const storage::StorageChoice& storage,
+                                 const telescope::Observation& obs) {
+  if (!storage.spec || !storage.spec->time_chunk_problem) return;
+  const auto problem = storage.spec->time_chunk_problem(obs.time.steps, obs.time.chunk);
+  if (!problem.empty()) throw UsageError("--time", problem);
+}
+
 void use_files_observation(JobOptions& j, const storage::Provenance& pv, const std::string& path) {
   if (pv.stonewalled)
     throw UsageError(path,

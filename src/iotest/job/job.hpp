@@ -16,6 +16,7 @@
 #include "iotest/report/report.hpp"
 #include "iotest/sky/sky_model.hpp"
 #include "iotest/storage/backend.hpp"
+#include "iotest/storage/registry.hpp"
 #include "iotest/telescope/observation.hpp"
 
 namespace iotest::job {
@@ -120,6 +121,12 @@ void use_files_observation(JobOptions& j, const storage::Provenance& pv, const s
 // for it, with this one line.
 void require_frequency_chunk_per_output(index_t outputs, index_t freq_chunks,
                                         const std::string& backend, bool writer_ranks);
+
+// The back-end stores chunks of the observation's time chunk (msv4: a
+// zarr chunk of whole baselines' time ranges): UsageError naming --time
+// otherwise. `run` and `plan` refuse such a job alike.
+void require_storable_time_chunk(const storage::StorageChoice& storage,
+                                 const telescope::Observation& obs);
 
 // The sky, so other tools can predict the same visibilities (nothing above
 // 10,000 sources).

@@ -673,6 +673,8 @@ void go_ahead(const Context& ctx) {
 
 // Outputs split by frequency: each holds at least one frequency chunk.
 void check_file_split(const Context& ctx) {
+  if (!ctx.options.output.empty() && ctx.job.obs)
+    job::require_storable_time_chunk(ctx.storage, *ctx.job.obs);
   const auto split = ctx.split();
   if (ctx.options.output.empty() || !split.by_frequency()) return;
   job::require_frequency_chunk_per_output(split.files, split.freq_chunks, ctx.storage.backend,

@@ -113,6 +113,8 @@ struct VisibilityLayout {
   // frequency chunks [first_freq_chunk, +file_freq_chunks); 0 of them:
   // every one. Chunk keys stay the observation's.
   index_t first_freq_chunk = 0, file_freq_chunks = 0;
+  // Which file of the set split by frequency it is, of how many.
+  index_t file = 0, files = 1;
   index_t rows() const { return baselines * times; }
   index_t row_chunks() const { return (rows() + time_chunk - 1) / time_chunk; }
   index_t freq_chunks() const { return (channels + freq_chunk - 1) / freq_chunk; }
@@ -154,6 +156,8 @@ struct FileSplit {
     if (!by_frequency()) return layout;
     layout.first_freq_chunk = first_freq_chunk(file);
     layout.file_freq_chunks = first_freq_chunk(file + 1) - layout.first_freq_chunk;
+    layout.file = file;
+    layout.files = files;
     return layout;
   }
 };

@@ -49,7 +49,7 @@ const BackendSpec& chosen(const StorageOptions& options, const std::string& path
 
 const std::vector<BackendSpec>& backends() {
   static const std::vector<BackendSpec> all {
-    null_spec(), hdf5_spec(), posix_spec(), ms_spec(), s3_spec(),
+    null_spec(), hdf5_spec(), posix_spec(), ms_spec(), msv4_spec(), s3_spec(),
 #if IOTEST_HAVE_PHDF5
         phdf5_spec()
 #endif
@@ -66,6 +66,10 @@ std::string backend_for(const StorageOptions& options, const std::string& path) 
 }
 
 const OutputStore& store_of(const std::string& path) {
+  // The store of the back-end the name gives (an s3:// set named .zarr is
+  // msv4's, whose store holds prefixes, not objects), else any that holds it.
+  const BackendSpec* named = find(backend_for({}, path));
+  if (named && named->store && named->store->holds(path)) return *named->store;
   for (const auto& b : backends())
     if (b.store && b.store->holds(path)) return *b.store;
   throw UsageError(path, "no storage back-end keeps outputs named so (" + backend_names() + ")");

@@ -58,6 +58,10 @@ struct BackendSpec {
   // and a reader for it; nothing for back-ends that keep nothing.
   bool (*recognises)(const std::string& path) = nullptr;
   std::unique_ptr<Reader> (*open)(const std::string& path, const StorageOptions& options) = nullptr;
+  // Why it cannot store chunks of `time_chunk` rows of an observation of
+  // `times` steps (msv4: a zarr chunk is a rectangle), for the UsageError
+  // naming --time; empty, or nullptr, where it can.
+  std::string (*time_chunk_problem)(index_t times, index_t time_chunk) = nullptr;
   // The store behind output `path` for the report (asking it, where it
   // answers with its name); nullptr: the outputs' paths say it all.
   StoreDescription (*describe)(const StorageOptions& options, const std::string& path) = nullptr;
@@ -133,5 +137,6 @@ BackendSpec posix_spec();  // posix/posix_backend.cpp
 BackendSpec phdf5_spec();  // phdf5/phdf5_backend.cpp (with the Open MPI build of HDF5)
 BackendSpec ms_spec();     // ms/ms_backend.cpp (casacore)
 BackendSpec s3_spec();     // s3/s3_backend.cpp (libcurl)
+BackendSpec msv4_spec();   // msv4/msv4_backend.cpp (its own zarr, on a folder or S3)
 
 }  // namespace iotest::storage

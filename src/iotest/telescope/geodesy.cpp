@@ -29,6 +29,14 @@ Enu ecef_to_enu(const Ecef& p, const Geodetic& centre) {
           cp * cl * dx + cp * sl * dy + sp * dz};
 }
 
+Ecef enu_to_ecef(const Enu& e, const Geodetic& centre) {
+  const Ecef c = geodetic_to_ecef(centre);
+  const double lon = centre.lon_deg * kDeg, lat = centre.lat_deg * kDeg;
+  const double sl = std::sin(lon), cl = std::cos(lon), sp = std::sin(lat), cp = std::cos(lat);
+  return {c.x - sl * e.east - sp * cl * e.north + cp * cl * e.up,
+          c.y + cl * e.east - sp * sl * e.north + cp * sl * e.up, c.z + cp * e.north + sp * e.up};
+}
+
 namespace {
 
 // sin and cos, exact at whole right angles: in doubles cos(pi / 2) is

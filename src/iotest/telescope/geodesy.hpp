@@ -21,6 +21,9 @@ struct Uvw {
 Ecef geodetic_to_ecef(const Geodetic& g);
 // Position (or difference of positions) in the ENU frame at `centre`.
 Enu ecef_to_enu(const Ecef& position, const Geodetic& centre);
+// And back: the Earth-centred position of an offset from `centre` (an
+// antenna's ITRF position, as visibility files list them).
+Ecef enu_to_ecef(const Enu& offset, const Geodetic& centre);
 
 // Rotates a local ENU vector at latitude `lat_rad` into (u, v, w) for hour
 // angle `ha_rad` and declination `dec_rad` (Thompson, Moran & Swenson,

@@ -258,6 +258,11 @@ double start_mjd(const Observation& obs) {
   return kStartJd - 2400000.5 + obs.time.at(0) / kSiderealPerSolar / 86400;
 }
 
+double mjd_seconds_utc(const Observation& obs, index_t t) {
+  const double jd = kStartJd + obs.time.at(t) / kSiderealPerSolar / 86400;
+  return (jd - 2400000.5) * 86400;
+}
+
 double band_centre_hz(const Observation& obs) {
   return (obs.freq.start + obs.freq.end) / 2;
 }

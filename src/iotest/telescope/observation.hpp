@@ -113,6 +113,9 @@ double phase_centre_ra_rad(const Observation& obs);
 // and its width (channels x channel width), as images state them.
 std::string start_utc(const Observation& obs);
 double start_mjd(const Observation& obs);
+// Time step t's moment in MJD seconds (UTC), as a MeasurementSet's TIME
+// gives it (an MSv4's time is Unix seconds: less 40587 days).
+double mjd_seconds_utc(const Observation& obs, index_t t);
 double band_centre_hz(const Observation& obs);
 double bandwidth_hz(const Observation& obs);
 const VisSet& custom_defaults();

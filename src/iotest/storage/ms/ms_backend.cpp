@@ -27,7 +27,6 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <numbers>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -78,17 +77,12 @@ MsOptions parse_options(const StorageOptions& options) {
   return m;
 }
 
-// Earth-centred position of an antenna: the array centre's plus its offset.
-std::array<double, 3> antenna_itrf(const telescope::Enu& e, const telescope::Geodetic& c) {
-  const auto centre = telescope::geodetic_to_ecef(c);
-  const double lon = c.lon_deg * std::numbers::pi / 180, lat = c.lat_deg * std::numbers::pi / 180;
-  const double sl = std::sin(lon), cl = std::cos(lon), sp = std::sin(lat), cp = std::cos(lat);
-  return {centre.x - sl * e.east - sp * cl * e.north + cp * cl * e.up,
-          centre.y + cl * e.east - sp * sl * e.north + cp * sl * e.up,
-          centre.z + cp * e.north + sp * e.up};
+// An antenna's Earth-centred position, as ANTENNA's POSITION holds it.
+std::array<double, 3> itrf_of(const telescope::Observation& obs, index_t antenna) {
+  const auto p = telescope::enu_to_ecef(obs.layout.antennas[static_cast<size_t>(antenna)],
+                                        obs.layout.centre);
+  return {p.x, p.y, p.z};
 }
-
-double mjd_seconds(double jd) { return (jd - 2400000.5) * 86400; }
 
 // fsync of every file under `folder` and of the folders themselves (their
 // entries: a table's files are made as it is written).
@@ -107,11 +101,6 @@ void sync_folder(const std::string& folder) {
   for (const auto& entry : fs::recursive_directory_iterator(folder))
     sync(entry.path(), entry.is_directory() ? O_RDONLY | O_DIRECTORY : O_RDONLY);
   sync(folder, O_RDONLY | O_DIRECTORY);
-}
-
-// The MJD seconds (UTC) of time step t, as the MS's TIME says it.
-double time_s(const telescope::Observation& obs, index_t t) {
-  return mjd_seconds(telescope::kStartJd + obs.time.at(t) / telescope::kSiderealPerSolar / 86400);
 }
 
 class MsBackend final : public Backend {
@@ -359,7 +348,7 @@ class MsBackend final : public Backend {
       const index_t row = row_chunk * l.time_chunk + std::min(r, inside - 1);
       const index_t b = row / l.times, t = row % l.times;
       const auto [p, q] = baselines_[static_cast<size_t>(b)];
-      a1.push_back(p), a2.push_back(q), time.push_back(time_s(obs, t));
+      a1.push_back(p), a2.push_back(q), time.push_back(telescope::mjd_seconds_utc(obs, t));
       // Antenna 1 minus antenna 2: the MS's convention (ms_reader.hpp).
       const auto& u1 = antenna_uvw_[static_cast<size_t>(t * nant + p)];
       const auto& u2 = antenna_uvw_[static_cast<size_t>(t * nant + q)];
@@ -383,8 +372,7 @@ class MsBackend final : public Backend {
     ms::Subtables s;
     for (index_t a = 0; a < obs.antenna_count(); ++a)
       s.antennas.push_back({"ANT" + std::to_string(a), obs.vis_set,
-                            antenna_itrf(obs.layout.antennas[static_cast<size_t>(a)],
-                                         obs.layout.centre),
+                            itrf_of(obs, a),
                             // The layouts give no dish size: VLA's (no imager here uses it).
                             25.0});
     for (index_t k = 0; k < l.file_channels(); ++k)
@@ -399,8 +387,8 @@ class MsBackend final : public Backend {
     const auto centre = telescope::phase_centre(obs).icrs;
     s.ra_rad = centre.ra_rad;
     s.dec_rad = centre.dec_rad;
-    s.start_s = time_s(obs, 0);
-    s.end_s = time_s(obs, l.times - 1);
+    s.start_s = telescope::mjd_seconds_utc(obs, 0);
+    s.end_s = telescope::mjd_seconds_utc(obs, l.times - 1);
     s.telescope = obs.vis_set;
     s.field_name = "iotest";
     s.log = l.provenance && l.provenance->synthetic

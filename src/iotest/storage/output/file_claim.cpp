@@ -207,12 +207,17 @@ void check_path(const std::string& path, const std::string& option, bool folder)
   if (exists && S_ISDIR(st.st_mode) && !folder)
     throw cannot_create(path, option, "it is a folder; expected a file name");
   // A folder output replaces only what an earlier run left: a casacore
-  // table (its table.dat), never any other folder or a file.
-  if (exists && folder &&
-      !(S_ISDIR(st.st_mode) && std::filesystem::exists(std::filesystem::path(path) / "table.dat")))
+  // table (its table.dat) or a zarr hierarchy (its zarr.json: an MSv4
+  // processing set), never any other folder or a file.
+  const auto earlier_output = [&] {
+    const std::filesystem::path folder(path);
+    return S_ISDIR(st.st_mode) && (std::filesystem::exists(folder / "table.dat") ||
+                                   std::filesystem::exists(folder / "zarr.json"));
+  };
+  if (exists && folder && !earlier_output())
     throw cannot_create(path, option,
-                        "it exists and is not a MeasurementSet; expected a new name or an "
-                        "earlier run's MeasurementSet to replace");
+                        "it exists and is not a MeasurementSet or a processing set; expected a "
+                        "new name or an earlier run's output to replace");
   const std::string parent = folder_of(path);
   if (::stat(parent.c_str(), &st) != 0)
     throw cannot_create(path, option, failed("its folder '" + parent + "'"));

@@ -1,0 +1,413 @@
+// A zarr store in a folder (zarr_store.hpp): each key a file. A put writes
+// its file whole on the caller's thread, so a get that follows reads it
+// at once; only the fsync, which waits for the device, goes on in the
+// background, on `in_flight` threads. sync_file_range starts the write-back
+// as soon as the file is written, so the device works while the writer
+// makes its next chunk and the fsync mostly finds the data there already.
+//
+// A file is durable once it and its entry in its folder are synced, and
+// likewise each folder made for it: flush() syncs the folders given a file
+// or a folder since the last flush.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unordered_set>
+
+#include "iotest/storage/backend.hpp"
+#include "iotest/storage/msv4/zarr_store.hpp"
+
+namespace iotest::storage::msv4 {
+// Its own namespace: a unity group compiles several files as one, and the
+// other msv4 files may have helpers of the same names.
+namespace in_folder {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// "fsync of 'PATH' failed: Input/output error (disk full?)". Only an I/O
+// error gets storage_failure's guess: the other errnos name their cause
+// (ENOSPC, EDQUOT among them), and "(disk full?)" after "Not a directory"
+// would mislead.
+std::runtime_error failed(const std::string& what, const std::string& path, int error) {
+  const std::string text = fmt::format("{} '{}' failed: {}", what, path, std::strerror(error));
+  return error == EIO ? storage_failure(text) : std::runtime_error(text);
+}
+
+// Zarr's keys and prefixes are relative and '/'-separated. One that could
+// name a file outside the root ("../x", "/x") or the same file twice
+// ("a//b", "./a") is refused before any file is touched.
+bool safe_key(const std::string& key, bool prefix) {
+  if (key.empty()) return prefix;
+  std::string_view rest = key;
+  if (prefix && rest.back() == '/') rest.remove_suffix(1);  // "vis_0/VISIBILITY/c/"
+  for (;;) {
+    const auto slash = rest.find('/');
+    const std::string_view part = rest.substr(0, slash);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    rest.remove_prefix(slash + 1);
+  }
+}
+
+// The folder part of a key ("" for a key at the root).
+std::string folder_of(const std::string& key) {
+  const auto slash = key.rfind('/');
+  return slash == std::string::npos ? std::string() : key.substr(0, slash);
+}
+
+// Whether relative folder `folder` is `prefix`'s folder or under it.
+bool under(const std::string& folder, const std::string& prefix) {
+  if (prefix.empty()) return true;
+  const std::string base = prefix.back() == '/' ? prefix.substr(0, prefix.size() - 1) : prefix;
+  return folder == base || folder.rfind(base + "/", 0) == 0;
+}
+
+int open_retrying(const std::string& path, int flags, mode_t mode = 0) {
+  int fd;
+  do fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  while (fd < 0 && errno == EINTR);  // a signal during a slow open (FUSE, NFS)
+  return fd;
+}
+
+// All of `bytes` written to `fd`: a short write (a disk filling up) goes
+// on from where it stopped, and the error that ends it (ENOSPC) is thrown.
+void write_all(int fd, const Bytes& bytes, const std::string& path) {
+  const auto* p = reinterpret_cast<const char*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw failed("writing", path, errno);
+    if (n == 0) throw storage_failure("writing '" + path + "' made no progress");
+    p += n, left -= static_cast<std::size_t>(n);
+  }
+}
+
+void sync_folder(const std::string& path) {
+  const int fd = open_retrying(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw failed("opening folder", path, errno);
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw failed("fsync of folder", path, error);
+  }
+  ::close(fd);
+}
+
+class FolderStore final : public ZarrStore {
+ public:
+  FolderStore(const std::string& folder, int in_flight);
+  ~FolderStore() override;
+
+  const std::string& root() const override { return root_; }
+  void put(const std::string& key, Bytes bytes) override;
+  std::optional<Bytes> get(const std::string& key) override;
+  std::vector<std::string> list(const std::string& prefix) override;
+  void flush() override;
+  void remove_all(const std::string& prefix) noexcept override;
+  std::string durability() const override { return "fsync of every file and folder"; }
+  // A put's bytes are in the page cache when it returns: none held here.
+  std::int64_t held_bytes() const override { return 0; }
+
+ private:
+  // A file written and not yet synced: its descriptor, open.
+  struct Written {
+    int fd = -1;
+    std::string path;
+  };
+  std::string path_of(const std::string& key) const { return root_ + "/" + key; }
+  void make_root();
+  void make_folders(const std::string& folder);
+  int write_file(const std::string& path, const Bytes& bytes);
+  void hand_over(Written file);
+  void sync_files();
+  bool next_file(Written& file);
+  void synced(const std::string& failure);
+  void sync_folders();
+  void throw_failure() const;  // under lock_
+
+  std::string root_;
+  const int in_flight_;
+  bool root_made_ = false;  // its entry in its parent is ours to sync
+
+  // The folders (relative to the root, "" the root) known to exist, and
+  // those with entries not yet synced: made, or given a file.
+  std::mutex folders_lock_;
+  std::unordered_set<std::string> known_;
+  std::set<std::string> unsynced_;
+
+  mutable std::mutex lock_;
+  std::condition_variable queued_;  // a file to sync; the end
+  std::condition_variable synced_;  // a file synced (a slot free), or failed
+  std::deque<Written> queue_;
+  int pending_ = 0;      // queued or being synced
+  std::string failure_;  // the first failed fsync's; empty: none
+  bool stopping_ = false;
+  std::vector<std::thread> syncers_;  // last: started once the rest is ready
+};
+
+FolderStore::FolderStore(const std::string& folder, int in_flight)
+    : root_(folder), in_flight_(in_flight) {
+  if (in_flight < 1)
+    throw std::invalid_argument(
+        fmt::format("{}: {} writes in flight (expected 1 or more)", folder, in_flight));
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  if (root_.empty()) throw std::invalid_argument("a zarr store needs a folder (got '')");
+  make_root();
+  for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
+}
+
+FolderStore::~FolderStore() {
+  {
+    std::lock_guard lock(lock_);
+    stopping_ = true;
+    // Files never flushed: an abort's, to be removed. Closed unsynced.
+    for (const auto& file : queue_) ::close(file.fd);
+    pending_ -= static_cast<int>(queue_.size());
+    queue_.clear();
+  }
+  queued_.notify_all();
+  for (auto& syncer : syncers_) syncer.join();
+}
+
+void FolderStore::make_root() {
+  if (::mkdir(root_.c_str(), 0755) == 0) {
+    root_made_ = true;
+    unsynced_.insert("");
+  } else if (errno == ENOENT) {
+    throw std::runtime_error(
+        fmt::format("cannot make folder '{}': its parent folder does not exist", root_));
+  } else if (errno != EEXIST) {
+    throw failed("making folder", root_, errno);
+  } else if (struct stat st{}; ::stat(root_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw std::runtime_error(fmt::format("'{}' is not a folder", root_));
+  }
+  known_.insert("");
+}
+
+// `folder` and the folders above it, where missing, made (and marked for
+// the next flush).
+void FolderStore::make_folders(const std::string& folder) {
+  std::lock_guard lock(folders_lock_);
+  if (known_.count(folder)) return;
+  for (std::size_t end = 0; end != std::string::npos;) {
+    end = folder.find('/', end + 1);
+    const std::string step = folder.substr(0, end);
+    if (known_.count(step)) continue;
+    const std::string path = path_of(step);
+    if (::mkdir(path.c_str(), 0755) == 0) {
+      unsynced_.insert(step);
+      unsynced_.insert(folder_of(step));  // its new entry
+    } else if (errno != EEXIST) {         // a file in the way: ENOTDIR; the next open says so
+      throw failed("making folder", path, errno);
+    }
+    known_.insert(step);
+  }
+}
+
+// The file written whole: its descriptor, open for the fsync.
+int FolderStore::write_file(const std::string& path, const Bytes& bytes) {
+  const int fd = open_retrying(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw failed("creating", path, errno);
+  try {
+    write_all(fd, bytes, path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(path.c_str());  // no key left half written
+    throw;
+  }
+  // A hint: a file system without it (EINVAL, ENOSYS) still writes the
+  // data back at the fsync, which reports any real error.
+  ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  return fd;
+}
+
+void FolderStore::put(const std::string& key, Bytes bytes) {
+  const auto start = Clock::now();
+  if (!safe_key(key, /*prefix=*/false))
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a zarr key", root_, key));
+  {
+    std::lock_guard lock(lock_);
+    throw_failure();  // before more files: the run is failing
+  }
+  const std::string path = path_of(key);
+  const std::string folder = folder_of(key);
+  make_folders(folder);
+  const int fd = write_file(path, bytes);
+  {
+    std::lock_guard lock(folders_lock_);
+    unsynced_.insert(folder);  // its new entry
+  }
+  hand_over({fd, path});
+  std::lock_guard lock(lock_);
+  ++stats_.keys_written;
+  stats_.bytes_written += static_cast<std::int64_t>(bytes.size());
+  stats_.put_s += seconds_since(start);
+}
+
+// The file queued for a syncer, once fewer than in_flight are pending.
+void FolderStore::hand_over(Written file) {
+  std::unique_lock lock(lock_);
+  synced_.wait(lock, [&] { return pending_ < in_flight_ || !failure_.empty(); });
+  if (!failure_.empty()) {
+    ::close(file.fd);
+    throw_failure();
+  }
+  queue_.push_back(std::move(file));
+  ++pending_;
+  queued_.notify_one();
+}
+
+void FolderStore::throw_failure() const {
+  if (!failure_.empty()) throw std::runtime_error(failure_);
+}
+
+void FolderStore::sync_files() {
+  Written file;
+  while (next_file(file)) {
+    std::string failure;
+    if (::fsync(file.fd) != 0) failure = failed("fsync of", file.path, errno).what();
+    // close reports what fsync may not (NFS's deferred write errors).
+    if (::close(file.fd) != 0 && failure.empty())
+      failure = failed("closing", file.path, errno).what();
+    synced(failure);
+  }
+}
+
+bool FolderStore::next_file(Written& file) {
+  std::unique_lock lock(lock_);
+  queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  if (queue_.empty()) return false;  // stopping, and nothing left
+  file = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void FolderStore::synced(const std::string& failure) {
+  {
+    std::lock_guard lock(lock_);
+    --pending_;
+    if (failure_.empty()) failure_ = failure;  // the first: later ones may follow from it
+  }
+  synced_.notify_all();
+}
+
+void FolderStore::flush() {
+  const auto start = Clock::now();
+  {
+    std::unique_lock lock(lock_);
+    synced_.wait(lock, [&] { return pending_ == 0; });
+    throw_failure();
+  }
+  sync_folders();
+  std::lock_guard lock(lock_);
+  stats_.flush_s += seconds_since(start);
+}
+
+// The folders with new entries (files, folders made), deepest first, so a
+// folder is durable before its entry in its parent is; then the root's
+// parent when the root is new.
+void FolderStore::sync_folders() {
+  std::lock_guard lock(folders_lock_);
+  std::vector<std::string> deepest_first(unsynced_.begin(), unsynced_.end());
+  const auto depth = [](const std::string& f) {
+    return f.empty() ? 0 : 1 + std::count(f.begin(), f.end(), '/');
+  };
+  std::stable_sort(deepest_first.begin(), deepest_first.end(),
+                   [&](const auto& a, const auto& b) { return depth(a) > depth(b); });
+  for (const auto& folder : deepest_first) sync_folder(folder.empty() ? root_ : path_of(folder));
+  if (root_made_) {
+    const fs::path parent = fs::path(root_).parent_path();
+    sync_folder(parent.empty() ? "." : parent.string());
+    root_made_ = false;
+  }
+  unsynced_.clear();
+}
+
+std::optional<Bytes> FolderStore::get(const std::string& key) {
+  if (!safe_key(key, /*prefix=*/false)) return std::nullopt;  // no such key can be put
+  const std::string path = path_of(key);
+  const int fd = open_retrying(path, O_RDONLY);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
+  if (fd < 0) throw failed("opening", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a folder is no key
+    ::close(fd);
+    return std::nullopt;
+  }
+  // A key is written whole before its put returns: its size is final.
+  Bytes bytes(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw failed("reading", path, error);
+    }
+    if (n == 0) break;  // cut short meanwhile (removed by an abort)
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  return bytes;
+}
+
+std::vector<std::string> FolderStore::list(const std::string& prefix) {
+  std::vector<std::string> keys;
+  if (!safe_key(prefix, /*prefix=*/true)) return keys;
+  const fs::path folder = prefix.empty() ? fs::path(root_) : fs::path(path_of(prefix));
+  std::error_code error;
+  if (!fs::is_directory(folder, error)) return keys;  // nothing put under it
+  for (auto it = fs::recursive_directory_iterator(folder, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_regular_file(error))
+      keys.push_back(it->path().lexically_relative(root_).generic_string());
+  }
+  if (error) throw failed("listing", folder.string(), error.value());
+  return keys;
+}
+
+void FolderStore::remove_all(const std::string& prefix) noexcept {
+  if (!safe_key(prefix, /*prefix=*/true)) return;
+  std::error_code error;  // ignored: an abort removes what it can
+  if (prefix.empty()) {
+    for (auto it = fs::directory_iterator(root_, error); !error && it != fs::directory_iterator();
+         it.increment(error))
+      fs::remove_all(it->path(), error);
+  } else if (fs::is_directory(path_of(prefix), error)) {
+    fs::remove_all(path_of(prefix), error);
+  }
+  // Folders removed are neither known to exist nor to be synced.
+  std::lock_guard lock(folders_lock_);
+  std::erase_if(known_, [&](const std::string& f) { return !f.empty() && under(f, prefix); });
+  std::erase_if(unsynced_, [&](const std::string& f) { return !f.empty() && under(f, prefix); });
+}
+
+}  // namespace
+}  // namespace in_folder
+
+std::unique_ptr<ZarrStore> folder_store(const std::string& folder, int in_flight) {
+  return std::make_unique<in_folder::FolderStore>(folder, in_flight);
+}
+
+}  // namespace iotest::storage::msv4

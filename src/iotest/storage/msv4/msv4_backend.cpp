@@ -1,0 +1,299 @@
+// The msv4 back-end: an MSv4 processing set (xradio's, zarr format 3) for
+// the whole run, on a folder or an S3 store, each writer one MSv4 of its
+// own frequency range (msv4_layout.hpp says the layout; docs/storage.md,
+// "MSv4 processing sets", why). No C or C++ library writes zarr, so the
+// writer puts its keys itself through a ZarrStore: each VISIBILITY chunk
+// is one file or object, written once, as it comes. The set is published
+// by its claim (processing_set_store.hpp), which writes the root's
+// metadata last.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/storage/backend.hpp"
+#include "iotest/storage/msv4/msv4_layout.hpp"
+#include "iotest/storage/msv4/msv4_nodes.hpp"
+#include "iotest/storage/msv4/msv4_reader.hpp"
+#include "iotest/storage/msv4/processing_set_store.hpp"
+#include "iotest/storage/msv4/zarr_store.hpp"
+#include "iotest/storage/registry.hpp"
+#include "iotest/telescope/observation.hpp"
+
+namespace iotest::storage {
+namespace {
+
+using Cell = std::complex<float>;
+
+class Msv4Backend final : public Backend {
+ public:
+  explicit Msv4Backend(int in_flight) : in_flight_(in_flight) {}
+  ~Msv4Backend() override { abort(); }
+  std::string_view name() const override { return "msv4"; }
+  std::string durability() const override {
+    return store_ ? store_->durability() : "fsync of every file, or each object acknowledged";
+  }
+  // A chunk in single precision and its reordered copy (a chunk of 16 B
+  // values), and the puts in flight on an object store, half a chunk each.
+  index_t held_chunks() const override { return 1 + (in_flight_ + 1) / 2; }
+  index_t stored_value_bytes() const override { return static_cast<index_t>(sizeof(Cell)); }
+  StoredForm stored_form() const override { return StoredForm::single_conjugated; }
+
+  // Its own MSv4's keys removed: the set is its claim's, which drops it.
+  void abort() noexcept override {
+    if (store_ && !group_.empty()) store_->remove_all(group_ + "/");
+    store_.reset();
+    group_.clear();
+  }
+
+ protected:
+  void do_open(const std::string& partial) override {
+    const auto& l = layout();
+    grid_ = msv4::grid_of(l);
+    group_ = msv4::msv4_name(msv4::set_stem(partial), l.file);
+    store_ = msv4::zarr_store_at(partial, in_flight_);
+    nodes_ = msv4::describe_msv4(l, grid_);
+    cells_.assign(static_cast<std::size_t>(grid_.chunk_values()), {});
+    written_.assign(static_cast<std::size_t>(l.chunk_count()), false);
+    for (const auto& array : nodes_.arrays) {
+      store_->put(key(array.path + "/zarr.json"), dump(array.doc));
+      store_->put(key(array.path + "/c/" + zeros(array.doc["shape"].size())), array.bytes);
+    }
+    for (const auto& [path, doc] : nodes_.chunked.items()) store_->put(key(path + "/zarr.json"), dump(doc));
+    for (const auto& [path, doc] : nodes_.groups.items()) store_->put(key(path + "/zarr.json"), dump(doc));
+    write_uvw();
+    store_->flush();
+  }
+
+  // A whole chunk inside the edges, single and conjugated by the pusher,
+  // with the CRC-32 of its cells: put as it is (reordered where zarr's
+  // chunk is time-major).
+  void do_write_stored(const ChunkKey& k, const void* cells) override {
+    put_visibilities(k, static_cast<const Cell*>(cells));
+    record_crc32(k, *given_crc32());
+  }
+
+  void do_write_chunk(const ChunkKey& k, const cplx* data, bool accumulate,
+                      const PresenceWord* present) override {
+    const auto& l = layout();
+    const index_t n = l.chunk_values();
+    std::vector<bool> flags(static_cast<std::size_t>(n), false);
+    if (accumulate) {
+      read_back(k, flags);
+    } else {
+      std::fill(cells_.begin(), cells_.end(), Cell());
+      if (present) std::fill(flags.begin(), flags.end(), true);
+    }
+    for (index_t i = 0; i < n; ++i) {
+      if (present && !storage::present(present, i)) continue;
+      cells_[static_cast<std::size_t>(i)] += Cell(static_cast<float>(data[i].real()),
+                                                 static_cast<float>(-data[i].imag()));
+      flags[static_cast<std::size_t>(i)] = false;
+    }
+    clear_past_edges(k, flags);
+    const bool any_flagged = std::find(flags.begin(), flags.end(), true) != flags.end();
+    if (any_flagged || accumulate) put_flags(k, flags);
+    record_crc32(k, crc_inside(k, cells_.data()));
+    put_visibilities(k, cells_.data());
+  }
+
+  void do_flush() override { store_->flush(); }
+
+  // The chunks never written flagged, the checksums, then the MSv4's
+  // group with its nodes consolidated: the last of its keys.
+  void do_close() override {
+    flag_unwritten();
+    store_->put(key(msv4::kChunksKey), bookkeeping());
+    store_->flush();
+    store_->put(key("zarr.json"), dump(nodes_.group_doc()));
+    store_->flush();
+    store_.reset();
+    group_.clear();
+  }
+
+ private:
+  std::string key(const std::string& path) const { return group_ + "/" + path; }
+  static msv4::Bytes dump(const nlohmann::json& doc) {
+    const std::string text = doc.dump(2);
+    const auto* b = reinterpret_cast<const std::byte*>(text.data());
+    return {b, b + text.size()};
+  }
+  static std::string zeros(std::size_t dims) {
+    std::string s;
+    for (std::size_t i = 0; i < dims; ++i) s += i ? "/0" : "0";
+    return s;
+  }
+
+  // Chunk `k`'s cells (iotest's order, a whole chunk) as VISIBILITY's chunk.
+  void put_visibilities(const ChunkKey& k, const Cell* cells) {
+    const auto bytes = static_cast<std::size_t>(grid_.chunk_values()) * sizeof(Cell);
+    msv4::Bytes chunk(bytes);
+    if (grid_.reorders())
+      msv4::reorder_rows(grid_, cells, chunk.data(), sizeof(Cell), /*to_zarr=*/true);
+    else
+      std::memcpy(chunk.data(), cells, bytes);
+    store_->put(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of(k)), std::move(chunk));
+    written_[static_cast<std::size_t>(k.row_chunk * layout().freq_chunks() + k.freq_chunk)] = true;
+  }
+
+  // A chunk written before, into cells_ and `flags` (a part that came late).
+  void read_back(const ChunkKey& k, std::vector<bool>& flags) {
+    const auto index = grid_.chunk_of(k);
+    const auto bytes = store_->get(msv4::chunk_key(key("VISIBILITY"), index));
+    if (!bytes) throw storage_failure(fmt::format("msv4: chunk {} written before is not there", index[0]));
+    if (grid_.reorders())
+      msv4::reorder_rows(grid_, bytes->data(), cells_.data(), sizeof(Cell), /*to_zarr=*/false);
+    else
+      std::memcpy(cells_.data(), bytes->data(), bytes->size());
+    const auto flag_bytes = store_->get(msv4::chunk_key(key("FLAG"), index));
+    if (!flag_bytes) return;  // none flagged
+    std::vector<std::uint8_t> zarr_order(flag_bytes->size()), own(flag_bytes->size());
+    std::memcpy(zarr_order.data(), flag_bytes->data(), zarr_order.size());
+    if (grid_.reorders())
+      msv4::reorder_rows(grid_, zarr_order.data(), own.data(), 1, /*to_zarr=*/false);
+    else
+      own = zarr_order;
+    for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = own[i] != 0;
+  }
+
+  void put_flags(const ChunkKey& k, const std::vector<bool>& flags) {
+    std::vector<std::uint8_t> own(flags.begin(), flags.end());
+    msv4::Bytes chunk(own.size());
+    if (grid_.reorders())
+      msv4::reorder_rows(grid_, own.data(), chunk.data(), 1, /*to_zarr=*/true);
+    else
+      std::memcpy(chunk.data(), own.data(), own.size());
+    store_->put(msv4::chunk_key(key("FLAG"), grid_.chunk_of(k)), std::move(chunk));
+  }
+
+  // Past the observation's edges a chunk is padding: never flagged.
+  void clear_past_edges(const ChunkKey& k, std::vector<bool>& flags) const {
+    const auto& l = layout();
+    const index_t rows = std::min(l.time_chunk, l.rows() - k.row_chunk * l.time_chunk);
+    const index_t channels = std::min(l.freq_chunk, l.channels - k.freq_chunk * l.freq_chunk);
+    for (index_t r = 0; r < l.time_chunk; ++r)
+      for (index_t c = 0; c < l.freq_chunk; ++c)
+        if (r >= rows || c >= channels) flags[static_cast<std::size_t>(r * l.freq_chunk + c)] = false;
+  }
+
+  // The CRC-32 of a chunk's cells inside the observation, iotest's order
+  // (the ms back-end's: MsReader::chunk_checksum gives the same).
+  std::uint32_t crc_inside(const ChunkKey& k, const Cell* cells) const {
+    const auto& l = layout();
+    const index_t rows = std::min(l.time_chunk, l.rows() - k.row_chunk * l.time_chunk);
+    const index_t channels = std::min(l.freq_chunk, l.channels - k.freq_chunk * l.freq_chunk);
+    const auto row_bytes = channels * static_cast<index_t>(sizeof(Cell));
+    if (channels == l.freq_chunk) return chunk_crc32(cells, rows * row_bytes);
+    std::uint32_t crc = 0;
+    for (index_t r = 0; r < rows; ++r) crc = chunk_crc32(cells + r * l.freq_chunk, row_bytes, crc);
+    return crc;
+  }
+
+  // A stonewalled run's chunks never written: flagged (VISIBILITY's fill
+  // value, 0, is what they read as).
+  void flag_unwritten() {
+    const auto& l = layout();
+    const std::vector<bool> all(static_cast<std::size_t>(l.chunk_values()), true);
+    for (index_t rc = 0; rc < l.row_chunks(); ++rc)
+      for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
+        if (!written_[static_cast<std::size_t>(rc * l.freq_chunks() + fc)]) {
+          auto flags = all;
+          clear_past_edges({rc, fc}, flags);
+          put_flags({rc, fc}, flags);
+        }
+  }
+
+  // UVW for every (time, baseline), antenna 1 minus antenna 2 (the MS's
+  // convention), in chunks of about kUvwChunkBytes.
+  void write_uvw() {
+    const auto& l = layout();
+    const auto& obs = *l.observation;
+    const auto shape = msv4::uvw_chunk_shape(l.times, l.baselines);
+    const auto pairs = obs.baselines();
+    for (index_t t0 = 0, ti = 0; t0 < l.times; t0 += shape[0], ++ti) {
+      std::vector<std::vector<telescope::Uvw>> antennas;
+      for (index_t t = t0; t < std::min(l.times, t0 + shape[0]); ++t)
+        antennas.push_back(obs.antenna_uvw(t));
+      for (index_t b0 = 0, bi = 0; b0 < l.baselines; b0 += shape[1], ++bi) {
+        std::vector<double> chunk(static_cast<std::size_t>(shape[0] * shape[1] * 3), 0.0);
+        for (index_t t = 0; t < static_cast<index_t>(antennas.size()); ++t)
+          for (index_t b = b0; b < std::min(l.baselines, b0 + shape[1]); ++b) {
+            const auto [p, q] = pairs[static_cast<std::size_t>(b)];
+            const auto& u1 = antennas[static_cast<std::size_t>(t)][static_cast<std::size_t>(p)];
+            const auto& u2 = antennas[static_cast<std::size_t>(t)][static_cast<std::size_t>(q)];
+            double* cell = &chunk[static_cast<std::size_t>((t * shape[1] + b - b0) * 3)];
+            cell[0] = u1.u - u2.u, cell[1] = u1.v - u2.v, cell[2] = u1.w - u2.w;
+          }
+        store_->put(key(fmt::format("UVW/c/{}/{}/0", ti, bi)), msv4::as_bytes(chunk));
+      }
+    }
+  }
+
+  // Each chunk's CRC-32 and a stonewalled run's parts (msv4::kChunksKey).
+  msv4::Bytes bookkeeping() const {
+    std::vector<std::int64_t> words{msv4::kChunksMagic, static_cast<std::int64_t>(checksums().size()),
+                                    static_cast<std::int64_t>(written_parts().size())};
+    for (const auto& c : checksums()) words.insert(words.end(), {c.chunk, std::int64_t{c.crc32}});
+    for (const auto& p : written_parts())
+      words.insert(words.end(), {p.w_stack, p.subgrid, p.row_chunk_begin, p.row_chunk_end});
+    return msv4::as_bytes(words);
+  }
+
+  const int in_flight_;
+  std::unique_ptr<msv4::ZarrStore> store_;
+  std::string group_;  // this writer's MSv4: "vis_0"
+  msv4::Msv4Grid grid_;
+  msv4::Msv4Nodes nodes_;
+  std::vector<Cell> cells_;  // a chunk as VISIBILITY stores it, iotest's order
+  std::vector<bool> written_;  // per chunk of the observation
+};
+
+int in_flight_of(const StorageOptions& options) {
+  const auto it = options.values.find("msv4.in-flight");
+  if (it == options.values.end()) return msv4::kDefaultInFlight;
+  try {
+    std::size_t used = 0;
+    const int v = std::stoi(it->second, &used);
+    if (used == it->second.size() && v >= 1 && v <= 256) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--msv4.in-flight",
+                   fmt::format("expected a count of writes from 1 to 256, got '{}'", it->second));
+}
+
+}  // namespace
+
+BackendSpec msv4_spec() {
+  BackendSpec s;
+  s.name = "msv4";
+  s.summary =
+      "one MSv4 processing set (xradio's zarr) for the run, an MSv4 per writer's frequency "
+      "range, on a folder or an S3 store (s3://BUCKET/KEY.ps.zarr), as xradio reads";
+  s.store = &msv4::processing_set_store();
+  s.names = ".zarr";
+  s.named_by = [](const std::string& path) {
+    return path.ends_with(".zarr") || path.ends_with(".zarr/");
+  };
+  s.shared = true;
+  s.files_by_frequency = true;
+  s.time_chunk_problem = &msv4::time_chunk_problem;
+  s.options = {
+      {"msv4.in-flight",
+       "writes kept going at once: files being synced, or objects being sent", false, "8"},
+  };
+  s.make = [](const StorageOptions& options) -> std::unique_ptr<Backend> {
+    return std::make_unique<Msv4Backend>(in_flight_of(options));
+  };
+  s.recognises = &msv4::Msv4Reader::recognises;
+  s.open = [](const std::string& path, const StorageOptions&) -> std::unique_ptr<Reader> {
+    return std::make_unique<msv4::Msv4Reader>(path);
+  };
+  return s;
+}
+
+}  // namespace iotest::storage
