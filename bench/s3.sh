@@ -9,6 +9,12 @@
 #   writer one object, in parts of PART MiB, INFLIGHT parts in flight; its
 #   figure is the bytes it wrote over timing.stream_s (start barrier to the
 #   last upload's last part), as rclone's is;
+# - iotest `--storage=msv4` the same way into one MSv4 processing set,
+#   s3://BUCKET/bench/vis.ps.zarr (an MSv4 per writer, each iotest chunk
+#   one PutObject, INFLIGHT of them in flight a writer: --msv4.in-flight),
+#   published by completing its root key's upload; its figure is its
+#   VISIBILITY bytes (8 a visibility, half the posix format's 16) over
+#   timing.stream_s;
 # - rclone (Debian's, the S3 peer) from the same three hosts at once, the
 #   same bytes in as many objects of the same size, uploaded in parts of
 #   the same size with the same parts in flight (--transfers WRITERS,
@@ -26,8 +32,9 @@
 # copies other hosts' primaries make there: V (1 + (REPLICATION - 1) /
 # STORAGE_HOSTS) enters it for V written, so the gateway's link allows
 # T / (1 + (REPLICATION - 1) / STORAGE_HOSTS). The table gives each median
-# with its range and its fraction of its limit; the last line is
-# ratio=<iotest/rclone>, medians.
+# with its range and its fraction of its limit; the line before the last
+# msv4=<iotest msv4 / iotest s3>, medians (bytes a second each moves); the
+# last line is ratio=<iotest/rclone>, medians (the s3 back-end's).
 #
 # Usage: [LINK_RATE=400mbit] [REPLICATION=2] [REPEATS=3] [PART=8]
 #        [INFLIGHT=8] [WRITERS=2] [IOTEST=build/bin/iotest] bench/s3.sh
@@ -89,6 +96,27 @@ print(f"iotest {c['bytes_written'] / t['stream_s']}")
 PY
 }
 
+# The same run into one processing set: an object a chunk, INFLIGHT puts
+# in flight a writer, the root key's upload completed at the end.
+iotest_msv4_write() {
+  empty_bucket
+  $cluster exec srun --nodes=$hosts --ntasks=$hosts --kill-on-bad-exit=1 \
+    "$IOTEST" run --synthetic-vis --rec-set=T05_ --vis-set=vlaa \
+    --time=-5400:5400/$dumps/64 --freq=260e6:300e6/$channels/64 --dec=10 \
+    --writer-count="$writers" --bls-per-task=16 --no-progress \
+    --storage=msv4 --msv4.in-flight="$inflight" \
+    "s3://$IOTEST_S3_BUCKET/bench/vis.ps.zarr" --report="$out/run.json" > "$out/run.txt" 2>&1 ||
+    { cat "$out/run.txt"; exit 1; }
+  python3 - "$out/run.json" >> "$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c, t = r["counts"], r["timing"]
+assert c["visibilities_written"] == c["visibilities"]
+assert len({k["host"] for k in r["pipeline"]["per_rank"]}) == 3
+print(f"iotest-msv4 {c['bytes_written'] / t['stream_s']}")
+PY
+}
+
 # Each host's share, WRITERS files of the objects' size, in its page cache.
 make_sources() {
   local k
@@ -126,6 +154,7 @@ tcp_stream store1 >> "$results"
 make_sources
 for ((repeat = 1; repeat <= repeats; repeat++)); do
   iotest_write
+  iotest_msv4_write
   rclone_write
   rados_write
 done
@@ -153,7 +182,9 @@ print(f"A TCP stream through one storage link: {tcp / 1e6:.1f} MB/s ({tcp / link
       f"{tcp / 1e6:.1f} / (1 + ({repl} - 1) / {stores}) = {gateway_limit / 1e6:.1f} MB/s")
 print("| what | MB/s | range | of its links' limit |")
 print("|---|---|---|---|")
-label = {"iotest": "iotest s3, 3 hosts (bytes written)", "rclone": "rclone, 3 hosts, same objects",
+label = {"iotest": "iotest s3, 3 hosts (bytes written)",
+         "iotest-msv4": "iotest msv4, 3 hosts (VISIBILITY bytes written)",
+         "rclone": "rclone, 3 hosts, same objects",
          "rados": "rados bench, the gateway's data pool"}
 med = {}
 for what in label:
@@ -162,5 +193,6 @@ for what in label:
     limit = pool_limit if what == "rados" else gateway_limit
     print(f"| {label[what]} | {med[what] / 1e6:.1f} | {min(r) / 1e6:.1f}-{max(r) / 1e6:.1f} | "
           f"{med[what] / limit:.2f} |")
+print(f"msv4={med['iotest-msv4'] / med['iotest']:.2f} (iotest msv4 / iotest s3, medians)")
 print(f"ratio={med['iotest'] / med['rclone']:.2f}")
 PY

@@ -20,6 +20,10 @@
 # - iotest `ms` (one MeasurementSet per writer through casacore, DATA and
 #   FLAG in TiledColumnStMan a tile per chunk, fsync at close) with forked
 #   writers; EXTRA adds variants (e.g. "ms --ms.stman=standard");
+# - iotest `msv4` (one MSv4 processing set for the run, vis.ps.zarr, an
+#   MSv4 per writer, each iotest chunk a zarr chunk file written once and
+#   fsynced by --msv4.in-flight threads) with forked writers; EXTRA adds
+#   variants (e.g. "msv4 --msv4.in-flight=32");
 # - iotest `--synthetic-vis=sequential` through `posix --posix.direct`:
 #   every chunk whole in file order, no walk (the storage ceiling as IOR
 #   writes it): what the walk's completion order costs is the gap between
@@ -41,22 +45,31 @@
 # MeasurementSet holds single-precision values, so its volume is its DATA
 # column's, every visibility once at 8 bytes (the report's value_bytes):
 # half the others' (FLAG, a bit a value, and the rows' columns add 1.8 %
-# and are not counted). The ms rows (and hdf5's beside them) also give
-# where the time goes, from the report: the writers' time inside writes
-# and in the sync and close, summed over the writers, opening (before the
-# start, so outside the stream time), and what the files take on the disk
+# and are not counted). An MSv4 processing set's is its VISIBILITY's, 8
+# bytes a visibility too (its UVW and metadata are not counted; it writes
+# no FLAG or WEIGHT chunk). The ms rows (and hdf5's and msv4's beside
+# them) also give where the time goes, from the report: the writers' time
+# inside writes and in the sync and close, summed over the writers,
+# opening (before the start, so outside the stream time), and what the
+# files take on the disk
 # (casacore fills every tile of the rows a table has, and with two
 # writers both tables hold every row). casacore's Table::flush(fsync)
 # leaves the files that hold DATA and FLAG unsynced (TiledColumnStMan's
 # table.f*_TSM0, StandardStMan's table.f*i; strace, 2026-11-26: ~2.2 GB
 # still dirty after the run), so after each ms run the script fsyncs every
 # file of the MeasurementSets and adds that time to the stream's: durable,
-# as the other rows are.
+# as the other rows are. msv4 syncs its own files before its writers
+# close (inside the stream time): nothing is added after it.
 #
 # The last line: ratio=<iotest posix O_DIRECT / fio O_DIRECT at 1 MiB>,
 # medians, the worst over 1 and 2 writers and forked or threaded writers
-# (issue 27 asks >= 0.8); the lines before it give each, and hdf5's and
-# ms's against fio O_DIRECT at 1 MiB (issue 36 asks >= 0.6 of ms).
+# (issue 27 asks >= 0.8); the lines before it give each, and hdf5's, ms's
+# and msv4's against fio O_DIRECT at 1 MiB (issue 36 asks >= 0.6 of ms).
+# The line before it: msv4=<iotest msv4 / iotest posix (page cache, forked
+# writers)>, medians at 1 MiB (else the largest transfer both ran at), the
+# worst over 1 and 2 writers: what zarr's one file a chunk costs against
+# one file a writer through the same page cache. ratio= stays the last
+# line, as bench/README.md's table of every script's last line reads it.
 #
 # Usage: [REPEATS=N] [SIZES="64 1024"] [ONLY=REGEX] [EXTRA="STORAGE;STORAGE"]
 #        [IOTEST=build/bin/iotest] bench/write_throughput.sh [DIR]
@@ -87,7 +100,8 @@ repeats=${REPEATS:-3}
 # What is left: the figures (results.txt, split.txt).
 trap 'rm -rf "$dir"/vis* "$dir"/fio "$dir"/fio.json "$dir"/run.json "$dir"/run.txt "$dir"/verify.txt' EXIT
 storages=("posix --posix.direct" "posix --posix.direct threads" "posix --posix.direct sequential"
-  "posix" "hdf5" "phdf5 --phdf5.transfer=independent" "phdf5 --phdf5.transfer=collective" "ms")
+  "posix" "hdf5" "phdf5 --phdf5.transfer=independent" "phdf5 --phdf5.transfer=collective" "ms"
+  "msv4")
 if [ -n "${EXTRA:-}" ]; then
   IFS=';' read -r -a extra <<< "$EXTRA"
   storages+=("${extra[@]}")
@@ -140,9 +154,13 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
           --offset_increment=$((volume / writers))
       fi
       for storage in "${storages[@]}"; do
-        settle
         name=${storage%% *}
-        case $name in posix) ext=bin ;; ms) ext=ms ;; *) ext=h5 ;; esac
+        # ms and msv4 give each output a range of frequency chunks: more
+        # writers than frequency chunks (4 MiB: one chunk, the whole band)
+        # is refused (exit 2), so that size runs them with one writer only.
+        if [[ $name == ms || $name == msv4 ]] && ((2048 / freq_chunk < writers)); then continue; fi
+        settle
+        case $name in posix) ext=bin ;; ms) ext=ms ;; msv4) ext=zarr ;; *) ext=h5 ;; esac
         synthetic=--synthetic-vis fork=--fork-writer
         case $storage in
           *threads) fork="" storage=${storage% threads} ;;
@@ -154,6 +172,8 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
         [ "$synthetic" != --synthetic-vis ] && label="$label, sequential"
         if [ "$name" = phdf5 ]; then  # one rank per writer, one file
           ranks=$writers writing="" out="$dir/vis.h5"
+        elif [ "$name" = msv4 ]; then  # one processing set, an MSv4 per writer
+          ranks=1 writing="--writer-count=$writers $fork" out="$dir/vis.ps.zarr"
         else
           ranks=1 writing="--writer-count=$writers $fork" out="$dir/vis%d.$ext"
         fi
@@ -225,8 +245,8 @@ rows = [(what, kib, writers, statistics.median(r), min(r), max(r))
         for (what, kib, writers), r in runs.items()]
 rows.sort(key=lambda r: (int(r[1]), int(r[2])))  # stable: run order within a size
 median = {(w, k, n): rate for w, k, n, rate, _, _ in rows}
-print(f"Durable writes of {int(sys.argv[2]) / 1e9:.2f} GB (ms: its DATA's half), median of "
-      f"{sys.argv[3]} (range), GB/s; peak RSS of the busiest rank")
+print(f"Durable writes of {int(sys.argv[2]) / 1e9:.2f} GB (ms, msv4: their visibilities' half), "
+      f"median of {sys.argv[3]} (range), GB/s; peak RSS of the busiest rank")
 print("| what | transfer | writers | GB/s | range | of fio O_DIRECT | peak RSS |")
 print("|---|---|---|---|---|---|---|")
 size = lambda kib: f"{int(kib) // 1024} MiB" if int(kib) >= 1024 else f"{kib} KiB"
@@ -244,19 +264,20 @@ for writers in ("1", "2"):
         if fio and ours:
             judged.append(ours / fio)
             print(f"at 1 MiB, {writers} writer(s): {what} {ours / fio:.2f} of fio O_DIRECT")
-    for what in ("iotest hdf5", "iotest ms"):
+    for what in ("iotest hdf5", "iotest ms", "iotest msv4"):
         ours = median.get((what, "1024", writers))
         if fio and ours:
             print(f"at 1 MiB, {writers} writer(s): {what} {ours / fio:.2f} of fio O_DIRECT"
                   + (" (issue 36 asks >= 0.6)" if what == "iotest ms" else ""))
-# Where the ms writers' time goes (hdf5's beside them), medians: seconds
-# inside writes and in the sync and close, summed over the writers, against
-# the stream time; the fsync the script added after it (ms); opening
+# Where the ms writers' time goes (hdf5's and msv4's beside them), medians:
+# seconds inside writes and in the sync and close, summed over the writers,
+# against the stream time; the fsync the script added after it (ms); opening
 # (headers, before the start) outside both.
+is_ms = lambda what: what == "iotest ms" or what.startswith("iotest ms ")
 split = {}
 for line in open(sys.argv[4]).read().splitlines():
     what, kib, writers, *values = line.split("|")
-    if what.startswith(("iotest ms", "iotest hdf5")):
+    if what.startswith(("iotest ms", "iotest hdf5")):  # msv4's too
         split.setdefault((what, kib, writers), []).append([float(v) for v in values])
 if split:
     print("| what | transfer | writers | stream s | inside writes s | sync and close s "
@@ -265,9 +286,28 @@ if split:
     for (what, kib, writers), runs in sorted(split.items(), key=lambda i: (int(i[0][1]),
                                                                            int(i[0][2]))):
         m = [statistics.median(column) for column in zip(*runs)]
-        after = f"{m[3]:.2f}" if what.startswith("iotest ms") else "-"  # ms only
+        after = f"{m[3]:.2f}" if is_ms(what) else "-"  # ms only
         print(f"| {what} | {size(kib)} | {writers} | {m[0]:.2f} | {m[1]:.2f} | {m[2]:.2f} | "
               f"{after} | {m[4]:.2f} | {m[5] / 1e9:.2f} | {m[6]:.0f} |")
+# msv4 against the buffered posix row (one file a writer through the page
+# cache, fsync at close) at the same transfer and writers: 1 MiB, else the
+# largest transfer both ran at; the worst over the writer counts.
+both = sorted({int(k) for (w, k, n) in median if w == "iotest msv4"}
+              & {int(k) for (w, k, n) in median if w == "iotest posix"})
+if both:
+    kib = "1024" if 1024 in both else str(both[-1])
+    against = []
+    for writers in ("1", "2"):
+        ours, posix = median.get(("iotest msv4", kib, writers)), median.get(("iotest posix", kib,
+                                                                            writers))
+        if ours and posix:
+            against.append(ours / posix)
+            print(f"at {size(kib)}, {writers} writer(s): iotest msv4 {ours / posix:.2f} of "
+                  "iotest posix (page cache)")
+    if against:
+        print(f"msv4={min(against):.2f} (iotest msv4 / iotest posix at {size(kib)}, medians, "
+              "the worst of 1 and 2 writers)")
+# ratio= last: bench/README.md's table of every script reads the last line.
 if judged:
     print(f"ratio={min(judged):.2f} (iotest posix O_DIRECT / fio O_DIRECT at 1 MiB, medians, "
           "the worst of 1 and 2 writers, forked and threaded)")

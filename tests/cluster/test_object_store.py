@@ -256,6 +256,57 @@ def test_read_check_grid_and_the_imaging_direction_read_objects(gateway, env_fil
         imaged.stderr[-3000:]
 
 
+# xradio on the login side, as a user of the store opens a processing set:
+# s3fs (botocore) takes the keys and the endpoint from the AWS_* variables
+# `tools/cluster env` exports (AWS_ENDPOINT_URL; the region from
+# AWS_DEFAULT_REGION, which botocore reads where it ignores AWS_REGION).
+XRADIO_OPENS = r"""
+import sys, warnings
+import zarr
+import xradio.measurement_set.schema
+from xradio.measurement_set import open_processing_set
+from xradio.schema.check import check_datatree
+with warnings.catch_warnings():
+    warnings.simplefilter("error", RuntimeWarning)  # no consolidated metadata
+    warnings.simplefilter("error", zarr.errors.ZarrUserWarning)  # a key zarr does not know
+    ps = open_processing_set(sys.argv[1])
+issues = check_datatree(ps)
+print(" ".join(sorted(ps.children)))
+print(len(issues), str(issues).replace(chr(10), " "))
+for name in sorted(ps.children):
+    vis = ps[name].ds["VISIBILITY"].values
+    print(name, vis.dtype, "x".join(map(str, vis.shape)), bool((vis != 0).all()))
+"""
+
+
+def test_an_msv4_set_from_three_hosts_opens_in_xradio_through_s3fs(gateway, env_file):
+    """--storage=msv4 on S3: one processing set from the three hosts (two
+    streamers, an MSv4 each), published whole by its root key; verified on
+    another host and opened by xradio through s3fs with no schema issue."""
+    pytest.importorskip("xradio")
+    prefix = f"msv4-{os.getpid()}-{int(time.time())}"
+    url = f"s3://{BUCKET}/{prefix}/vis.ps.zarr"
+    made = srun_iotest(gateway, env_file, 3, 3, "run", *T05, "--storage=msv4", url)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert objects(gateway, env_file, prefix) == ["vis.ps.zarr/"]
+    assert objects(gateway, env_file, f"{prefix}/vis.ps.zarr") == ["vis_0/", "vis_1/",
+                                                                    "zarr.json"]
+    assert open_uploads(gateway, env_file) == {}  # the root key's upload completed
+    checked = srun_iotest(gateway, env_file, 1, 1, "verify", "--all", url,
+                          placement=["--nodelist=node3"])
+    assert checked.returncode == 0 and ": passed" in checked.stdout, checked.stderr[-3000:]
+    env = s3_env(env_file)
+    env.setdefault("AWS_DEFAULT_REGION", env.get("AWS_REGION", "us-east-1"))
+    opened = subprocess.run([sys.executable, "-c", XRADIO_OPENS, url], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert opened.returncode == 0, opened.stderr[-3000:]
+    lines = opened.stdout.splitlines()
+    assert lines[0] == "vis_0 vis_1", opened.stdout
+    assert lines[1].startswith("0 No schema issues found"), opened.stdout
+    # T05: 16 times, 351 baselines, 32 channels in two MSv4s, every value written.
+    assert lines[2:] == [f"vis_{i} complex64 16x351x16x1 True" for i in range(2)], opened.stdout
+
+
 def test_a_wrong_secret_or_a_missing_bucket_is_one_line_before_any_work(gateway, env_file):
     for url, changes in ((f"s3://{BUCKET}/wrong/vis%d", {"AWS_SECRET_ACCESS_KEY": "not-it"}),
                          ("s3://no-such-bucket/x/vis%d", {})):

@@ -172,7 +172,7 @@ inline void hold_for_storage(RunShape& s, const storage::StorageChoice& storage)
   s.writer_held_bytes = s.writes ? storage.held_bytes : 0;
   s.writer_row_chunk_bytes = s.writes ? storage.row_chunk_bytes : 0;
   s.files_by_frequency = s.writes && storage.files_by_frequency;
-  s.shared_output = s.writes && storage.shared;
+  s.shared_output = s.writes && storage.shared && storage.collective;
 }
 
 // Libraries, MPI and FFTW state of one process before any buffer, measured

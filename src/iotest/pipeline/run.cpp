@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <type_traits>
 
@@ -46,7 +47,8 @@ index_t Context::first_output() const {
 std::vector<std::string> Context::outputs() const {
   std::vector<std::string> paths;
   const auto& o = options;
-  if (shared_output != MPI_COMM_NULL) return {o.output};  // every writing rank's one writer
+  // A shared output: every writer's (phdf5's one a rank; msv4's an MSv4 each).
+  if (shared_output != MPI_COMM_NULL) return std::vector<std::string>(o.writer_count, o.output);
   for (int w = 0; roles.writes_outputs() && w < o.writer_count; ++w)
     paths.push_back(o.output.empty()
                         ? std::string()
@@ -137,11 +139,16 @@ int first_touch_threads(MPI_Comm comm, bool producer) {
   return threads_available(std::max(1, cores / std::max(1, producers_here)));
 }
 
-// One output shared by every streamer (phdf5): one writer each, threads,
-// one file name.
+// One output shared by every streamer (phdf5, msv4): one name; where its
+// writers meet in MPI calls (phdf5), one writer each, a thread.
 void check_shared_output(const RunOptions& o, const storage::StorageChoice& storage) {
   if (!storage.shared) return;
   const std::string& name = storage.backend;
+  if (o.output.find("%d") != std::string::npos || o.output.find("%h") != std::string::npos)
+    throw UsageError("OUTPUT", fmt::format("expected one name without %d or %h: --storage={} "
+                                           "writes one output shared by every streamer",
+                                           name));
+  if (!storage.collective) return;
   if (o.writer_count != 1)
     throw UsageError("--writer-count",
                      fmt::format("expected 1 with --storage={}: each streamer has one writer "
@@ -151,10 +158,6 @@ void check_shared_output(const RunOptions& o, const storage::StorageChoice& stor
     throw UsageError("--fork-writer", fmt::format("does not apply to --storage={}: its writers "
                                                   "call MPI, so they are threads",
                                                   name));
-  if (o.output.find("%d") != std::string::npos || o.output.find("%h") != std::string::npos)
-    throw UsageError("OUTPUT", fmt::format("expected one file name without %d or %h: --storage={} "
-                                           "writes one file shared by every streamer",
-                                           name));
 }
 
 void check_writer_ranks(const RunOptions& o) {
@@ -538,9 +541,8 @@ void check_free_space(const Context& ctx) {
     return;
   const auto& roles = ctx.roles;
   const index_t writing_ranks = roles.writers > 0 ? roles.writers : roles.streamers;
-  const bool shared = ctx.storage.shared;
-  const double files_in_all = shared ? static_cast<double>(writing_ranks)
-                                     : static_cast<double>(writing_ranks * o.writer_count);
+  // A writer's share (a shared output's writers each write one).
+  const double files_in_all = static_cast<double>(writing_ranks * o.writer_count);
   const double share = static_cast<double>(ctx.job.obs->visibility_bytes()) / files_in_all;
   std::map<std::string, double> per_place;
   for (const auto& path : outputs) per_place[store->place_of(path)] += share;
@@ -643,8 +645,9 @@ void claim_outputs(Context& ctx) {
   const bool writes = ctx.job.obs && !o.network_only && !ctx.imaging();
   int first = 0;
   if (ctx.shared_output != MPI_COMM_NULL) MPI_Comm_rank(ctx.shared_output, &first);
+  std::set<std::string> seen;  // a shared output is its every writer's
   for (const auto& path : ctx.outputs()) {
-    if (path.empty()) continue;
+    if (path.empty() || !seen.insert(path).second) continue;
     const storage::WatchedCall call(storage::StorageStep::creating, path);
     if (writes && first == 0) {
       ctx.claims.push_back(store->claim(path, ctx.nonce, "OUTPUT"));

@@ -110,6 +110,7 @@ StorageChoice resolve_storage(const StorageOptions& options, const std::string& 
   c.options = options;
   c.backend = spec.name;
   c.shared = spec.shared;
+  c.collective = spec.collective;
   c.files_by_frequency = spec.files_by_frequency;
   c.durability = backend->durability();
   c.held_chunks = backend->held_chunks();

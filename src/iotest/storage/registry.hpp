@@ -40,6 +40,11 @@ struct BackendSpec {
   // One output for the whole run, written by every streamer (one writer
   // each, a thread: its back-end calls MPI) rather than one per writer.
   bool shared = false;
+  // Its writers of the shared output meet in MPI calls (phdf5's parallel
+  // HDF5): one writer a streamer, a thread. Without it (msv4: an MSv4 a
+  // writer in one processing set) a streamer may have several writers,
+  // threads or forked processes.
+  bool collective = false;
   // Where its outputs live and how they are claimed, published and
   // dropped (output/output_store.hpp); nullptr: it keeps nothing (null).
   const OutputStore* store = nullptr;
@@ -99,6 +104,7 @@ struct StorageChoice {
   StorageOptions options;             // as given (checked)
   std::string backend;                // its name: "null" without an output
   bool shared = false;              // one output for every streamer (BackendSpec::shared)
+  bool collective = false;          // its writers meet in MPI calls (BackendSpec::collective)
   bool files_by_frequency = false;  // BackendSpec::files_by_frequency
   std::string durability;     // what its write times cover (Backend::durability)
   index_t held_chunks = 0;    // chunk buffers it holds besides a writer's queue

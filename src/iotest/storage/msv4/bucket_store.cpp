@@ -72,6 +72,7 @@ class BucketStore final : public ZarrStore {
   std::vector<std::string> list(const std::string& prefix) override;
   void flush() override;
   void remove_all(const std::string& prefix) noexcept override;
+  void remove(const std::string& key) override;
   std::string durability() const override { return "each object acknowledged by the store"; }
   std::int64_t held_bytes() const override;
 
@@ -267,6 +268,19 @@ std::vector<std::string> BucketStore::list(const std::string& prefix) {
       keys.push_back(entry.key.substr(base_.size()));
   }
   return keys;
+}
+
+void BucketStore::remove(const std::string& key) {
+  {
+    std::unique_lock lock(lock_);  // a put of it in flight ends first
+    sent_.wait(lock, [&] { return !pending_under(key); });
+  }
+  std::lock_guard client(client_lock_);
+  try {
+    client_.delete_object({place_.bucket, base_ + key});
+  } catch (const s3::S3Error& e) {
+    throw std::runtime_error(said(e));
+  }
 }
 
 void BucketStore::remove_all(const std::string& prefix) noexcept {

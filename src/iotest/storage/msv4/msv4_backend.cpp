@@ -30,15 +30,24 @@ namespace {
 
 using Cell = std::complex<float>;
 
+struct Msv4Options {
+  int in_flight = msv4::kDefaultInFlight;
+  // Each VISIBILITY chunk's file made at open (ZarrStore::reserve), as
+  // HDF5 allocates chunks at create: the stream time is the writes', and
+  // the files' making is in the open time the report gives apart.
+  bool files_ahead = true;
+};
+
 class Msv4Backend final : public Backend {
  public:
-  explicit Msv4Backend(int in_flight) : in_flight_(in_flight) {}
+  explicit Msv4Backend(Msv4Options options)
+      : in_flight_(options.in_flight), files_ahead_(options.files_ahead) {}
   ~Msv4Backend() override { abort(); }
   std::string_view name() const override { return "msv4"; }
   std::string durability() const override {
     return store_ ? store_->durability() : "fsync of every file, or each object acknowledged";
   }
-  // A chunk in single precision and its reordered copy (a chunk of 16 B
+  // A chunk in single precision and its copy for the store (a chunk of 16 B
   // values), and the puts in flight on an object store, half a chunk each.
   index_t held_chunks() const override { return 1 + (in_flight_ + 1) / 2; }
   index_t stored_value_bytes() const override { return static_cast<index_t>(sizeof(Cell)); }
@@ -62,17 +71,20 @@ class Msv4Backend final : public Backend {
     written_.assign(static_cast<std::size_t>(l.chunk_count()), false);
     for (const auto& array : nodes_.arrays) {
       store_->put(key(array.path + "/zarr.json"), dump(array.doc));
-      store_->put(key(array.path + "/c/" + zeros(array.doc["shape"].size())), array.bytes);
+      const std::vector<index_t> first(array.doc["shape"].size(), 0);
+      store_->put(msv4::chunk_key(key(array.path), first), array.bytes);
     }
-    for (const auto& [path, doc] : nodes_.chunked.items()) store_->put(key(path + "/zarr.json"), dump(doc));
-    for (const auto& [path, doc] : nodes_.groups.items()) store_->put(key(path + "/zarr.json"), dump(doc));
+    for (const auto& [path, doc] : nodes_.chunked.items())
+      store_->put(key(path + "/zarr.json"), dump(doc));
+    for (const auto& [path, doc] : nodes_.groups.items())
+      store_->put(key(path + "/zarr.json"), dump(doc));
     write_uvw();
+    if (files_ahead_) reserve_chunks();
     store_->flush();
   }
 
   // A whole chunk inside the edges, single and conjugated by the pusher,
-  // with the CRC-32 of its cells: put as it is (reordered where zarr's
-  // chunk is time-major).
+  // with the CRC-32 of its cells: put as it is.
   void do_write_stored(const ChunkKey& k, const void* cells) override {
     put_visibilities(k, static_cast<const Cell*>(cells));
     record_crc32(k, *given_crc32());
@@ -91,8 +103,8 @@ class Msv4Backend final : public Backend {
     }
     for (index_t i = 0; i < n; ++i) {
       if (present && !storage::present(present, i)) continue;
-      cells_[static_cast<std::size_t>(i)] += Cell(static_cast<float>(data[i].real()),
-                                                 static_cast<float>(-data[i].imag()));
+      cells_[static_cast<std::size_t>(i)] +=
+          Cell(static_cast<float>(data[i].real()), static_cast<float>(-data[i].imag()));
       flags[static_cast<std::size_t>(i)] = false;
     }
     clear_past_edges(k, flags);
@@ -123,20 +135,12 @@ class Msv4Backend final : public Backend {
     const auto* b = reinterpret_cast<const std::byte*>(text.data());
     return {b, b + text.size()};
   }
-  static std::string zeros(std::size_t dims) {
-    std::string s;
-    for (std::size_t i = 0; i < dims; ++i) s += i ? "/0" : "0";
-    return s;
-  }
 
   // Chunk `k`'s cells (iotest's order, a whole chunk) as VISIBILITY's chunk.
   void put_visibilities(const ChunkKey& k, const Cell* cells) {
     const auto bytes = static_cast<std::size_t>(grid_.chunk_values()) * sizeof(Cell);
     msv4::Bytes chunk(bytes);
-    if (grid_.reorders())
-      msv4::reorder_rows(grid_, cells, chunk.data(), sizeof(Cell), /*to_zarr=*/true);
-    else
-      std::memcpy(chunk.data(), cells, bytes);
+    std::memcpy(chunk.data(), cells, bytes);
     store_->put(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of(k)), std::move(chunk));
     written_[static_cast<std::size_t>(k.row_chunk * layout().freq_chunks() + k.freq_chunk)] = true;
   }
@@ -145,29 +149,19 @@ class Msv4Backend final : public Backend {
   void read_back(const ChunkKey& k, std::vector<bool>& flags) {
     const auto index = grid_.chunk_of(k);
     const auto bytes = store_->get(msv4::chunk_key(key("VISIBILITY"), index));
-    if (!bytes) throw storage_failure(fmt::format("msv4: chunk {} written before is not there", index[0]));
-    if (grid_.reorders())
-      msv4::reorder_rows(grid_, bytes->data(), cells_.data(), sizeof(Cell), /*to_zarr=*/false);
-    else
-      std::memcpy(cells_.data(), bytes->data(), bytes->size());
+    if (!bytes)
+      throw storage_failure(fmt::format("msv4: chunk {} written before is not there", index[0]));
+    std::memcpy(cells_.data(), bytes->data(),
+                std::min(bytes->size(), cells_.size() * sizeof(Cell)));
     const auto flag_bytes = store_->get(msv4::chunk_key(key("FLAG"), index));
     if (!flag_bytes) return;  // none flagged
-    std::vector<std::uint8_t> zarr_order(flag_bytes->size()), own(flag_bytes->size());
-    std::memcpy(zarr_order.data(), flag_bytes->data(), zarr_order.size());
-    if (grid_.reorders())
-      msv4::reorder_rows(grid_, zarr_order.data(), own.data(), 1, /*to_zarr=*/false);
-    else
-      own = zarr_order;
-    for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = own[i] != 0;
+    for (std::size_t i = 0; i < flags.size() && i < flag_bytes->size(); ++i)
+      flags[i] = (*flag_bytes)[i] != std::byte{0};
   }
 
   void put_flags(const ChunkKey& k, const std::vector<bool>& flags) {
-    std::vector<std::uint8_t> own(flags.begin(), flags.end());
-    msv4::Bytes chunk(own.size());
-    if (grid_.reorders())
-      msv4::reorder_rows(grid_, own.data(), chunk.data(), 1, /*to_zarr=*/true);
-    else
-      std::memcpy(chunk.data(), own.data(), own.size());
+    msv4::Bytes chunk(flags.size());
+    for (std::size_t i = 0; i < flags.size(); ++i) chunk[i] = std::byte{flags[i]};
     store_->put(msv4::chunk_key(key("FLAG"), grid_.chunk_of(k)), std::move(chunk));
   }
 
@@ -178,7 +172,8 @@ class Msv4Backend final : public Backend {
     const index_t channels = std::min(l.freq_chunk, l.channels - k.freq_chunk * l.freq_chunk);
     for (index_t r = 0; r < l.time_chunk; ++r)
       for (index_t c = 0; c < l.freq_chunk; ++c)
-        if (r >= rows || c >= channels) flags[static_cast<std::size_t>(r * l.freq_chunk + c)] = false;
+        if (r >= rows || c >= channels)
+          flags[static_cast<std::size_t>(r * l.freq_chunk + c)] = false;
   }
 
   // The CRC-32 of a chunk's cells inside the observation, iotest's order
@@ -194,14 +189,24 @@ class Msv4Backend final : public Backend {
     return crc;
   }
 
+  // Every VISIBILITY chunk of this file made ahead (msv4.files=ahead).
+  void reserve_chunks() {
+    const auto& l = layout();
+    for (index_t rc = 0; rc < l.row_chunks(); ++rc)
+      for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
+        store_->reserve(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of({rc, fc})));
+  }
+
   // A stonewalled run's chunks never written: flagged (VISIBILITY's fill
-  // value, 0, is what they read as).
+  // value, 0, is what they read as), their files made ahead removed.
   void flag_unwritten() {
     const auto& l = layout();
     const std::vector<bool> all(static_cast<std::size_t>(l.chunk_values()), true);
     for (index_t rc = 0; rc < l.row_chunks(); ++rc)
       for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
         if (!written_[static_cast<std::size_t>(rc * l.freq_chunks() + fc)]) {
+          if (files_ahead_)
+            store_->remove(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of({rc, fc})));
           auto flags = all;
           clear_past_edges({rc, fc}, flags);
           put_flags({rc, fc}, flags);
@@ -229,14 +234,16 @@ class Msv4Backend final : public Backend {
             double* cell = &chunk[static_cast<std::size_t>((t * shape[1] + b - b0) * 3)];
             cell[0] = u1.u - u2.u, cell[1] = u1.v - u2.v, cell[2] = u1.w - u2.w;
           }
-        store_->put(key(fmt::format("UVW/c/{}/{}/0", ti, bi)), msv4::as_bytes(chunk));
+        store_->put(msv4::chunk_key(key("UVW"), std::vector<index_t>{ti, bi, 0}),
+                    msv4::as_bytes(chunk));
       }
     }
   }
 
   // Each chunk's CRC-32 and a stonewalled run's parts (msv4::kChunksKey).
   msv4::Bytes bookkeeping() const {
-    std::vector<std::int64_t> words{msv4::kChunksMagic, static_cast<std::int64_t>(checksums().size()),
+    std::vector<std::int64_t> words{msv4::kChunksMagic,
+                                    static_cast<std::int64_t>(checksums().size()),
                                     static_cast<std::int64_t>(written_parts().size())};
     for (const auto& c : checksums()) words.insert(words.end(), {c.chunk, std::int64_t{c.crc32}});
     for (const auto& p : written_parts())
@@ -245,21 +252,24 @@ class Msv4Backend final : public Backend {
   }
 
   const int in_flight_;
+  const bool files_ahead_;
   std::unique_ptr<msv4::ZarrStore> store_;
   std::string group_;  // this writer's MSv4: "vis_0"
   msv4::Msv4Grid grid_;
   msv4::Msv4Nodes nodes_;
-  std::vector<Cell> cells_;  // a chunk as VISIBILITY stores it, iotest's order
+  std::vector<Cell> cells_;    // a chunk as VISIBILITY stores it, iotest's order
   std::vector<bool> written_;  // per chunk of the observation
 };
 
-int in_flight_of(const StorageOptions& options) {
+Msv4Options msv4_options(const StorageOptions& options) {
+  Msv4Options o;
+  o.files_ahead = option_choice(options, "msv4.files", "ahead", {"ahead", "as-written"}) == "ahead";
   const auto it = options.values.find("msv4.in-flight");
-  if (it == options.values.end()) return msv4::kDefaultInFlight;
+  if (it == options.values.end()) return o;
   try {
     std::size_t used = 0;
-    const int v = std::stoi(it->second, &used);
-    if (used == it->second.size() && v >= 1 && v <= 256) return v;
+    o.in_flight = std::stoi(it->second, &used);
+    if (used == it->second.size() && o.in_flight >= 1 && o.in_flight <= 256) return o;
   } catch (const std::exception&) {
   }
   throw UsageError("--msv4.in-flight",
@@ -283,11 +293,15 @@ BackendSpec msv4_spec() {
   s.files_by_frequency = true;
   s.time_chunk_problem = &msv4::time_chunk_problem;
   s.options = {
-      {"msv4.in-flight",
-       "writes kept going at once: files being synced, or objects being sent", false, "8"},
+      {"msv4.in-flight", "writes kept going at once: files being synced, or objects being sent",
+       false, "8"},
+      {"msv4.files",
+       "when a folder's chunk files are made: ahead (at open, as HDF5 allocates chunks; the "
+       "report's open time) or as-written (each as its chunk comes)",
+       false, "ahead"},
   };
   s.make = [](const StorageOptions& options) -> std::unique_ptr<Backend> {
-    return std::make_unique<Msv4Backend>(in_flight_of(options));
+    return std::make_unique<Msv4Backend>(msv4_options(options));
   };
   s.recognises = &msv4::Msv4Reader::recognises;
   s.open = [](const std::string& path, const StorageOptions&) -> std::unique_ptr<Reader> {

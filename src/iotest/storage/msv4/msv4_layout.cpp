@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstring>
 #include <stdexcept>
 
@@ -30,10 +31,10 @@ std::string msv4_name(const std::string& stem, index_t file) {
 }
 
 std::string time_chunk_problem(index_t times, index_t time_chunk) {
-  if (times % time_chunk == 0 || time_chunk % times == 0) return {};
+  if (times % time_chunk == 0) return {};
   return fmt::format(
-      "--storage=msv4 stores an iotest chunk as a zarr chunk of whole baselines' time ranges: "
-      "expected a time chunk that divides the {} time steps or is a multiple of them, got {}",
+      "--storage=msv4 stores an iotest chunk as a zarr chunk of one baseline's time range: "
+      "expected a time chunk that divides the {} time steps, got {}",
       times, time_chunk);
 }
 
@@ -45,50 +46,45 @@ Msv4Grid grid_of(const VisibilityLayout& layout) {
   g.baselines = layout.baselines;
   g.channels = layout.file_channels();
   g.first_freq_chunk = layout.first_freq_chunk;
-  g.time_chunk = layout.time_chunk;
+  g.chunk_times = layout.time_chunk;
   g.chunk_channels = layout.freq_chunk;
-  if (layout.times % layout.time_chunk == 0) {
-    g.chunk_times = layout.time_chunk;
-    g.chunk_baselines = 1;
-  } else {
-    g.chunk_times = layout.times;
-    g.chunk_baselines = layout.time_chunk / layout.times;
-  }
   return g;
 }
 
+// A row chunk is one baseline's time chunk: row = baseline * times + time.
 std::array<index_t, 4> Msv4Grid::chunk_of(const ChunkKey& key) const {
-  const index_t f = key.freq_chunk - first_freq_chunk;
-  if (chunk_baselines > 1) return {0, key.row_chunk, f, 0};
-  const index_t first_row = key.row_chunk * time_chunk;
-  return {(first_row % times) / chunk_times, first_row / times, f, 0};
+  const index_t first_row = key.row_chunk * chunk_times;
+  return {(first_row % times) / chunk_times, first_row / times, key.freq_chunk - first_freq_chunk,
+          0};
 }
 
-ChunkKey Msv4Grid::key_of(index_t time_chunk_index, index_t baseline_chunk_index,
+ChunkKey Msv4Grid::key_of(index_t time_chunk_index, index_t baseline,
                           index_t freq_chunk_index) const {
-  const index_t fc = freq_chunk_index + first_freq_chunk;
-  if (chunk_baselines > 1) return {baseline_chunk_index, fc};
-  const index_t first_row = baseline_chunk_index * times + time_chunk_index * chunk_times;
-  return {first_row / time_chunk, fc};
+  const index_t first_row = baseline * times + time_chunk_index * chunk_times;
+  return {first_row / chunk_times, freq_chunk_index + first_freq_chunk};
+}
+
+std::string chunk_key(const std::string& array, const std::vector<index_t>& index) {
+  std::string key = array + "/c";
+  for (const index_t i : index) key += kChunkSeparator + std::to_string(i);
+  return key;
 }
 
 std::string chunk_key(const std::string& array, const std::array<index_t, 4>& index) {
-  return fmt::format("{}/c/{}/{}/{}/{}", array, index[0], index[1], index[2], index[3]);
+  return chunk_key(array, std::vector<index_t>(index.begin(), index.end()));
 }
 
-void reorder_rows(const Msv4Grid& grid, const void* from, void* to, std::size_t bytes_per_value,
-                  bool to_zarr) {
-  const std::size_t row_bytes = static_cast<std::size_t>(grid.chunk_channels) * bytes_per_value;
-  const auto* in = static_cast<const std::byte*>(from);
-  auto* out = static_cast<std::byte*>(to);
-  for (index_t b = 0; b < grid.chunk_baselines; ++b)
-    for (index_t t = 0; t < grid.chunk_times; ++t) {
-      const index_t iotest_row = b * grid.chunk_times + t;
-      const index_t zarr_row = t * grid.chunk_baselines + b;
-      const index_t src = to_zarr ? iotest_row : zarr_row, dst = to_zarr ? zarr_row : iotest_row;
-      std::memcpy(out + static_cast<std::size_t>(dst) * row_bytes,
-                  in + static_cast<std::size_t>(src) * row_bytes, row_bytes);
-    }
+bool parse_chunk_key(std::string_view name, std::array<index_t, 4>& index) {
+  if (!name.starts_with("c")) return false;
+  name.remove_prefix(1);
+  for (auto& i : index) {
+    if (name.empty() || name.front() != kChunkSeparator) return false;
+    name.remove_prefix(1);
+    const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), i);
+    if (error != std::errc{} || end == name.data() || i < 0) return false;
+    name.remove_prefix(static_cast<std::size_t>(end - name.data()));
+  }
+  return name.empty();
 }
 
 }  // namespace iotest::storage::msv4

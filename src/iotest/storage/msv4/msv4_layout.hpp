@@ -6,13 +6,11 @@
 // baseline) of its own channels, written by one writer. VISIBILITY is
 // complex64 over (time, baseline_id, frequency, polarization), single
 // precision and conjugated as MeasurementSets hold it (StoredForm), one
-// polarization (XX). Its zarr chunk is an iotest chunk:
-// - a time chunk that divides the time steps: (time_chunk, 1, freq_chunk,
-//   1), the chunk of one baseline's time range, in iotest's own order;
-// - a time chunk of whole baselines' times (a multiple of the steps):
-//   (times, time_chunk / times, freq_chunk, 1), its rows reordered time
-//   first;
-// any other time chunk is refused (check_time_chunk). FLAG (bool, fill
+// polarization (XX). Its zarr chunk is an iotest chunk, (time_chunk, 1,
+// freq_chunk, 1): one baseline's time range, in iotest's own order (rows
+// time-major within a baseline, channels fastest), so a time chunk must
+// divide the time steps (time_chunk_problem; --time takes no chunk
+// longer than the steps). FLAG (bool, fill
 // false) and WEIGHT (float32, fill 1) share that grid; only the FLAG
 // chunks that flag something are written, and no WEIGHT chunk. UVW
 // (float64, (time, baseline_id, uvw_label)) is written whole at open, in
@@ -29,6 +27,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "iotest/common/array.hpp"
 #include "iotest/storage/backend.hpp"
@@ -58,39 +58,36 @@ std::string msv4_name(const std::string& stem, index_t file);
 struct Msv4Grid {
   index_t times = 0, baselines = 0, channels = 0;  // the MSv4's (its own channels)
   index_t first_freq_chunk = 0;                    // the observation's chunk of its channel 0
-  index_t chunk_times = 0, chunk_baselines = 0, chunk_channels = 0;
-  // iotest's time chunk (rows a row chunk holds).
-  index_t time_chunk = 0;
+  index_t chunk_times = 0, chunk_channels = 0;     // a chunk holds one baseline
 
-  // Whether a chunk's rows must be reordered (baseline-major in iotest,
-  // time-major in zarr): chunk_baselines > 1.
-  bool reorders() const { return chunk_baselines > 1; }
-  index_t chunk_values() const { return chunk_times * chunk_baselines * chunk_channels; }
+  index_t chunk_values() const { return chunk_times * chunk_channels; }
   // The zarr chunk indices (time, baseline, frequency, polarization) of
   // iotest chunk `key` (the observation's frequency chunk).
   std::array<index_t, 4> chunk_of(const ChunkKey& key) const;
   // And back: the iotest chunk a zarr chunk (time, baseline, frequency) is.
-  ChunkKey key_of(index_t time_chunk_index, index_t baseline_chunk_index,
-                  index_t freq_chunk_index) const;
+  ChunkKey key_of(index_t time_chunk_index, index_t baseline, index_t freq_chunk_index) const;
 };
 // The grid for file `layout` (VisibilityLayout, its file's frequency
-// range): throws std::logic_error for a time chunk check_time_chunk refuses.
+// range): throws std::logic_error for a time chunk time_chunk_problem refuses.
 Msv4Grid grid_of(const VisibilityLayout& layout);
 
 // Empty where msv4 can store chunks of `time_chunk` rows of an observation
 // of `times` steps, else why not (for the UsageError naming --time).
 std::string time_chunk_problem(index_t times, index_t time_chunk);
 
-// "ARRAY/c/i/j/k/l": a chunk's key (zarr's default key encoding, '/').
+// "ARRAY/c.i.j.k.l": a chunk's key (zarr's default key encoding with '.'
+// as the separator): a folder store keeps an array's chunks in one folder,
+// not a folder per chunk (with '/', 2 folders a chunk to make and sync).
+inline constexpr char kChunkSeparator = '.';
+std::string chunk_key(const std::string& array, const std::vector<index_t>& index);
 std::string chunk_key(const std::string& array, const std::array<index_t, 4>& index);
-
-// iotest's rows are baseline-major ([baseline][time][channel] within a
-// chunk); zarr's chunk is [time][baseline][channel]. `from` and `to` hold
-// grid.chunk_values() values of `bytes_per_value` bytes each.
-void reorder_rows(const Msv4Grid& grid, const void* from, void* to, std::size_t bytes_per_value,
-                  bool to_zarr);
+// The indices of chunk key `name` (its key after "ARRAY/": "c.i.j.k.l");
+// false for anything else.
+bool parse_chunk_key(std::string_view name, std::array<index_t, 4>& index);
 
 // TIME in an MSv4: Unix seconds (UTC); the MS's TIME is MJD seconds.
-inline double unix_from_mjd_seconds(double mjd_s) { return mjd_s - 40587.0 * 86400.0; }
+inline double unix_from_mjd_seconds(double mjd_s) {
+  return mjd_s - 40587.0 * 86400.0;
+}
 
 }  // namespace iotest::storage::msv4

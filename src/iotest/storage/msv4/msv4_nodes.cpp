@@ -24,7 +24,9 @@ constexpr const char* kVisibilityCoordinates =
     "baseline_antenna1_name baseline_antenna2_name field_name scan_name";
 constexpr const char* kFieldName = "iotest";
 
-std::string antenna_name(index_t a) { return "ANT" + std::to_string(a); }
+std::string antenna_name(index_t a) {
+  return "ANT" + std::to_string(a);
+}
 
 // What verify and read need beyond the MSv4: the axes and chunks, and the
 // provenance (the ms back-end's IOTEST_LAYOUT keyword, with the file).
@@ -81,12 +83,15 @@ void add_coordinates(const VisibilityLayout& l, std::vector<SmallArray>& arrays)
     time.push_back(unix_from_mjd_seconds(telescope::mjd_seconds_utc(obs, t)));
   const double step = obs.time.step() / telescope::kSiderealPerSolar;
   arrays.push_back(numbers("time", time, {l.times}, {"time"},
-                           {{"type", "time"}, {"units", "s"}, {"scale", "utc"}, {"format", "unix"},
+                           {{"type", "time"},
+                            {"units", "s"},
+                            {"scale", "utc"},
+                            {"format", "unix"},
                             {"integration_time", quantity(step > 0 ? step : 1.0, "s")}}));
-  arrays.push_back(strings("field_name", std::vector<std::string>(l.times, kFieldName), {l.times},
-                           {"time"}));
-  arrays.push_back(strings("scan_name", std::vector<std::string>(l.times, "1"), {l.times},
-                           {"time"}, {{"scan_intents", {"OBSERVE_TARGET#ON_SOURCE"}}}));
+  arrays.push_back(
+      strings("field_name", std::vector<std::string>(l.times, kFieldName), {l.times}, {"time"}));
+  arrays.push_back(strings("scan_name", std::vector<std::string>(l.times, "1"), {l.times}, {"time"},
+                           {{"scan_intents", {"OBSERVE_TARGET#ON_SOURCE"}}}));
   std::vector<std::int64_t> ids;
   std::vector<std::string> first, second;
   for (const auto& [p, q] : obs.baselines()) {
@@ -98,7 +103,8 @@ void add_coordinates(const VisibilityLayout& l, std::vector<SmallArray>& arrays)
   arrays.push_back(strings("baseline_antenna1_name", first, {l.baselines}, {"baseline_id"}));
   arrays.push_back(strings("baseline_antenna2_name", second, {l.baselines}, {"baseline_id"}));
   std::vector<double> hz;
-  for (index_t k = 0; k < l.file_channels(); ++k) hz.push_back(obs.freq.at(l.file_first_channel() + k));
+  for (index_t k = 0; k < l.file_channels(); ++k)
+    hz.push_back(obs.freq.at(l.file_first_channel() + k));
   const double width = obs.freq.step() > 0 ? obs.freq.step() : 1.0;
   json reference = {{"data", hz.front()},
                     {"dims", json::array()},
@@ -119,13 +125,15 @@ void add_coordinates(const VisibilityLayout& l, std::vector<SmallArray>& arrays)
 void add_antennas(const VisibilityLayout& l, std::vector<SmallArray>& arrays, json& groups) {
   const auto& obs = *l.observation;
   const index_t n = obs.antenna_count();
-  groups["antenna_xds"] = group_doc(
-      {{"type", "antenna"}, {"relocatable_antennas", false}, {"overall_telescope_name", obs.vis_set}});
+  groups["antenna_xds"] = group_doc({{"type", "antenna"},
+                                     {"relocatable_antennas", false},
+                                     {"overall_telescope_name", obs.vis_set}});
   std::vector<std::string> names, mounts(n, "alt-az"), telescopes(n, obs.vis_set), feeds;
   std::vector<double> position, angle, dish(n, 25.0);  // the layouts give no dish size: VLA's
   for (index_t a = 0; a < n; ++a) {
     names.push_back(antenna_name(a));
-    const auto p = telescope::enu_to_ecef(obs.layout.antennas[static_cast<size_t>(a)], obs.layout.centre);
+    const auto p =
+        telescope::enu_to_ecef(obs.layout.antennas[static_cast<size_t>(a)], obs.layout.centre);
     position.insert(position.end(), {p.x, p.y, p.z});
     angle.insert(angle.end(), {0.0, std::numbers::pi / 2});
     feeds.insert(feeds.end(), {"X", "Y"});
@@ -135,20 +143,25 @@ void add_antennas(const VisibilityLayout& l, std::vector<SmallArray>& arrays, js
   arrays.push_back(strings("antenna_xds/mount", mounts, {n}, {"antenna_name"}));
   arrays.push_back(strings("antenna_xds/station_name", names, {n}, {"antenna_name"}));
   arrays.push_back(strings("antenna_xds/telescope_name", telescopes, {n}, {"antenna_name"}));
-  arrays.push_back(strings("antenna_xds/receptor_label", {"pol_0", "pol_1"}, {2}, {"receptor_label"}));
-  arrays.push_back(strings("antenna_xds/polarization_type", feeds, {n, 2},
-                           {"antenna_name", "receptor_label"}));
-  arrays.push_back(strings("antenna_xds/cartesian_pos_label", {"x", "y", "z"}, {3},
-                           {"cartesian_pos_label"}));
+  arrays.push_back(
+      strings("antenna_xds/receptor_label", {"pol_0", "pol_1"}, {2}, {"receptor_label"}));
+  arrays.push_back(
+      strings("antenna_xds/polarization_type", feeds, {n, 2}, {"antenna_name", "receptor_label"}));
+  arrays.push_back(
+      strings("antenna_xds/cartesian_pos_label", {"x", "y", "z"}, {3}, {"cartesian_pos_label"}));
   arrays.push_back(numbers("antenna_xds/ANTENNA_POSITION", position, {n, 3},
                            {"antenna_name", "cartesian_pos_label"},
-                           {{"type", "location"}, {"units", "m"}, {"frame", "ITRS"},
-                            {"coordinate_system", "geocentric"}, {"origin_object_name", "earth"},
+                           {{"type", "location"},
+                            {"units", "m"},
+                            {"frame", "ITRS"},
+                            {"coordinate_system", "geocentric"},
+                            {"origin_object_name", "earth"},
                             {"coordinates", coordinates}}));
-  arrays.push_back(numbers("antenna_xds/ANTENNA_RECEPTOR_ANGLE", angle, {n, 2},
-                           {"antenna_name", "receptor_label"},
-                           {{"type", "quantity"}, {"units", "rad"},
-                            {"coordinates", "mount polarization_type station_name telescope_name"}}));
+  arrays.push_back(numbers(
+      "antenna_xds/ANTENNA_RECEPTOR_ANGLE", angle, {n, 2}, {"antenna_name", "receptor_label"},
+      {{"type", "quantity"},
+       {"units", "rad"},
+       {"coordinates", "mount polarization_type station_name telescope_name"}}));
   arrays.push_back(numbers("antenna_xds/ANTENNA_DISH_DIAMETER", dish, {n}, {"antenna_name"},
                            {{"type", "quantity"}, {"units", "m"}, {"coordinates", coordinates}}));
 }
@@ -162,31 +175,45 @@ void add_field(const VisibilityLayout& l, std::vector<SmallArray>& arrays, json&
   arrays.push_back(strings(g + "field_name", {kFieldName}, {1}, {"field_name"}));
   arrays.push_back(strings(g + "source_name", {kFieldName}, {1}, {"field_name"}));
   arrays.push_back(strings(g + "sky_dir_label", {"ra", "dec"}, {2}, {"sky_dir_label"}));
-  arrays.push_back(numbers(g + "FIELD_PHASE_CENTER_DIRECTION", {centre.ra_rad, centre.dec_rad},
-                           {1, 2}, {"field_name", "sky_dir_label"},
-                           {{"type", "sky_coord"}, {"units", "rad"}, {"frame", "fk5"},
-                            {"coordinates", "source_name"}}));
+  arrays.push_back(numbers(
+      g + "FIELD_PHASE_CENTER_DIRECTION", {centre.ra_rad, centre.dec_rad}, {1, 2},
+      {"field_name", "sky_dir_label"},
+      {{"type", "sky_coord"}, {"units", "rad"}, {"frame", "fk5"}, {"coordinates", "source_name"}}));
 }
 
 // The arrays written chunk by chunk: VISIBILITY's grid for it, FLAG and
 // WEIGHT (their chunks mostly never written: the fill value), UVW.
 json chunked_arrays(const VisibilityLayout& l, const Msv4Grid& g) {
   const std::vector<index_t> shape{g.times, g.baselines, g.channels, 1};
-  const std::vector<index_t> chunk{g.chunk_times, g.chunk_baselines, g.chunk_channels, 1};
+  const std::vector<index_t> chunk{g.chunk_times, 1, g.chunk_channels, 1};
   const std::vector<std::string> dims{"time", "baseline_id", "frequency", "polarization"};
   const std::string units = l.provenance ? l.provenance->vis_units : "uncalib";
   json a;
-  a["VISIBILITY"] = array_doc({shape, chunk, "complex64", {0.0, 0.0}, dims,
-                               {{"type", "quantity"}, {"units", units},
-                                {"coordinates", kVisibilityCoordinates}}});
-  a["FLAG"] = array_doc({shape, chunk, "bool", false, dims, {{"coordinates", kVisibilityCoordinates}}});
-  a["WEIGHT"] = array_doc({shape, chunk, "float32", 1.0, dims,
-                           {{"type", "quantity"}, {"units", ""},
-                            {"coordinates", kVisibilityCoordinates}}});
+  a["VISIBILITY"] = array_doc(
+      {shape,
+       chunk,
+       "complex64",
+       {0.0, 0.0},
+       dims,
+       {{"type", "quantity"}, {"units", units}, {"coordinates", kVisibilityCoordinates}}});
+  a["FLAG"] =
+      array_doc({shape, chunk, "bool", false, dims, {{"coordinates", kVisibilityCoordinates}}});
+  a["WEIGHT"] =
+      array_doc({shape,
+                 chunk,
+                 "float32",
+                 1.0,
+                 dims,
+                 {{"type", "quantity"}, {"units", ""}, {"coordinates", kVisibilityCoordinates}}});
   const auto uvw = uvw_chunk_shape(g.times, g.baselines);
-  a["UVW"] = array_doc({{g.times, g.baselines, 3}, {uvw[0], uvw[1], uvw[2]}, "float64", "NaN",
+  a["UVW"] = array_doc({{g.times, g.baselines, 3},
+                        {uvw[0], uvw[1], uvw[2]},
+                        "float64",
+                        "NaN",
                         {"time", "baseline_id", "uvw_label"},
-                        {{"type", "uvw"}, {"units", "m"}, {"frame", "fk5"},
+                        {{"type", "uvw"},
+                         {"units", "m"},
+                         {"frame", "fk5"},
                          {"coordinates", kVisibilityCoordinates}}});
   return a;
 }
@@ -196,7 +223,8 @@ json chunked_arrays(const VisibilityLayout& l, const Msv4Grid& g) {
 std::array<index_t, 3> uvw_chunk_shape(index_t times, index_t baselines) {
   const index_t row = 3 * static_cast<index_t>(sizeof(double));
   const index_t chunk_times = std::clamp<index_t>(kUvwChunkBytes / row, 1, times);
-  const index_t chunk_baselines = std::clamp<index_t>(kUvwChunkBytes / (row * chunk_times), 1, baselines);
+  const index_t chunk_baselines =
+      std::clamp<index_t>(kUvwChunkBytes / (row * chunk_times), 1, baselines);
   return {chunk_times, chunk_baselines, 3};
 }
 

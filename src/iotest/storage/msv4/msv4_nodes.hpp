@@ -36,6 +36,7 @@ std::array<index_t, 3> uvw_chunk_shape(index_t times, index_t baselines);
 // The processing set's root zarr.json from its MSv4 groups' (name ->
 // group_doc()): their nodes consolidated under the root, as zarr-python's
 // consolidate_metadata leaves them.
-nlohmann::json processing_set_root(const std::vector<std::pair<std::string, nlohmann::json>>& msv4s);
+nlohmann::json processing_set_root(
+    const std::vector<std::pair<std::string, nlohmann::json>>& msv4s);
 
 }  // namespace iotest::storage::msv4

@@ -66,10 +66,11 @@ std::vector<index_t> raw_chunk_shape(const json& metadata, const std::string& ar
                                        array, codecs.dump()));
   if (const auto enc = doc.find("chunk_key_encoding"); enc != doc.end())
     if (enc->at("name") != "default" ||
-        enc->value("configuration", json::object()).value("separator", "/") != "/")
+        enc->value("configuration", json::object()).value("separator", "/") !=
+            std::string(1, kChunkSeparator))
       throw UsageError(path, fmt::format("{} names its chunks {}: iotest reads only the "
-                                         "default encoding with '/'",
-                                         array, enc->dump()));
+                                         "default encoding with '{}'",
+                                         array, enc->dump(), kChunkSeparator));
   const json& grid = doc.at("chunk_grid");
   auto chunks = grid.at("configuration").at("chunk_shape").get<std::vector<index_t>>();
   if (grid.at("name") != "regular" || chunks.size() != shape.size() ||
@@ -77,21 +78,6 @@ std::vector<index_t> raw_chunk_shape(const json& metadata, const std::string& ar
     throw UsageError(path, fmt::format("{} has chunk grid {}, expected a regular one of {} axes",
                                        array, grid.dump(), shape.size()));
   return chunks;
-}
-
-// A VISIBILITY chunk's indices "i/j/k/l" (its key after ".../c/"); false
-// for anything else there (a folder store's file being written, say).
-bool parse_indices(std::string_view text, std::array<index_t, 4>& index) {
-  for (size_t n = 0; n < index.size(); ++n) {
-    const auto slash = text.find('/');
-    if ((slash == std::string_view::npos) != (n + 1 == index.size())) return false;
-    const auto field = text.substr(0, slash);
-    const char* end = field.data() + field.size();
-    const auto [at, error] = std::from_chars(field.data(), end, index[n]);
-    if (field.empty() || error != std::errc{} || at != end || index[n] < 0) return false;
-    if (slash != std::string_view::npos) text.remove_prefix(slash + 1);
-  }
-  return true;
 }
 
 index_t ceil_div(index_t a, index_t b) {
@@ -268,7 +254,7 @@ void Msv4Reader::check_arrays(const nlohmann::json& metadata) {
     const auto array = m.name + "/VISIBILITY";
     const auto chunks = msv4_reading::raw_chunk_shape(metadata, array, "complex64",
                                                       {g.times, g.baselines, g.channels, 1}, path_);
-    const std::vector<index_t> expected{g.chunk_times, g.chunk_baselines, g.chunk_channels, 1};
+    const std::vector<index_t> expected{g.chunk_times, 1, g.chunk_channels, 1};
     if (chunks != expected)
       throw UsageError(
           path_, fmt::format("{} has chunks {}, expected {} (iotest's chunk of {} "
@@ -312,15 +298,14 @@ void Msv4Reader::check_coverage() {
 // The VISIBILITY chunks there, each an iotest chunk (no read of any).
 void Msv4Reader::list_chunks(const Msv4& m) {
   const auto& g = m.grid;
-  const std::string prefix = m.name + "/VISIBILITY/c/";
-  const std::array<index_t, 3> extent{msv4_reading::ceil_div(g.times, g.chunk_times),
-                                      msv4_reading::ceil_div(g.baselines, g.chunk_baselines),
+  const std::string prefix = m.name + "/VISIBILITY/";
+  const std::array<index_t, 3> extent{msv4_reading::ceil_div(g.times, g.chunk_times), g.baselines,
                                       msv4_reading::ceil_div(g.channels, g.chunk_channels)};
   for (const auto& key : store_->list(prefix)) {
     std::string_view rest = key;
     if (rest.starts_with(prefix)) rest.remove_prefix(prefix.size());
     std::array<index_t, 4> index{};
-    if (!msv4_reading::parse_indices(rest, index)) continue;
+    if (!parse_chunk_key(rest, index)) continue;
     if (index[0] >= extent[0] || index[1] >= extent[1] || index[2] >= extent[2] || index[3] != 0)
       throw UsageError(path_, fmt::format("{} lies past VISIBILITY's chunk grid", key));
     const ChunkKey chunk = g.key_of(index[0], index[1], index[2]);
@@ -382,10 +367,7 @@ bool Msv4Reader::load(const ChunkKey& key) const {
                                         name, bytes->size(), values * sizeof(std::complex<float>)));
   cells_chunk_ = -1;  // until cells_ holds it whole
   cells_.resize(values);
-  if (m.grid.reorders())
-    reorder_rows(m.grid, bytes->data(), cells_.data(), sizeof(std::complex<float>), false);
-  else
-    std::memcpy(cells_.data(), bytes->data(), bytes->size());
+  std::memcpy(cells_.data(), bytes->data(), bytes->size());
   cells_chunk_ = chunk;
   return true;
 }
@@ -450,7 +432,7 @@ std::array<double, 3> Msv4Reader::uvw(index_t row) const {
   const index_t t = row % ntimes_, b = row / ntimes_;
   const std::array<index_t, 2> chunk{t / u.chunk_times, b / u.chunk_baselines};
   if (chunk != u.chunk) {
-    const std::string key = fmt::format("{}/c/{}/{}/0", u.array, chunk[0], chunk[1]);
+    const std::string key = chunk_key(u.array, std::vector<index_t>{chunk[0], chunk[1], 0});
     const auto bytes = store_->get(key);
     if (!bytes) throw UsageError(path_, fmt::format("not a complete processing set: no {}", key));
     const auto values = static_cast<size_t>(u.chunk_times * u.chunk_baselines * u.chunk_labels);

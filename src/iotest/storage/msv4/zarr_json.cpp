@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "iotest/storage/msv4/msv4_layout.hpp"
+
 namespace iotest::storage::msv4 {
 
 nlohmann::json array_doc(const ArraySpec& spec) {
@@ -11,7 +13,8 @@ nlohmann::json array_doc(const ArraySpec& spec) {
   d["shape"] = spec.shape;
   d["data_type"] = spec.data_type;
   d["chunk_grid"] = {{"name", "regular"}, {"configuration", {{"chunk_shape", spec.chunk_shape}}}};
-  d["chunk_key_encoding"] = {{"name", "default"}, {"configuration", {{"separator", "/"}}}};
+  d["chunk_key_encoding"] = {{"name", "default"},
+                             {"configuration", {{"separator", std::string(1, kChunkSeparator)}}}};
   d["fill_value"] = spec.fill_value;
   // bool and 1-byte types take no endianness; the rest are little-endian.
   nlohmann::json bytes_codec = {{"name", "bytes"}};
@@ -92,7 +95,8 @@ SmallArray strings(const std::string& path, const std::vector<std::string>& valu
 }
 
 nlohmann::json quantity(double value, const std::string& units, const std::string& type) {
-  return {{"data", value}, {"dims", nlohmann::json::array()},
+  return {{"data", value},
+          {"dims", nlohmann::json::array()},
           {"attrs", {{"units", units}, {"type", type}}}};
 }
 

@@ -66,6 +66,7 @@ SmallArray strings(const std::string& path, const std::vector<std::string>& valu
                    nlohmann::json attributes = nlohmann::json::object());
 
 // A quantity as xradio keeps one in an attribute: {"data", "dims", "attrs"}.
-nlohmann::json quantity(double value, const std::string& units, const std::string& type = "quantity");
+nlohmann::json quantity(double value, const std::string& units,
+                        const std::string& type = "quantity");
 
 }  // namespace iotest::storage::msv4

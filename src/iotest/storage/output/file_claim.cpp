@@ -207,12 +207,21 @@ void check_path(const std::string& path, const std::string& option, bool folder)
   if (exists && S_ISDIR(st.st_mode) && !folder)
     throw cannot_create(path, option, "it is a folder; expected a file name");
   // A folder output replaces only what an earlier run left: a casacore
-  // table (its table.dat) or a zarr hierarchy (its zarr.json: an MSv4
-  // processing set), never any other folder or a file.
+  // table (its table.dat) or a zarr hierarchy (an MSv4 processing set: its
+  // zarr.json, or, a run killed as it published, its groups'), never any
+  // other folder or a file.
   const auto earlier_output = [&] {
-    const std::filesystem::path folder(path);
-    return S_ISDIR(st.st_mode) && (std::filesystem::exists(folder / "table.dat") ||
-                                   std::filesystem::exists(folder / "zarr.json"));
+    namespace fs = std::filesystem;
+    const fs::path folder(path);
+    if (!S_ISDIR(st.st_mode)) return false;
+    if (fs::exists(folder / "table.dat") || fs::exists(folder / "zarr.json")) return true;
+    std::error_code error;
+    bool groups = false;
+    for (const auto& entry : fs::directory_iterator(folder, error)) {
+      if (!entry.is_directory() || !fs::exists(entry.path() / "zarr.json")) return false;
+      groups = true;
+    }
+    return groups && !error;
   };
   if (exists && folder && !earlier_output())
     throw cannot_create(path, option,

@@ -389,6 +389,7 @@ BackendSpec phdf5_spec() {
       "one UVH5 file shared by every streamer, through parallel HDF5 over MPI-IO; "
       "readable by pyuvdata";
   s.shared = true;
+  s.collective = true;
   s.options = {
       {"phdf5.transfer", "collective or independent transfers", false, "independent"},
       {"phdf5.collective-metadata", "collective metadata reads and writes", true, ""},
