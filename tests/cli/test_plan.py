@@ -364,8 +364,10 @@ def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
         output = str(tmp_path / "vis.h5") if backend == "--storage=phdf5" else out
         if backend == "--storage=s3":  # an object store's name (plan does not ask the store)
             output = "s3://iotest/vis%d"
-        if backend == "--storage=ms":  # a frequency chunk for each streamer's MS
+        if backend in ("--storage=ms", "--storage=msv4"):  # a frequency chunk a streamer's output
             base = [a if not a.startswith("--freq=") else "--freq=260e6:300e6/32/8" for a in base]
+        if backend == "--storage=msv4":  # one processing set for the run
+            output = str(tmp_path / "vis.ps.zarr")
         proc = iotest("plan", *base, given, *extra, *IN_CONTEXT.get(name, [output]))
         assert proc.returncode == 0, (given, proc.stderr)
         words = script_run_words(proc.stdout)

@@ -64,8 +64,8 @@ DegridChecks check_degrid_options(const DegridRunOptions& o) {
   c.gpus = job::require_device(o.device);
   if (c.storage.shared)
     throw UsageError("--storage", fmt::format("expected a back-end of one output per writer: {} "
-                                              "shares one file between the streamers of `iotest "
-                                              "run` under mpirun",
+                                              "writes one output that the streamers of `iotest "
+                                              "run` share, under mpirun",
                                               c.storage.backend));
   return c;
 }
