@@ -1,23 +1,23 @@
 // A zarr store in a folder (zarr_store.hpp): each key a file. A put writes
 // its file whole on the caller's thread, so a get that follows reads it
-// at once; what waits for the device goes on in the background, on
-// `in_flight` threads. (Starting the write-back in the writer with
-// sync_file_range, as the posix back-end's write-behind does for one big
-// file, cost the writer the block allocation and submission of every
-// chunk: on the development VM the stream took 1.1-1.3x as long.)
+// at once.
 //
 // A file is durable once its data, its inode and its entry in its folder
 // are on the device, and the device's cache flushed. How, depends on the
 // file system:
-// - a local one (ext4, XFS, btrfs): each file's data is written back by a
-//   thread as soon as it is written (sync_file_range, waited for), and
-//   flush() ends with one syncfs, which writes the inodes and folders and
-//   flushes the device's cache once. An fsync a file did that flush for
-//   every file: 4,212 flushes for a 2.2 GB set, and one writer's rate a
-//   third lower than with one syncfs (bench/README.md, "MSv4").
+// - a local one (ext4, XFS, btrfs): the files go through the page cache,
+//   and flush() is one syncfs, which writes their data, inodes and folders
+//   in the kernel's own order and flushes the device's cache once. On the
+//   development VM (bench/README.md, "MSv4 processing sets") an fsync of
+//   each file (4,212 device flushes for a 2.2 GB set) made one writer's
+//   stream 1.3-1.5x as long, and each file written back as it came
+//   (sync_file_range, waited for on `in_flight` threads) 1.1-1.2x: 512 KiB
+//   files written back one by one reach the disk in small scattered
+//   writes, where the kernel's write-back of many at once does not.
 // - any other (CephFS, Lustre, NFS, FUSE), where syncfs need not reach the
-//   servers: an fsync of every file on the threads, and flush() syncs the
-//   folders given a file or a folder since the last flush.
+//   servers: an fsync of every file on `in_flight` threads, in the
+//   background, and flush() syncs the folders given a file or a folder
+//   since the last flush.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/magic.h>
@@ -147,8 +147,7 @@ class FolderStore final : public ZarrStore {
   void flush() override;
   void remove_all(const std::string& prefix) noexcept override;
   std::string durability() const override {
-    return local_ ? "each file written back as it is written, then syncfs of its file system"
-                  : "fsync of every file and folder";
+    return local_ ? "syncfs of its file system at close" : "fsync of every file and folder";
   }
   // A put's bytes are in the page cache when it returns: none held here.
   std::int64_t held_bytes() const override { return 0; }
@@ -164,6 +163,7 @@ class FolderStore final : public ZarrStore {
   void make_folders(const std::string& folder);
   int write_file(const std::string& path, const Bytes& bytes);
   void hand_over(Written file);
+  static void close_written(int fd, const std::string& path);
   void sync_files();
   bool next_file(Written& file);
   void synced(const std::string& failure);
@@ -201,7 +201,8 @@ FolderStore::FolderStore(const std::string& folder, int in_flight)
   if (root_.empty()) throw std::invalid_argument("a zarr store needs a folder (got '')");
   make_root();
   local_ = syncfs_reaches_the_device(root_);
-  for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
+  if (!local_)
+    for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
 }
 
 FolderStore::~FolderStore() {
@@ -287,6 +288,12 @@ void FolderStore::remove(const std::string& key) {
   unsynced_.insert(folder_of(key));
 }
 
+// A file written through the page cache, closed: close reports what the
+// write may not (a quota a network file system checks late).
+void FolderStore::close_written(int fd, const std::string& path) {
+  if (::close(fd) != 0) throw failed("closing", path, errno);
+}
+
 void FolderStore::put(const std::string& key, Bytes bytes) {
   const auto start = Clock::now();
   if (!safe_key(key, /*prefix=*/false))
@@ -303,7 +310,10 @@ void FolderStore::put(const std::string& key, Bytes bytes) {
     std::lock_guard lock(folders_lock_);
     unsynced_.insert(folder);  // its new entry
   }
-  hand_over({fd, path});
+  if (local_)
+    close_written(fd, path);  // flush()'s syncfs makes it durable
+  else
+    hand_over({fd, path});
   std::lock_guard lock(lock_);
   ++stats_.keys_written;
   stats_.bytes_written += static_cast<std::int64_t>(bytes.size());
@@ -331,14 +341,7 @@ void FolderStore::sync_files() {
   Written file;
   while (next_file(file)) {
     std::string failure;
-    // Local: the data written back and waited for (its errors are its
-    // fsync's), the rest left to flush()'s syncfs.
-    const int done = local_
-                         ? ::sync_file_range(file.fd, 0, 0,
-                                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                                 SYNC_FILE_RANGE_WAIT_AFTER)
-                         : ::fsync(file.fd);
-    if (done != 0) failure = failed(local_ ? "writing back" : "fsync of", file.path, errno).what();
+    if (::fsync(file.fd) != 0) failure = failed("fsync of", file.path, errno).what();
     // close reports what fsync may not (NFS's deferred write errors).
     if (::close(file.fd) != 0 && failure.empty())
       failure = failed("closing", file.path, errno).what();
