@@ -112,7 +112,8 @@ TEST_F(FolderStoreTest, AListingHasExactlyTheKeysUnderItsPrefix) {
 TEST_F(FolderStoreTest, StatsCountEveryPutAndTheFlush) {
   const auto store = folder_store(root_, 1);  // one slot: each put waits for the last's sync
   // A local file system's (one syncfs at flush), or any other's.
-  EXPECT_TRUE(store->durability() == "syncfs of its file system at close" ||
+  EXPECT_TRUE(store->durability() ==
+                  "each file written back as it is written, then syncfs of its file system" ||
               store->durability() == "fsync of every file and folder")
       << store->durability();
   std::int64_t bytes = 0;

@@ -1,23 +1,22 @@
 // A zarr store in a folder (zarr_store.hpp): each key a file. A put writes
 // its file whole on the caller's thread, so a get that follows reads it
-// at once.
+// at once; what waits for the device goes on in the background, on
+// `in_flight` threads.
 //
 // A file is durable once its data, its inode and its entry in its folder
 // are on the device, and the device's cache flushed. How, depends on the
 // file system:
-// - a local one (ext4, XFS, btrfs): the files go through the page cache,
-//   and flush() is one syncfs, which writes their data, inodes and folders
-//   in the kernel's own order and flushes the device's cache once. On the
-//   development VM (bench/README.md, "MSv4 processing sets") an fsync of
-//   each file (4,212 device flushes for a 2.2 GB set) made one writer's
-//   stream 1.3-1.5x as long, and each file written back as it came
-//   (sync_file_range, waited for on `in_flight` threads) 1.1-1.2x: 512 KiB
-//   files written back one by one reach the disk in small scattered
-//   writes, where the kernel's write-back of many at once does not.
+// - a local one (ext4, XFS, btrfs): each file's data is written back by a
+//   thread as soon as it is written (sync_file_range, waited for), and
+//   flush() is one syncfs, which writes the inodes and folders and
+//   flushes the device's cache once. On the development VM
+//   (bench/README.md, "MSv4 processing sets") an fsync of each file
+//   (4,212 device flushes for a 2.2 GB set) made one writer's stream
+//   1.3-1.5x as long, and no write-back before the syncfs 1.6x (the
+//   writes and the device took turns).
 // - any other (CephFS, Lustre, NFS, FUSE), where syncfs need not reach the
-//   servers: an fsync of every file on `in_flight` threads, in the
-//   background, and flush() syncs the folders given a file or a folder
-//   since the last flush.
+//   servers: an fsync of every file on the threads, and flush() syncs the
+//   folders given a file or a folder since the last flush.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/magic.h>
@@ -147,7 +146,8 @@ class FolderStore final : public ZarrStore {
   void flush() override;
   void remove_all(const std::string& prefix) noexcept override;
   std::string durability() const override {
-    return local_ ? "syncfs of its file system at close" : "fsync of every file and folder";
+    return local_ ? "each file written back as it is written, then syncfs of its file system"
+                  : "fsync of every file and folder";
   }
   // A put's bytes are in the page cache when it returns: none held here.
   std::int64_t held_bytes() const override { return 0; }
@@ -163,7 +163,6 @@ class FolderStore final : public ZarrStore {
   void make_folders(const std::string& folder);
   int write_file(const std::string& path, const Bytes& bytes);
   void hand_over(Written file);
-  static void close_written(int fd, const std::string& path);
   void sync_files();
   bool next_file(Written& file);
   void synced(const std::string& failure);
@@ -201,8 +200,7 @@ FolderStore::FolderStore(const std::string& folder, int in_flight)
   if (root_.empty()) throw std::invalid_argument("a zarr store needs a folder (got '')");
   make_root();
   local_ = syncfs_reaches_the_device(root_);
-  if (!local_)
-    for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
+  for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
 }
 
 FolderStore::~FolderStore() {
@@ -254,11 +252,22 @@ void FolderStore::make_folders(const std::string& folder) {
 }
 
 // The file written whole: its descriptor, open for the fsync.
+//
+// Not opened with O_TRUNC: ext4 (auto_da_alloc, its default) takes a file
+// truncated to nothing and written as a file being replaced, and starts
+// its write-back at close, in the writer's time: for a file made ahead
+// (empty) that was every chunk's, and one writer's stream 1.3-1.5x as
+// long. What a longer file held before is cut after the write instead.
 int FolderStore::write_file(const std::string& path, const Bytes& bytes) {
-  const int fd = open_retrying(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = open_retrying(path, O_WRONLY | O_CREAT, 0644);
   if (fd < 0) throw failed("creating", path, errno);
   try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw failed("looking at", path, errno);
     write_all(fd, bytes, path);
+    if (st.st_size > static_cast<off_t>(bytes.size()) &&
+        ::ftruncate(fd, static_cast<off_t>(bytes.size())) != 0)
+      throw failed("truncating", path, errno);
   } catch (...) {
     ::close(fd);
     ::unlink(path.c_str());  // no key left half written
@@ -288,12 +297,6 @@ void FolderStore::remove(const std::string& key) {
   unsynced_.insert(folder_of(key));
 }
 
-// A file written through the page cache, closed: close reports what the
-// write may not (a quota a network file system checks late).
-void FolderStore::close_written(int fd, const std::string& path) {
-  if (::close(fd) != 0) throw failed("closing", path, errno);
-}
-
 void FolderStore::put(const std::string& key, Bytes bytes) {
   const auto start = Clock::now();
   if (!safe_key(key, /*prefix=*/false))
@@ -310,10 +313,7 @@ void FolderStore::put(const std::string& key, Bytes bytes) {
     std::lock_guard lock(folders_lock_);
     unsynced_.insert(folder);  // its new entry
   }
-  if (local_)
-    close_written(fd, path);  // flush()'s syncfs makes it durable
-  else
-    hand_over({fd, path});
+  hand_over({fd, path});
   std::lock_guard lock(lock_);
   ++stats_.keys_written;
   stats_.bytes_written += static_cast<std::int64_t>(bytes.size());
@@ -341,7 +341,12 @@ void FolderStore::sync_files() {
   Written file;
   while (next_file(file)) {
     std::string failure;
-    if (::fsync(file.fd) != 0) failure = failed("fsync of", file.path, errno).what();
+    // Local: the data written back and waited for (its errors are also
+    // its fsync's), the rest left to flush()'s syncfs.
+    constexpr unsigned kWriteBack =
+        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    if ((local_ ? ::sync_file_range(file.fd, 0, 0, kWriteBack) : ::fsync(file.fd)) != 0)
+      failure = failed(local_ ? "writing back" : "fsync of", file.path, errno).what();
     // close reports what fsync may not (NFS's deferred write errors).
     if (::close(file.fd) != 0 && failure.empty())
       failure = failed("closing", file.path, errno).what();

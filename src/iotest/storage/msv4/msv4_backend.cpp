@@ -39,11 +39,12 @@ struct Msv4Options {
   bool files_ahead = true;
 };
 
-// Writes kept going at once, unless given: on a folder of a network file
-// system, enough for about kFolderBytesInFlight of chunks being fsynced,
-// each by a thread of its own (a local one syncs once, at close, and uses
-// none); on an object store kDefaultInFlight requests, each a connection
-// (and its chunk held).
+// Writes kept going at once, unless given: on a folder, enough for about
+// kFolderBytesInFlight of chunks being written back (a local file system)
+// or fsynced (any other), each waited for by a thread of its own (one
+// writer at 8 chunks of 512 KiB in flight reached 0.7 of the posix
+// back-end's rate, at 64 1.0); on an object store kDefaultInFlight
+// requests, each a connection (and its chunk held).
 constexpr index_t kFolderBytesInFlight = index_t{32} << 20;
 int in_flight_for(int given, const std::string& place, index_t chunk_bytes) {
   if (given > 0) return given;
@@ -60,8 +61,8 @@ class Msv4Backend final : public Backend {
   std::string_view name() const override { return "msv4"; }
   std::string durability() const override {
     return store_ ? store_->durability()
-                  : "each chunk file written back, then syncfs (a local file system) or an "
-                    "fsync of each (any other); on S3 each object acknowledged";
+                  : "each file written back, then a syncfs on a local file system, else an "
+                    "fsync of every file; on S3 each object acknowledged";
   }
   // A chunk in single precision and its copy for the store (a chunk of 16 B
   // values), and the puts in flight on an object store, half a chunk each
