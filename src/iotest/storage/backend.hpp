@@ -101,6 +101,13 @@ std::uint32_t combine_part_crc32(const std::vector<std::uint32_t>& parts, index_
 // made or converted by the pusher, where the values are in cache, with
 // the CRC-32 of the stored bytes), sparing its own core the conversion.
 enum class StoredForm { as_given, single_conjugated };
+// x rounded to single precision. Through a volatile float: GCC 12 at -O2
+// drops a double -> float -> double round trip in code that takes and
+// returns std::complex<double> (it gave back x unrounded).
+inline double to_single(double x) {
+  volatile float stored = static_cast<float>(x);
+  return stored;
+}
 // `n` values as a MeasurementSet stores them: single precision, conjugated.
 void to_single_conjugated(const cplx* values, index_t n, std::complex<float>* cells);
 

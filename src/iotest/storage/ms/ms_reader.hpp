@@ -35,14 +35,6 @@ inline constexpr const char* kChecksumOfStoredCells = "stored cells";
 // MeasurementSets: CASA's and WSClean's convention, which place the sky
 // where iotest's l and m do (docs/imaging.md, "Conventions").
 
-// x rounded to single precision. Through a volatile float: GCC 12 at -O2
-// drops a double -> float -> double round trip in code that takes and
-// returns std::complex<double> (it gave back x unrounded).
-inline double to_single(double x) {
-  volatile float stored = static_cast<float>(x);
-  return stored;
-}
-
 class MsReader final : public Reader {
  public:
   // Throws UsageError naming the folder when it is not a MeasurementSet

@@ -44,7 +44,7 @@ json iotest_attribute(const VisibilityLayout& l) {
           {"first_freq_chunk", l.first_freq_chunk},
           {"file", l.file},
           {"files", l.files},
-          {"checksum_of", "stored cells"},
+          {"checksum_of", kChecksumOfStoredCells},
           {"provenance", l.provenance ? provenance_json(*l.provenance) : json(nullptr)}};
 }
 

@@ -185,12 +185,12 @@ void Msv4Reader::take_axes(const nlohmann::json& layout) {
     throw UsageError(path_, fmt::format("its \"{}\" attribute is malformed: {}", kLayoutAttribute,
                                         layout.dump()));
   // The only checksums msv4 takes (those of the cells as stored).
-  if (layout.value("checksum_of", "") != ms::kChecksumOfStoredCells)
+  if (layout.value("checksum_of", "") != kChecksumOfStoredCells)
     throw UsageError(
         path_, fmt::format("its \"{}\" attribute has checksum_of {}, expected "
                            "\"{}\"",
                            kLayoutAttribute, layout.value("checksum_of", nlohmann::json()).dump(),
-                           ms::kChecksumOfStoredCells));
+                           kChecksumOfStoredCells));
   if (!layout.at("provenance").is_null()) provenance_ = provenance_from(layout.at("provenance"));
   const double start = layout.at("freq_start_hz").get<double>();
   const double step = layout.at("freq_step_hz").get<double>();

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "iotest/storage/ms/ms_reader.hpp"
 #include "iotest/storage/msv4/msv4_layout.hpp"
 #include "iotest/storage/msv4/zarr_store.hpp"
 #include "iotest/storage/reader.hpp"
@@ -36,9 +35,7 @@ class Msv4Reader final : public Reader {
 
   std::string_view backend() const override { return "msv4"; }
   // VISIBILITY is complex64, as an MS's DATA.
-  cplx as_stored(cplx v) const override {
-    return {ms::to_single(v.real()), ms::to_single(v.imag())};
-  }
+  cplx as_stored(cplx v) const override { return {to_single(v.real()), to_single(v.imag())}; }
   std::array<double, 3> uvw(index_t row) const override;
   std::vector<WrittenPart> written_parts() const override { return parts_; }
   std::vector<ChunkChecksum> checksums() const override { return checksums_; }
