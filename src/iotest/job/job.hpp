@@ -123,8 +123,8 @@ void require_frequency_chunk_per_output(index_t outputs, index_t freq_chunks,
                                         const std::string& backend, bool writer_ranks);
 
 // The back-end stores chunks of the observation's time chunk (msv4: a
-// zarr chunk of whole baselines' time ranges): UsageError naming --time
-// otherwise. `run` and `plan` refuse such a job alike.
+// zarr chunk of one baseline's time range, so the chunk must divide the
+// steps): UsageError naming --time otherwise. `run` and `plan` refuse such a job alike.
 void require_storable_time_chunk(const storage::StorageChoice& storage,
                                  const telescope::Observation& obs);
 
