@@ -313,6 +313,10 @@ class Backend {
   virtual void do_close() = 0;  // complete, still where open() made it
   virtual void do_idle() {}
   const std::vector<WrittenPart>& written_parts() const { return written_parts_; }
+  // Whether chunk `key` has been written (by a write_chunk that returned).
+  bool written(const ChunkKey& key) const {
+    return written_[static_cast<size_t>(key.row_chunk * layout_.freq_chunks() + key.freq_chunk)];
+  }
   // Back-ends call this with each chunk's final bytes (after accumulating),
   // and store checksums() with the output at close. 16 B per chunk this
   // writer writes, in write order. A chunk written again replaces its entry,

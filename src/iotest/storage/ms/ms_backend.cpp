@@ -157,7 +157,6 @@ class MsBackend final : public Backend {
     }
     cube_.assign(static_cast<size_t>(l.chunk_values()), {});
     flags_.reset(new bool[static_cast<size_t>(l.chunk_values())]);
-    written_.assign(static_cast<size_t>(l.chunk_count()), false);
     first_row_.assign(static_cast<size_t>(l.row_chunks()), -1);
     order_.clear();
     antenna_uvw_.clear();
@@ -223,7 +222,6 @@ class MsBackend final : public Backend {
       throw storage_failure(e.what());
     }
     record_crc32(key, crc);
-    written_[static_cast<size_t>(key.row_chunk * layout().freq_chunks() + key.freq_chunk)] = true;
     write_behind(box.rows * box.channels * stored_value_bytes());
   }
 
@@ -420,8 +418,7 @@ class MsBackend final : public Backend {
     const auto& l = layout();
     for (const index_t rc : order_)
       for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
-        if (!written_[static_cast<size_t>(rc * l.freq_chunks() + fc)])
-          table_->put_flags(box_of({rc, fc}), true);
+        if (!written({rc, fc})) table_->put_flags(box_of({rc, fc}), true);
   }
 
   // The chunks' checksums in write order, and a stonewalled run's written
@@ -447,7 +444,6 @@ class MsBackend final : public Backend {
   std::unique_ptr<ms::TableWriter> table_;
   std::vector<std::complex<float>> cube_;  // a chunk as the MS holds it
   std::unique_ptr<bool[]> flags_;          // and its flags
-  std::vector<bool> written_;              // per chunk
   int data_fd_ = -1;                       // DATA's file, for the write-behind
   WriteBehind write_behind_;
   std::vector<index_t> first_row_;         // per row chunk: its first row here, -1: none

@@ -89,7 +89,6 @@ class Msv4Backend final : public Backend {
         partial, in_flight_for(in_flight_, partial, grid_.chunk_values() * stored_value_bytes()));
     nodes_ = msv4::describe_msv4(l, grid_);
     cells_.assign(static_cast<std::size_t>(grid_.chunk_values()), {});
-    written_.assign(static_cast<std::size_t>(l.chunk_count()), false);
     for (const auto& array : nodes_.arrays) {
       store_->put(key(array.path + "/zarr.json"), dump(array.doc));
       const std::vector<index_t> first(array.doc["shape"].size(), 0);
@@ -115,7 +114,8 @@ class Msv4Backend final : public Backend {
                       const PresenceWord* present) override {
     const auto& l = layout();
     const index_t n = l.chunk_values();
-    std::vector<bool> flags(static_cast<std::size_t>(n), false);
+    auto& flags = flags_;  // kept: no allocation a chunk
+    flags.assign(static_cast<std::size_t>(n), false);
     if (accumulate) {
       read_back(k, flags);
     } else {
@@ -163,7 +163,6 @@ class Msv4Backend final : public Backend {
     msv4::Bytes chunk(bytes);
     std::memcpy(chunk.data(), cells, bytes);
     store_->put(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of(k)), std::move(chunk));
-    written_[static_cast<std::size_t>(k.row_chunk * layout().freq_chunks() + k.freq_chunk)] = true;
   }
 
   // A chunk written before, into cells_ and `flags` (a part that came late).
@@ -225,7 +224,7 @@ class Msv4Backend final : public Backend {
     const std::vector<bool> all(static_cast<std::size_t>(l.chunk_values()), true);
     for (index_t rc = 0; rc < l.row_chunks(); ++rc)
       for (index_t fc = l.first_freq_chunk; fc < l.file_freq_chunk_end(); ++fc)
-        if (!written_[static_cast<std::size_t>(rc * l.freq_chunks() + fc)]) {
+        if (!written({rc, fc})) {
           if (files_ahead_)
             store_->remove(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of({rc, fc})));
           auto flags = all;
@@ -278,8 +277,8 @@ class Msv4Backend final : public Backend {
   std::string group_;  // this writer's MSv4: "vis_0"
   msv4::Msv4Grid grid_;
   msv4::Msv4Nodes nodes_;
-  std::vector<Cell> cells_;    // a chunk as VISIBILITY stores it, iotest's order
-  std::vector<bool> written_;  // per chunk of the observation
+  std::vector<Cell> cells_;  // a chunk as VISIBILITY stores it, iotest's order
+  std::vector<bool> flags_;  // and its flags, for a part or an accumulation
 };
 
 Msv4Options msv4_options(const StorageOptions& options) {
