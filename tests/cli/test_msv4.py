@@ -410,6 +410,9 @@ LONG = ["--rec-set=T05_", "--vis-set=vlaa", "--dec=-30", "--time=-900:900/256/64
         "--freq=260e6:300e6/64/32", "--source-count=10", "--no-progress"]
 
 
+LONGER = [a if not a.startswith("--time=") else "--time=-900:900/1024/64" for a in LONG]
+
+
 def start(out, *args):
     """The job in a session of its own (its ranks are each in their own
     process group, all in the session), with an Open MPI session folder of
@@ -535,7 +538,9 @@ def test_a_run_killed_at_any_moment_leaves_no_set_that_opens_incomplete(iotest, 
 def test_a_second_run_into_the_name_is_refused_while_the_first_writes_then_replaces_it(
         iotest, tmp_path):
     out = tmp_path / "vis.ps.zarr"
-    first = start(out, *LONG, "--seed=1", f"--report={tmp_path / 'first.json'}")
+    # Four times LONG's times: the first run outlasts the second's start
+    # (mpirun's own second or two) however fast the disk is that minute.
+    first = start(out, *LONGER, "--seed=1", f"--report={tmp_path / 'first.json'}")
     try:
         wait_for("vis.ps.zarr.run-*[0-9].partial", tmp_path, first)  # not its lock
         second = run_job(3, *LONG, "--seed=2", str(out))

@@ -212,7 +212,7 @@ class MsBackend final : public Backend {
   }
 
   // `box`'s cells (chunk `key`) and flags_ into DATA and FLAG, and the
-  // chunk recorded: its CRC-32 `crc`, written, its bytes behind.
+  // chunk recorded: its CRC-32 `crc`, its bytes behind.
   void put_cells(const ChunkKey& key, const ms::Box& box, const std::complex<float>* cells,
                  std::uint32_t crc) {
     try {
