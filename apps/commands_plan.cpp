@@ -103,6 +103,7 @@ void plan_the_run(const iotest::pipeline::RunOptions& r, iotest::commands::PlanO
   p.image_autocorrelations = r.image_autocorrelations;
   p.image = r.image;
   p.network_only = r.network_only;
+  p.prediction = r.prediction;
 }
 
 // The plan of the run given by `s.run`, and with --slurm its job script,
@@ -125,6 +126,9 @@ int run_plan(PlanCommand& s, const CLI::App& plan, const CLI::App& run, const Re
     slurm_opts.stonewall = r.direction == iotest::swiftly::Direction::predict && !r.network_only &&
                            !r.synthetic_sequential;
     plan_opts.slurm = slurm_opts;
+    // --calibration without --time-limit: the limit from the prediction.
+    if (!r.prediction.calibration.empty() && plan.count("--time-limit") == 0)
+      plan_opts.slurm->time_limit.clear();
   }
   emit(iotest::commands::plan(plan_opts), out);
   return iotest::kExitOk;

@@ -40,6 +40,24 @@ const CLI::Validator kFileLayout(
     },
     "LAYOUT");
 
+// The prediction's inputs (docs/sizing.md, "Predicting the run").
+void add_prediction_options(CLI::App* app, RunCommand& run) {
+  constexpr const char* kPrediction = "Prediction";
+  app->add_option("--calibration", run.options.prediction.calibration,
+                  "a one-node run's JSON report on the node type in question: predict this "
+                  "run's stream time and what bounds it from its per-thread rates (the report "
+                  "gives it beside what was measured)")
+      ->group(kPrediction);
+  app->add_option("--link-rate", run.link_rate,
+                  "--calibration: what a node's link carries each way, bytes a second or with "
+                  "a unit: 100Gbit, 12.5GB (needed on more than one node)")
+      ->group(kPrediction);
+  app->add_option("--storage-rate", run.storage_rate,
+                  "--calibration: what the storage takes in all from every writer, as "
+                  "--link-rate (default: no bound but each writer's calibrated rate)")
+      ->group(kPrediction);
+}
+
 }  // namespace
 
 void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_help) {
@@ -104,6 +122,7 @@ void add_run_options(CLI::App* app, RunCommand& run, const std::string& paths_he
                         "name (omit: a dry run); image: a predict run's files to read (omit: the "
                         "streamers predict the visibilities of --vis-set themselves)");
   add_storage_options(app, o.storage);
+  add_prediction_options(app, run);
 }
 
 void check_run_command(RunCommand& run) {
@@ -113,6 +132,15 @@ void check_run_command(RunCommand& run) {
   o.direction = swiftly::parse_direction(run.direction);
   o.device = job::parse_device(run.device);
   if (!run.file_layout.empty()) o.file_layout = parse_layout_request(run.file_layout);
+  auto& predicted = o.prediction;
+  predicted.link_bytes_per_s =
+      run.link_rate.empty() ? 0 : prediction::parse_rate(run.link_rate, "--link-rate");
+  predicted.storage_bytes_per_s =
+      run.storage_rate.empty() ? 0 : prediction::parse_rate(run.storage_rate, "--storage-rate");
+  if (predicted.calibration.empty() &&
+      (predicted.link_bytes_per_s > 0 || predicted.storage_bytes_per_s > 0))
+    throw UsageError(run.link_rate.empty() ? "--storage-rate" : "--link-rate",
+                     "applies to a prediction: expected a --calibration report too");
   o.output.clear();
   o.inputs.clear();
   if (o.direction == swiftly::Direction::predict) {

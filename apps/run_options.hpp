@@ -24,6 +24,7 @@ struct RunCommand {
   int repetitions = 1;
   bool no_progress = false;
   std::string file_layout;         // --file-layout as given (checked by its validator)
+  std::string link_rate, storage_rate;  // as given: parsed into options.prediction
   std::vector<std::string> paths;  // predict: the output pattern; image: the files read
 };
 

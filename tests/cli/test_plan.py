@@ -295,13 +295,18 @@ RUN_VALUES = {
     "--image": "dirty image.fits", "--storage": "posix", "--phdf5.alignment": "4096",
     "--phdf5.chunk-cache": "1048576", "--phdf5.hints": "striping_factor=4",
     "--file-layout": "object_size=8M,stripe_unit=1M,stripe_count=4",
+    "--calibration": "CALIBRATION", "--link-rate": "1Gbit", "--storage-rate": "2GB",
 }
 # Each command's own, never carried: where its report goes, its --config.
 NOT_CARRIED = {"--help", "--report", "--csv", "--config"}
 # Options that make sense only with others (plan checks the run's
-# combinations as run does): the rest of the command they are given in.
+# combinations as run does): the rest of the command they are given in (OUT:
+# the output; CALIBRATION: a run's report).
 IN_CONTEXT = {"--network-only": [], "--image": ["--direction=image", "vis0.h5"],
-              "--image-autocorrelations": ["--direction=image", "vis0.h5"]}
+              "--image-autocorrelations": ["--direction=image", "vis0.h5"],
+              "--calibration": ["--link-rate=1Gbit", "OUT"],
+              "--link-rate": ["--calibration=CALIBRATION", "OUT"],
+              "--storage-rate": ["--calibration=CALIBRATION", "--link-rate=1Gbit", "OUT"]}
 
 
 def run_help_options(iotest):
@@ -347,7 +352,11 @@ def script_run_words(script):
     return words[words.index("run") + 1:]
 
 
-def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
+def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, mpirun, tmp_path):
+    # A one-node run's report, for --calibration (test_prediction.py).
+    calibration = str(tmp_path / "calibration.json")
+    mpirun(2, *T05_SLURM[:4], "--facet-workers=1", "--no-progress", f"--report={calibration}",
+           check=0)
     options = run_help_options(iotest)
     names = {name for name, _, _ in options}
     # The parse found run's options, of every kind.
@@ -368,7 +377,10 @@ def test_plan_slurm_takes_every_run_option_into_its_run_line(iotest, tmp_path):
             base = [a if not a.startswith("--freq=") else "--freq=260e6:300e6/32/8" for a in base]
         if backend == "--storage=msv4":  # one processing set for the run
             output = str(tmp_path / "vis.ps.zarr")
-        proc = iotest("plan", *base, given, *extra, *IN_CONTEXT.get(name, [output]))
+        context = [output if w == "OUT" else w.replace("CALIBRATION", calibration)
+                   for w in IN_CONTEXT.get(name, ["OUT"])]
+        given = given.replace("CALIBRATION", calibration)
+        proc = iotest("plan", *base, given, *extra, *context)
         assert proc.returncode == 0, (given, proc.stderr)
         words = script_run_words(proc.stdout)
         carried = [w for w in words if w == name or w.startswith(name + "=")]

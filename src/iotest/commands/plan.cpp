@@ -21,6 +21,12 @@ namespace iotest::commands {
 
 namespace {
 
+// A job script's time limit from a predicted stream time: this many times
+// it for each run (docs/sizing.md, "Predicting the run": the model's
+// worst error on the virtual cluster was 15 %; a calibration from
+// another node type, or a busier file system, needs room).
+constexpr double kTimeLimitMargin = 1.5;
+
 // The nodes' ranks by role, consecutive nodes alike in one group. The run
 // places its ranks node-cyclically (pipeline::place_by_node): rank r on
 // node r mod nodes, so the roles in rank order (producers, streamers, the
@@ -355,6 +361,74 @@ std::optional<binning::VisitCounts> count_plan_visits(const job::Job& job, bool 
   return counts;
 }
 
+// The job's chunk bytes as its back-end stores them (0: a dry run).
+index_t bytes_to_write(const PlanOptions& o, const report::Report& r) {
+  if (o.output.empty() || !r.observation) return 0;
+  return r.observation->visibility_bytes * o.storage.value_bytes / 16;
+}
+
+// What the model predicts (prediction::require_predictable), and the
+// links it needs between nodes.
+void check_predictable(const PlanOptions& o) {
+  prediction::require_predictable({.predict = o.direction == swiftly::Direction::predict,
+                                   .observation = o.observation.has_value(),
+                                   .synthetic = o.synthetic_vis,
+                                   .network_only = o.network_only,
+                                   .gpu = o.device != device::Kind::cpu,
+                                   .in_transit = o.writer_ranks > 0});
+  if (o.nodes > 1 && o.prediction.link_bytes_per_s <= 0)
+    throw UsageError("--link-rate", fmt::format("expected a node's link rate (e.g. 100Gbit) to "
+                                                "predict a run on {} nodes",
+                                                o.nodes));
+}
+
+// The run on `nodes` nodes as plan would lay it out there (ranks per node
+// as given, else its default), predicted.
+report::Prediction predict_on(const PlanOptions& o, index_t nodes, const prediction::Calibration& c,
+                              const job::Job& job, const binning::VisitCounts& counts,
+                              const report::Report& r, int cores, report::Advice* laid_out) {
+  auto on = o;
+  on.nodes = nodes;
+  auto a = lay_out_roles(on, r.counts.facets, cores, 0);
+  shape_on_nodes(on, a, cores, job);
+  auto [producer_nodes, streamer_nodes] = prediction::nodes_dealt(a.producers, a.streamers, nodes);
+  auto w = prediction::work_of(job.p, counts, std::move(producer_nodes), std::move(streamer_nodes),
+                               r.memory.contribution_bytes, bytes_to_write(o, r));
+  w.threads = a.threads;
+  w.producer_threads = a.producer_threads;
+  w.writers_per_streamer = o.writer_count;
+  const prediction::Cluster cluster{nodes, cores, o.prediction.link_bytes_per_s,
+                                    o.prediction.storage_bytes_per_s};
+  if (laid_out) *laid_out = a;
+  return prediction::predict(c, cluster, w);
+}
+
+// --calibration: the prediction on the plan's nodes, and a row for each
+// other count, doubling from 1 to four times the plan's (at least 8).
+report::Prediction predict_plan(const PlanOptions& o, const job::Job& job,
+                                const binning::VisitCounts& counts, const report::Report& r,
+                                int cores) {
+  check_predictable(o);
+  const auto c = prediction::read_calibration(o.prediction.calibration);
+  auto p = predict_on(o, o.nodes, c, job, counts, r, cores, nullptr);
+  std::vector<index_t> nodes;
+  for (index_t n = 1; n <= std::max<index_t>(8, 4 * o.nodes); n *= 2) nodes.push_back(n);
+  nodes.push_back(o.nodes);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  for (const index_t n : nodes) {
+    report::Advice a;
+    try {
+      const auto q = predict_on(o, n, c, job, counts, r, cores, &a);
+      p.by_nodes.push_back({n, a.producers, a.streamers, a.threads, q.stream_s, q.bound});
+    } catch (const UsageError&) {
+      // A count the roles do not fit (--ranks-per-node given): no row.
+    }
+  }
+  p.bound_moves_at = prediction::bound_moves_at(p.by_nodes);
+  return p;
+}
+
 // What the advice adds to the layout: the writer ranks a run's rates
 // suggest, the warnings of nodes that do not fit, the job script.
 void advise(const PlanOptions& o, const report::Report& r, int cores, report::Advice& a) {
@@ -367,6 +441,15 @@ void advise(const PlanOptions& o, const report::Report& r, int cores, report::Ad
   if (o.slurm) {
     auto script = *o.slurm;
     script.cores_per_node = cores;
+    if (script.time_limit.empty()) {  // plan --calibration without --time-limit
+      if (!r.prediction)
+        throw UsageError("--time-limit",
+                         "expected a time limit, or a --calibration to predict one");
+      script.time_limit =
+          job::time_limit_for(r.prediction->stream_s, script.repetitions, kTimeLimitMargin);
+      a.time_limit_from_prediction = script.time_limit;
+      a.time_limit_margin = kTimeLimitMargin;
+    }
     a.job_script = job::slurm_script(a, script);
   }
 }
@@ -410,6 +493,10 @@ report::Report plan(const PlanOptions& o) {
     r.device = job::device_section(o.device, {});
   }
   require_outputs_fit_frequency_chunks(o, job, a);
+  if (!o.prediction.calibration.empty()) {
+    if (!counts) check_predictable(o);  // refuses it, naming why
+    r.prediction = predict_plan(o, job, *counts, r, cores);
+  }
   advise(o, r, cores, a);
   a.direction = swiftly::to_string(o.direction);
   a.reads_files = o.direction != swiftly::Direction::predict && !o.inputs.empty();

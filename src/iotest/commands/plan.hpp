@@ -10,6 +10,7 @@
 
 #include "iotest/device/device.hpp"
 #include "iotest/job/job_script.hpp"
+#include "iotest/prediction/prediction.hpp"
 #include "iotest/report/report.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
@@ -63,6 +64,11 @@ struct PlanOptions {
   // The cores of a node, which its ranks' threads share (none: this
   // machine's).
   std::optional<int> cores_per_node;
+  // --calibration, --link-rate, --storage-rate: the run's stream time and
+  // what bounds it, predicted (report::Prediction), on these nodes and on
+  // others; with --slurm and no --time-limit (slurm->time_limit empty),
+  // the job's limit comes from it.
+  prediction::PredictionOptions prediction;
   // --slurm: the job script for this layout (report::Advice::job_script).
   std::optional<job::JobScriptOptions> slurm;
   // --device=cuda: the streamers' GPU memory counted too, a node's

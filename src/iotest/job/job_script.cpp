@@ -14,7 +14,7 @@ namespace iotest::job {
 void check_job_script_options(const JobScriptOptions& o) {
   if (o.launcher != "srun" && o.launcher != "mpirun")
     throw UsageError("--launcher", "expected srun or mpirun, got '" + o.launcher + "'");
-  time_limit_seconds(o.time_limit);
+  if (!o.time_limit.empty()) time_limit_seconds(o.time_limit);  // empty: from the prediction
 }
 
 double time_limit_seconds(const std::string& limit) {
@@ -95,6 +95,23 @@ StreamBudget stream_budget(const std::string& time_limit, int repetitions) {
                                  "setup, drain and margin; expected at least 10 s",
                                  repetitions, time_limit, b.duration_s));
   return b;
+}
+
+std::string time_limit_for(double stream_s, int repetitions, double margin) {
+  const double wanted = std::max(10.0, margin * stream_s);
+  const int runs = std::max(1, repetitions);
+  // The budget grows with the limit: the smallest whole minute that holds
+  // it, found by doubling, then halving the step.
+  index_t high = 1;
+  while (budget_of(60.0 * static_cast<double>(high) / runs).duration_s < wanted) high *= 2;
+  index_t low = high / 2;  // too short, or 0
+  while (high - low > 1) {
+    const index_t mid = (low + high) / 2;
+    (budget_of(60.0 * static_cast<double>(mid) / runs).duration_s < wanted ? low : high) = mid;
+  }
+  const index_t days = high / 1440, hours = high / 60 % 24, minutes = high % 60;
+  return days > 0 ? fmt::format("{}-{:02}:{:02}:00", days, hours, minutes)
+                  : fmt::format("{:02}:{:02}:00", hours, minutes);
 }
 
 std::string shell_quote(const std::string& word) {

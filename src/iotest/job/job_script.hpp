@@ -16,7 +16,7 @@ namespace iotest::job {
 struct JobScriptOptions {
   std::string launcher = "srun";  // srun, or mpirun: the MPI's own launcher inside the allocation
                                   // (Open MPI's mpirun, MPICH's mpiexec)
-  std::string time_limit = "01:00:00";
+  std::string time_limit = "01:00:00";  // empty: plan's, from its prediction (--calibration)
   std::string partition, account;  // empty: the site's defaults
   std::string job_name = "iotest";
   int cores_per_node = 0;         // what a node's ranks share (--cpus-per-task)
@@ -62,6 +62,11 @@ StreamBudget stream_budget(const std::string& time_limit, int repetitions);
 // (--facet-workers) and threads and, unless the run's options give one or
 // the run takes none, the --duration of stream_budget.
 std::string slurm_script(const report::Advice& a, const JobScriptOptions& o);
+
+// The time limit (Slurm's D-HH:MM:SS, whole minutes) whose stream budget
+// gives each of `repetitions` runs at least `margin` x `stream_s`: a
+// predicted stream time (plan --calibration) made a job's limit.
+std::string time_limit_for(double stream_s, int repetitions, double margin);
 
 // A word for the shell: quoted when it holds anything but safe characters.
 std::string shell_quote(const std::string& word);

@@ -13,6 +13,7 @@
 #include "iotest/common/file_layout.hpp"
 #include "iotest/degrid/degridder.hpp"
 #include "iotest/device/device.hpp"
+#include "iotest/prediction/prediction.hpp"
 #include "iotest/storage/registry.hpp"
 #include "iotest/swiftly/direction.hpp"
 #include "iotest/telescope/observation.hpp"
@@ -117,6 +118,10 @@ struct RunOptions {
   // the CUDA path and a GPU on every streamer's node (job::require_device),
   // and each GPU room for its streamers' share (job::require_gpu_memory).
   device::Kind device = device::Kind::cpu;
+  // --calibration, --link-rate, --storage-rate: the report gives the
+  // stream time the model predicts for this run beside the measured one
+  // (report::Prediction).
+  prediction::PredictionOptions prediction;
 };
 
 }  // namespace iotest::pipeline

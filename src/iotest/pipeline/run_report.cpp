@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "iotest/common/mpi_wait.hpp"
@@ -525,6 +527,41 @@ void gather_outcome(const Context& ctx, const RankResult& mine, int role, Outcom
 }
 
 // Rank 0: what the run measured, into the planned report.
+namespace {
+
+// --calibration: the model's prediction of this run on its own hosts (a
+// node per host name, the cores of rank 0's), beside what it measured.
+report::Prediction predicted_beside_measured(const Context& ctx, const Setup& st,
+                                             const Outcome& out, const report::Report& r) {
+  const auto& o = ctx.options;
+  std::map<std::string, index_t> node_of;
+  std::vector<index_t> producer_nodes, streamer_nodes;
+  for (const auto& w : out.all) {  // in rank order
+    const auto node = node_of.emplace(w.host, static_cast<index_t>(node_of.size())).first->second;
+    if (w.role == 0) producer_nodes.push_back(node);
+    if (w.role == 1) streamer_nodes.push_back(node);
+  }
+  const index_t bytes = o.output.empty() || !r.observation
+                            ? 0
+                            : r.observation->visibility_bytes * ctx.storage.value_bytes / 16;
+  auto w = prediction::work_of(ctx.job.p, st.counts, std::move(producer_nodes),
+                               std::move(streamer_nodes), r.memory.contribution_bytes, bytes);
+  w.threads = r.pipeline->threads;
+  w.producer_threads = r.pipeline->producer_threads;
+  w.writers_per_streamer = o.writer_count;
+  const prediction::Cluster cluster{
+      static_cast<index_t>(node_of.size()),
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
+      o.prediction.link_bytes_per_s, o.prediction.storage_bytes_per_s};
+  auto p = prediction::predict(prediction::read_calibration(o.prediction.calibration), cluster, w);
+  p.measured_stream_s = out.stream_s;
+  p.measured_bound = r.pipeline->bound;
+  if (out.stream_s > 0) p.error = p.stream_s / out.stream_s - 1;
+  return p;
+}
+
+}  // namespace
+
 void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report::Report& r) {
   const auto& o = ctx.options;
   const auto& p = ctx.job.p;
@@ -560,6 +597,7 @@ void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report
   // Synthetic or network only: no sky, nothing to check.
   if (!o.synthetic_vis && !o.network_only) r.accuracy = accuracy;
   timing_and_rates(ctx, st, t, out, r);
+  if (!o.prediction.calibration.empty()) r.prediction = predicted_beside_measured(ctx, st, out, r);
 }
 
 

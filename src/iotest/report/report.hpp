@@ -483,6 +483,10 @@ struct Advice {
   // streamers at a measured run's rates (report::Transit's rule).
   std::optional<index_t> suggested_writer_ranks;
   std::string rates_from;          // the report they came from
+  // --slurm without --time-limit, from the prediction: the job's limit,
+  // whose stream budget gives the run margin x the predicted stream time.
+  std::string time_limit_from_prediction;
+  double time_limit_margin = 0;
   index_t node_memory_bytes = 0;   // what one node can give the job
   std::string node_memory_source;  // "--node-memory" or where the default came from
   // Consecutive nodes holding the same ranks, with their estimate (the
@@ -625,6 +629,47 @@ struct Device {
   bool cuda() const { return kind == "cuda"; }
 };
 
+// A predicted run (`--calibration`, prediction/prediction.hpp): the
+// stream time of the pipeline's stages at a one-node run's per-thread
+// rates on a cluster's links and storage, what bounds it, and how that
+// moves with the node count; in a run's report, beside what it measured.
+struct Prediction {
+  std::string calibration;       // the report the rates came from
+  std::string calibration_host;  // where it ran
+  // The rates taken from it: thread-seconds a visibility degridded, a
+  // subgrid part's assembly and tower, a facet's contribution to a subgrid
+  // and a facet's preparation; bytes a second of one writer (0: it wrote
+  // nothing).
+  double degrid_s_per_vis = 0, part_s = 0, contribution_s = 0, facet_s = 0;
+  double writer_bytes_per_s = 0;
+  // The cluster: its nodes and their cores, a node's link (each way) and
+  // what the storage takes in all (0: not given, not a bound).
+  index_t nodes = 1;
+  int cores_per_node = 1;
+  double link_bytes_per_s = 0, storage_bytes_per_s = 0;
+  struct Stage {
+    std::string name;    // producers, network, degridding, storage
+    double seconds = 0;  // its busiest rank's, node's or writer's, alone
+    double share = 0;    // seconds / stream_s
+    std::string where;   // which one: "rank 3", "node 1's link out", ...
+  };
+  std::vector<Stage> stages;
+  double stream_s = 0, vis_per_s = 0;
+  std::string bound;  // the stage of the most seconds
+  struct AtNodes {    // the same job laid out on another node count
+    index_t nodes = 0, producers = 0, streamers = 0;
+    int threads = 0;
+    double stream_s = 0;
+    std::string bound;
+  };
+  std::vector<AtNodes> by_nodes;
+  index_t bound_moves_at = 0;  // the first count of by_nodes with another bound (0: none)
+  // A run's: what it measured, and predicted / measured - 1.
+  std::optional<double> measured_stream_s;
+  std::string measured_bound;
+  std::optional<double> error;
+};
+
 struct Report {
   std::string mode;  // the command: recombine, plan, degrid, grid, run, read, verify, ...
   config::RecombinationParams rec;
@@ -641,6 +686,7 @@ struct Report {
   std::optional<Reading> reading;
   std::optional<Checkpoint> checkpoint;
   std::optional<Advice> advice;
+  std::optional<Prediction> prediction;  // plan and run with --calibration
   std::optional<Device> device;  // run, degrid, grid; plan with --device=cuda
   std::optional<Pipeline> pipeline;
   std::optional<Stonewall> stonewall;

@@ -216,6 +216,10 @@ json to_json(const Advice& a);
 std::string render_text(const Advice& a, const Report& r);
 void summarise(const Advice* a, Summary& out);
 
+json to_json(const Prediction& p);
+std::string render_text(const Prediction& p, const Report& r);
+void summarise(const Prediction* p, Summary& out);
+
 // Most sections are an optional member of Report with typed functions:
 //   json to_json(const T&);
 //   std::string render_text(const T&, const Report&);

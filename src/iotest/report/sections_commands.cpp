@@ -553,6 +553,10 @@ json to_json(const Advice& a) {
     j["suggested_writer_ranks"] = *a.suggested_writer_ranks;
     j["rates_from"] = a.rates_from;
   }
+  if (!a.time_limit_from_prediction.empty()) {
+    j["time_limit_from_prediction"] = a.time_limit_from_prediction;
+    j["time_limit_margin"] = a.time_limit_margin;
+  }
   if (!a.job_script.empty()) j["job_script"] = a.job_script;
   if (a.gpus_per_node > 0) {
     j["gpus_per_node"] = a.gpus_per_node;
@@ -607,6 +611,10 @@ std::string render_text(const Advice& a, const Report& r) {
     s += fmt::format("  {}: {} in all, about {} per streamer\n", visibilities_verb(a),
                      bytes_text(r.observation->visibility_bytes),
                      bytes_text(r.observation->visibility_bytes / a.streamers));
+  if (!a.time_limit_from_prediction.empty())
+    s += fmt::format(
+        "  job's time limit {}: the predicted stream time x {:.1f}, with setup and drain\n",
+        a.time_limit_from_prediction, a.time_limit_margin);
   for (const auto& w : a.warnings) s += "  warning: " + w + "\n";
   return s;
 }
@@ -614,6 +622,94 @@ std::string render_text(const Advice& a, const Report& r) {
 void summarise(const Advice* a, Summary& out) {
   out.add("nodes", a, &Advice::nodes);
   out.add("recommended_ranks", a, &Advice::recommended_ranks);
+}
+
+}  // namespace iotest::report::detail
+
+namespace iotest::report::detail {
+
+// prediction: plan's and run's with --calibration
+
+json to_json(const Prediction& p) {
+  json stages = json::array(), by_nodes = json::array();
+  for (const auto& s : p.stages)
+    stages.push_back(
+        {{"name", s.name}, {"seconds", s.seconds}, {"share", s.share}, {"where", s.where}});
+  for (const auto& n : p.by_nodes)
+    by_nodes.push_back({{"nodes", n.nodes},
+                        {"producers", n.producers},
+                        {"streamers", n.streamers},
+                        {"threads", n.threads},
+                        {"stream_s", n.stream_s},
+                        {"bound", n.bound}});
+  const auto given = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+  json j = {{"calibration", p.calibration},
+            {"calibration_host", p.calibration_host},
+            {"rates",
+             {{"degrid_s_per_vis", p.degrid_s_per_vis},
+              {"part_s", p.part_s},
+              {"contribution_s", p.contribution_s},
+              {"facet_s", p.facet_s},
+              {"writer_bytes_per_s", given(p.writer_bytes_per_s)}}},
+            {"cluster",
+             {{"nodes", p.nodes},
+              {"cores_per_node", p.cores_per_node},
+              {"link_bytes_per_s", given(p.link_bytes_per_s)},
+              {"storage_bytes_per_s", given(p.storage_bytes_per_s)}}},
+            {"stages", stages},
+            {"stream_s", p.stream_s},
+            {"vis_per_s", p.vis_per_s},
+            {"bound", p.bound},
+            {"by_nodes", by_nodes},
+            {"bound_moves_at", p.bound_moves_at > 0 ? json(p.bound_moves_at) : json(nullptr)}};
+  if (p.measured_stream_s) {
+    j["measured_stream_s"] = *p.measured_stream_s;
+    j["measured_bound"] = p.measured_bound;
+    j["error"] = p.error ? json(*p.error) : json(nullptr);
+  }
+  return j;
+}
+
+namespace {
+
+std::string rate_or_none(double bytes_per_s) {
+  return bytes_per_s > 0 ? bytes_text(bytes_per_s) + "/s" : "not given";
+}
+
+}  // namespace
+
+std::string render_text(const Prediction& p, const Report&) {
+  std::string s = fmt::format(
+      "  predicted from {} ({}): {} node(s) of {} core(s), links {}, storage {}\n", p.calibration,
+      p.calibration_host.empty() ? "one node" : p.calibration_host, p.nodes, p.cores_per_node,
+      rate_or_none(p.link_bytes_per_s), rate_or_none(p.storage_bytes_per_s));
+  s += fmt::format("    stream {:.2f} s, {:.3g} visibilities/s, bound by {}", p.stream_s,
+                   p.vis_per_s, p.bound);
+  for (const auto& st : p.stages)
+    if (st.name == p.bound && !st.where.empty()) s += " (" + st.where + ")";
+  s += "\n    each stage alone:";
+  for (const auto& st : p.stages)
+    s += fmt::format(" {} {:.2f} s ({:.0f} %){}", st.name, st.seconds, 100 * st.share,
+                     &st == &p.stages.back() ? "" : ",");
+  s += "\n";
+  if (!p.by_nodes.empty()) {
+    s += "    nodes  producers  streamers  threads  stream s  bound\n";
+    for (const auto& n : p.by_nodes)
+      s += fmt::format("    {:>5}  {:>9}  {:>9}  {:>7}  {:>8.2f}  {}\n", n.nodes, n.producers,
+                       n.streamers, n.threads, n.stream_s, n.bound);
+    s += p.bound_moves_at > 0 ? fmt::format("    the bound moves at {} nodes\n", p.bound_moves_at)
+                              : std::string("    the bound stays over these node counts\n");
+  }
+  if (p.measured_stream_s)
+    s += fmt::format(
+        "    measured: stream {:.2f} s, bound by {}; predicted / measured - 1 = {:+.1f} %\n",
+        *p.measured_stream_s, p.measured_bound, p.error ? 100 * *p.error : NAN);
+  return s;
+}
+
+void summarise(const Prediction* p, Summary& out) {
+  out.add("predicted_stream_s", p, &Prediction::stream_s);
+  out.add("predicted_bound", p, &Prediction::bound);
 }
 
 }  // namespace iotest::report::detail

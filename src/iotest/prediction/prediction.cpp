@@ -1,0 +1,337 @@
+#include "iotest/prediction/prediction.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <regex>
+
+#include "iotest/common/errors.hpp"
+#include "iotest/pipeline/work.hpp"
+
+namespace iotest::prediction {
+
+namespace {
+
+using nlohmann::json;
+
+double number_at(const json& report, const json::json_pointer& where) {
+  return report.contains(where) && report.at(where).is_number() ? report.at(where).get<double>()
+                                                                : 0.0;
+}
+
+// Why this report cannot calibrate the model ("" when it can).
+std::string not_a_calibration(const json& r) {
+  if (r.value("mode", "") != "run") return "not the report of an `iotest run`";
+  const auto& c = r.value("config", json::object());
+  if (c.value("direction", "predict") != "predict") return "not of the predict direction";
+  if (!r.contains("observation")) return "a run without --vis-set (nothing degridded)";
+  const auto& p = r.value("pipeline", json::object());
+  if (p.value("synthetic_vis", false)) return "a --synthetic-vis run (nothing degridded)";
+  if (p.value("network_only", false)) return "a --network-only run (nothing computed)";
+  if (p.value("producers", 0) < 1) return "a run without producers (--facet-workers=0)";
+  if (r.value("device", json::object()).value("kind", "cpu") != "cpu")
+    return "a GPU run (the model is the CPU path's)";
+  const auto hosts = r.value("environment", json::object()).value("hosts", json::array());
+  if (hosts.size() > 1)
+    return fmt::format("a run on {} hosts (a calibration is one node's)", hosts.size());
+  return "";
+}
+
+}  // namespace
+
+Calibration calibration_from(const json& r, const std::string& source) {
+  if (const auto why = not_a_calibration(r); !why.empty())
+    throw UsageError("--calibration",
+                     fmt::format("expected the report of a one-node `iotest run` that degridded "
+                                 "visibilities, got '{}': {}",
+                                 source, why));
+  const auto at = [&](const char* where) { return number_at(r, json::json_pointer(where)); };
+  Calibration c;
+  c.source = source;
+  const auto hosts = r["environment"].value("hosts", json::array());
+  c.host = hosts.empty() ? "" : hosts[0].get<std::string>();
+  const double visibilities = at("/counts/visibilities");
+  const double parts = at("/pipeline/subgrid_parts");
+  const double facets = at("/counts/facets"), stacks = std::max(1.0, at("/config/w_stacks"));
+  double contributions = 0;
+  for (const auto& rank : r["pipeline"].value("per_rank", json::array()))
+    contributions += rank.value("contributions", 0.0);
+  if (visibilities <= 0 || parts <= 0 || contributions <= 0 ||
+      at("/timing/stages/degrid_task_s") <= 0)
+    throw UsageError("--calibration",
+                     fmt::format("expected a run that degridded visibilities and computed "
+                                 "contributions, got '{}' (its counts or stages are empty)",
+                                 source));
+  c.degrid_s_per_vis = at("/timing/stages/degrid_task_s") / visibilities;
+  c.part_s = (at("/timing/stages/assembly_s") + at("/timing/stages/pieces_s") +
+              at("/timing/stages/tower_s")) /
+             parts;
+  c.contribution_s =
+      (at("/timing/stages/column_s") + at("/timing/stages/contribution_s")) / contributions;
+  c.facet_s = at("/timing/stages/facet_s") / std::max(1.0, facets * stacks);
+  if (at("/counts/bytes_written") > 0) c.writer_bytes_per_s = at("/transit/write_bytes_per_s");
+  return c;
+}
+
+void require_predictable(const JobKind& job) {
+  const auto refuse = [](const std::string& why) {
+    throw UsageError("--calibration",
+                     "predicts a predict run on CPUs with its writers in situ; " + why);
+  };
+  if (!job.predict) refuse("not the imaging direction");
+  if (!job.observation) refuse("expected a --vis-set (nothing to degrid)");
+  if (job.synthetic) refuse("--synthetic-vis degrids nothing");
+  if (job.network_only) refuse("--network-only computes nothing");
+  if (job.gpu) refuse("--device=cuda is not modelled");
+  if (job.in_transit) refuse("--writer-ranks (in transit) is not modelled");
+}
+
+Calibration read_calibration(const std::string& path) {
+  return calibration_from(report::read_json(path, "--calibration"), path);
+}
+
+namespace {
+
+using Stage = report::Prediction::Stage;
+
+// When each thread on a node's cores ends, the cores shared fairly: while
+// more threads have work than there are cores, each runs at cores /
+// threads of a core, so a rank of little work ends early and the others
+// speed up (processor sharing). `demand`: each thread's seconds alone.
+std::vector<double> shared_finish(const std::vector<double>& demand, int cores) {
+  std::vector<size_t> order(demand.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return demand[a] < demand[b]; });
+  std::vector<double> finish(demand.size(), 0.0);
+  double now = 0, done = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const double running = static_cast<double>(order.size() - i);
+    const double rate = std::min(1.0, static_cast<double>(std::max(1, cores)) / running);
+    now += (demand[order[i]] - done) / rate;
+    done = demand[order[i]];
+    finish[order[i]] = now;
+  }
+  return finish;
+}
+
+// Every rank's threads, each node's in one list: a rank's work split over
+// its threads.
+struct NodeThreads {
+  std::vector<std::vector<double>> demand;  // per node, per thread
+  explicit NodeThreads(index_t nodes) : demand(static_cast<size_t>(nodes)) {}
+  // The rank's first thread: (node, index in the node's list).
+  std::pair<size_t, size_t> add(index_t node, double work, int threads) {
+    auto& d = demand.at(static_cast<size_t>(node));
+    const size_t first = d.size();
+    for (int t = 0; t < std::max(1, threads); ++t) d.push_back(work / std::max(1, threads));
+    return {static_cast<size_t>(node), first};
+  }
+  std::vector<std::vector<double>> finish(int cores) const {
+    std::vector<std::vector<double>> f;
+    for (const auto& d : demand) f.push_back(shared_finish(d, cores));
+    return f;
+  }
+};
+
+// A producer's facets: facet f on producer f mod P (pipeline::Roles).
+index_t facets_of(index_t producer, index_t producers, index_t facets) {
+  return facets / producers + (producer < facets % producers ? 1 : 0);
+}
+
+std::vector<double> producer_work(const Calibration& c, const Work& w) {
+  const auto n = static_cast<index_t>(w.producer_nodes.size());
+  std::vector<double> work;
+  for (index_t p = 0; p < n; ++p)
+    work.push_back(static_cast<double>(facets_of(p, n, w.facets)) *
+                   (static_cast<double>(w.visits) * c.contribution_s +
+                    static_cast<double>(w.stacks) * c.facet_s));
+  return work;
+}
+
+std::vector<double> streamer_work(const Calibration& c, const Work& w) {
+  std::vector<double> work(w.streamer_nodes.size(), 0.0);
+  for (const auto& part : w.parts)
+    work.at(static_cast<size_t>(part.streamer)) +=
+        c.part_s + static_cast<double>(part.visibilities) * c.degrid_s_per_vis;
+  return work;
+}
+
+// The busiest of a role's ranks: when its threads end, sharing their
+// node's cores with the other ranks there (`finish`, per node and thread).
+Stage compute_stage(const char* name, const char* role, const std::vector<index_t>& nodes,
+                    const std::vector<std::pair<size_t, size_t>>& first_threads,
+                    const std::vector<std::vector<double>>& finish) {
+  Stage s{name, 0, 0, ""};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto [node, first] = first_threads[i];
+    const double t = finish[node][first];
+    if (t > s.seconds) s.seconds = t, s.where = fmt::format("{} {}, node {}", role, i, nodes[i]);
+  }
+  return s;
+}
+
+// Each part takes every facet's contribution: the bytes each node's link
+// carries out and in, between producers and streamers on different nodes.
+Stage network_stage(const Work& w, double link) {
+  index_t nodes = 0;
+  for (auto n : w.producer_nodes) nodes = std::max(nodes, n + 1);
+  for (auto n : w.streamer_nodes) nodes = std::max(nodes, n + 1);
+  std::vector<double> sent(static_cast<size_t>(nodes), 0.0), received(sent);
+  const auto producers = static_cast<index_t>(w.producer_nodes.size());
+  for (const auto& part : w.parts) {
+    const index_t to = w.streamer_nodes.at(static_cast<size_t>(part.streamer));
+    for (index_t p = 0; p < producers; ++p) {
+      const index_t from = w.producer_nodes[static_cast<size_t>(p)];
+      if (from == to) continue;
+      const double bytes =
+          static_cast<double>(facets_of(p, producers, w.facets) * w.contribution_bytes);
+      sent[static_cast<size_t>(from)] += bytes;
+      received[static_cast<size_t>(to)] += bytes;
+    }
+  }
+  Stage s{"network", 0, 0, ""};
+  if (link <= 0) return s;
+  for (index_t n = 0; n < nodes; ++n) {
+    for (const auto& [bytes, way] : {std::pair{sent, "out"}, {received, "in"}}) {
+      const double t = bytes[static_cast<size_t>(n)] / link;
+      if (t > s.seconds) s.seconds = t, s.where = fmt::format("node {}'s link {}", n, way);
+    }
+  }
+  return s;
+}
+
+// The streamers' chunks, each streamer's share of the bytes as of the
+// visibilities, over its writers; and all of them into the storage.
+Stage storage_stage(const Calibration& c, const Work& w, double storage) {
+  Stage s{"storage", 0, 0, ""};
+  if (w.bytes_written <= 0 || w.visibilities <= 0) return s;
+  std::vector<double> vis(w.streamer_nodes.size(), 0.0);
+  for (const auto& part : w.parts)
+    vis.at(static_cast<size_t>(part.streamer)) += static_cast<double>(part.visibilities);
+  const double per_vis = static_cast<double>(w.bytes_written) / static_cast<double>(w.visibilities);
+  if (c.writer_bytes_per_s > 0)
+    for (size_t i = 0; i < vis.size(); ++i) {
+      const double t =
+          vis[i] * per_vis / std::max(1, w.writers_per_streamer) / c.writer_bytes_per_s;
+      if (t > s.seconds) s.seconds = t, s.where = fmt::format("the writers of streamer {}", i);
+    }
+  if (storage > 0 && static_cast<double>(w.bytes_written) / storage > s.seconds)
+    s.seconds = static_cast<double>(w.bytes_written) / storage, s.where = "the storage in all";
+  return s;
+}
+
+}  // namespace
+
+report::Prediction predict(const Calibration& c, const Cluster& cluster, const Work& w) {
+  report::Prediction p;
+  p.calibration = c.source;
+  p.calibration_host = c.host;
+  p.degrid_s_per_vis = c.degrid_s_per_vis;
+  p.part_s = c.part_s;
+  p.contribution_s = c.contribution_s;
+  p.facet_s = c.facet_s;
+  p.writer_bytes_per_s = c.writer_bytes_per_s;
+  p.nodes = cluster.nodes;
+  p.cores_per_node = cluster.cores_per_node;
+  p.link_bytes_per_s = cluster.link_bytes_per_s;
+  p.storage_bytes_per_s = cluster.storage_bytes_per_s;
+
+  // Every rank's threads on its node's cores.
+  NodeThreads threads(cluster.nodes);
+  std::vector<std::pair<size_t, size_t>> producer_threads, streamer_threads;
+  const auto producers = producer_work(c, w);
+  const auto streamers = streamer_work(c, w);
+  for (size_t i = 0; i < producers.size(); ++i)
+    producer_threads.push_back(threads.add(w.producer_nodes[i], producers[i], w.producer_threads));
+  for (size_t i = 0; i < streamers.size(); ++i)
+    streamer_threads.push_back(threads.add(w.streamer_nodes[i], streamers[i], w.threads));
+  const auto finish = threads.finish(cluster.cores_per_node);
+  p.stages = {compute_stage("producers", "producer", w.producer_nodes, producer_threads, finish),
+              network_stage(w, cluster.link_bytes_per_s),
+              compute_stage("degridding", "streamer", w.streamer_nodes, streamer_threads, finish),
+              storage_stage(c, w, cluster.storage_bytes_per_s)};
+  // The stages overlap but for the pipeline's filling and draining: about
+  // one part of each of the others, a streamer having parts / streamers.
+  const auto longest =
+      std::max_element(p.stages.begin(), p.stages.end(),
+                       [](const Stage& a, const Stage& b) { return a.seconds < b.seconds; });
+  double others = 0;
+  for (const auto& s : p.stages)
+    if (&s != &*longest) others += s.seconds;
+  const double parts_each =
+      std::max(1.0, static_cast<double>(w.parts.size()) /
+                        static_cast<double>(std::max<size_t>(1, w.streamer_nodes.size())));
+  p.stream_s = longest->seconds + others / parts_each;
+  p.bound = longest->name;
+  for (auto& s : p.stages) s.share = p.stream_s > 0 ? s.seconds / p.stream_s : 0;
+  p.vis_per_s = p.stream_s > 0 ? static_cast<double>(w.visibilities) / p.stream_s : 0;
+  return p;
+}
+
+Work work_of(const config::RecombinationParams& p, const binning::VisitCounts& counts,
+             std::vector<index_t> producer_nodes, std::vector<index_t> streamer_nodes,
+             index_t contribution_bytes, index_t bytes_written) {
+  std::map<std::pair<index_t, index_t>, index_t> per_visit;
+  for (index_t s = 0; s < counts.stacks; ++s)
+    for (index_t g = 0; g < counts.subgrids; ++g)
+      if (const index_t n = counts.visibilities[static_cast<size_t>(s * counts.subgrids + g)])
+        per_visit[{counts.first_stack + s, g}] = n;
+  const auto plan =
+      pipeline::plan_work(p, per_visit, static_cast<int>(streamer_nodes.size()), true);
+  Work w;
+  w.producer_nodes = std::move(producer_nodes);
+  w.streamer_nodes = std::move(streamer_nodes);
+  w.facets = p.facet_count();
+  w.stacks = counts.stacks;
+  w.visits = static_cast<index_t>(plan.visits.size());
+  for (const auto& part : plan.parts) {
+    w.parts.push_back({part.visibilities, part.streamer});
+    w.visibilities += part.visibilities;
+  }
+  w.contribution_bytes = contribution_bytes;
+  w.bytes_written = bytes_written;
+  return w;
+}
+
+std::pair<std::vector<index_t>, std::vector<index_t>> nodes_dealt(index_t producers,
+                                                                  index_t streamers,
+                                                                  index_t nodes) {
+  std::vector<index_t> p, s;
+  for (index_t r = 0; r < producers; ++r) p.push_back(r % nodes);
+  for (index_t r = producers; r < producers + streamers; ++r) s.push_back(r % nodes);
+  return {p, s};
+}
+
+index_t bound_moves_at(const std::vector<report::Prediction::AtNodes>& by_nodes) {
+  for (size_t i = 1; i < by_nodes.size(); ++i)
+    if (by_nodes[i].bound != by_nodes[i - 1].bound) return by_nodes[i].nodes;
+  return 0;
+}
+
+double parse_rate(const std::string& text, const std::string& option) {
+  static const std::regex form(
+      R"(^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKMGTP]?)(bit|B)?(/s)?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, form))
+    throw UsageError(option, fmt::format("expected a rate such as 100Gbit, 12.5GB or 1.2e9 "
+                                         "(bytes a second), got '{}'",
+                                         text));
+  const std::string prefix = m[2];
+  const double scale = prefix.empty()                   ? 1
+                       : prefix == "k" || prefix == "K" ? 1e3
+                       : prefix == "M"                  ? 1e6
+                       : prefix == "G"                  ? 1e9
+                       : prefix == "T"                  ? 1e12
+                                                        : 1e15;
+  const double value =
+      std::strtod(m[1].str().c_str(), nullptr) * scale / (m[3] == "bit" ? 8.0 : 1.0);
+  if (!(value > 0) || !std::isfinite(value))
+    throw UsageError(option, fmt::format("expected a rate above 0, got '{}'", text));
+  return value;
+}
+
+}  // namespace iotest::prediction
