@@ -175,6 +175,33 @@ def test_a_plan_slurm_job_script_runs_under_sbatch_as_planned(cluster, workdir, 
     cluster.verify_published(f"{workdir}/vis*.h5", 4, report)
 
 
+# A job's time limit from the prediction (issue 59): calibrated on one host,
+# planned on three without --time-limit, run under sbatch within it, whole.
+def test_a_time_limit_from_the_prediction_holds_its_job(cluster, workdir):
+    calibration = os.path.join(workdir, "node.json")
+    cluster.srun(1, 2, *T05, "--facet-workers=1", f"{workdir}/calibration%d.h5",
+                 f"--report={calibration}", check=0)
+    plan = os.path.join(workdir, "plan.json")
+    script = subprocess.run(
+        [iotest_binary(), "plan", *T05[:5], "--nodes=3", "--ranks-per-node=1",
+         "--cores-per-node=2", "--facet-workers=1", "--threads=1", "--slurm",
+         f"--binary={iotest_binary()}", f"--calibration={calibration}", "--link-rate=1Gbit",
+         f"{workdir}/vis%d.h5", f"--report={plan}"],
+        capture_output=True, text=True, check=True, timeout=60).stdout
+    advice = load(plan)["advice"]
+    limit = advice["time_limit_from_prediction"]
+    assert re.search(rf"^#SBATCH --time={limit}$", script, re.M), script
+    report = cluster.sbatch(workdir, script)
+    # It ran whole (its --duration, the limit's stream budget, not reached)
+    # and within the limit, its prediction beside what it measured.
+    assert report["counts"]["visibilities_written"] == report["counts"]["visibilities"]
+    h, m, sec = (int(x) for x in limit.split(":"))
+    assert report["timing"]["wall_s"] < 3600 * h + 60 * m + sec
+    assert report["prediction"]["measured_stream_s"] == report["timing"]["stream_s"]
+    assert report["prediction"]["cluster"]["nodes"] == 3
+    cluster.verify_published(f"{workdir}/vis*.h5", 2, report)
+
+
 # Job scripts of runs that plan --slurm once refused (issue 37): every run
 # option is carried into the run line, and a plan of more ranks than cores
 # asks for an allocation sbatch takes.

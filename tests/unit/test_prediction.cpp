@@ -145,13 +145,18 @@ nlohmann::json calibration_report() {
       {"mode", "run"},
       {"config", {{"direction", "predict"}, {"w_stacks", 2}}},
       {"observation", {{"vis_set", "vlaa"}}},
-      {"counts", {{"visibilities", 1000}, {"facets", 9}, {"bytes_written", 16000}}},
+      // A stonewalled run: its counts are the observation's, its ranks' what
+      // they did.
+      {"counts", {{"visibilities", 5000}, {"facets", 9}, {"bytes_written", 16000}}},
       {"pipeline",
        {{"producers", 1},
         {"subgrid_parts", 20},
         {"synthetic_vis", false},
         {"network_only", false},
-        {"per_rank", {{{"contributions", 90}}, {{"contributions", 0}}}}}},
+        {"per_rank",
+         {{{"contributions", 90}, {"visibilities", 0}, {"subgrids", 0}},
+          {{"contributions", 0}, {"visibilities", 600}, {"subgrids", 12}},
+          {{"contributions", 0}, {"visibilities", 400}, {"subgrids", 8}}}}}},
       {"timing",
        {{"stages",
          {{"degrid_task_s", 2.0},
@@ -200,6 +205,9 @@ TEST(PredictionCalibration, RefusesWhatCannotCalibrate) {
   auto nothing = calibration_report();
   nothing["timing"]["stages"]["degrid_task_s"] = 0.0;
   EXPECT_TRUE(refused(nothing));
+  auto no_work = calibration_report();
+  for (auto& rank : no_work["pipeline"]["per_rank"]) rank["visibilities"] = 0;
+  EXPECT_TRUE(refused(no_work));
   auto image = calibration_report();
   image["config"]["direction"] = "image";
   EXPECT_TRUE(refused(image));

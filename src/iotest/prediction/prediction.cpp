@@ -54,12 +54,16 @@ Calibration calibration_from(const json& r, const std::string& source) {
   c.source = source;
   const auto hosts = r["environment"].value("hosts", json::array());
   c.host = hosts.empty() ? "" : hosts[0].get<std::string>();
-  const double visibilities = at("/counts/visibilities");
-  const double parts = at("/pipeline/subgrid_parts");
-  const double facets = at("/counts/facets"), stacks = std::max(1.0, at("/config/w_stacks"));
-  double contributions = 0;
-  for (const auto& rank : r["pipeline"].value("per_rank", json::array()))
+  // What the ranks did (a stonewalled run did less than its observation):
+  // the streamers' visibilities and subgrid parts, the producers'
+  // contributions.
+  double visibilities = 0, parts = 0, contributions = 0;
+  for (const auto& rank : r["pipeline"].value("per_rank", json::array())) {
+    visibilities += rank.value("visibilities", 0.0);
+    parts += rank.value("subgrids", 0.0);
     contributions += rank.value("contributions", 0.0);
+  }
+  const double facets = at("/counts/facets"), stacks = std::max(1.0, at("/config/w_stacks"));
   if (visibilities <= 0 || parts <= 0 || contributions <= 0 ||
       at("/timing/stages/degrid_task_s") <= 0)
     throw UsageError("--calibration",
