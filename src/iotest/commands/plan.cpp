@@ -370,12 +370,7 @@ index_t bytes_to_write(const PlanOptions& o, const report::Report& r) {
 // What the model predicts (prediction::require_predictable), and the
 // links it needs between nodes.
 void check_predictable(const PlanOptions& o) {
-  prediction::require_predictable({.predict = o.direction == swiftly::Direction::predict,
-                                   .observation = o.observation.has_value(),
-                                   .synthetic = o.synthetic_vis,
-                                   .network_only = o.network_only,
-                                   .gpu = o.device != device::Kind::cpu,
-                                   .in_transit = o.writer_ranks > 0});
+  prediction::require_predictable(prediction::job_kind_of(o));
   if (o.nodes > 1 && o.prediction.link_bytes_per_s <= 0)
     throw UsageError("--link-rate", fmt::format("expected a node's link rate (e.g. 100Gbit) to "
                                                 "predict a run on {} nodes",

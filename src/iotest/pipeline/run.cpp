@@ -308,12 +308,7 @@ storage::StorageChoice check_run_combination(const RunOptions& o) {
   if (o.assigner && o.synthetic_sequential)
     throw UsageError("--assigner", "does not apply to --synthetic-vis=sequential (no walk)");
   if (!o.prediction.calibration.empty()) {  // read again by rank 0 for the report
-    prediction::require_predictable({.predict = o.direction == swiftly::Direction::predict,
-                                     .observation = o.observation.has_value(),
-                                     .synthetic = o.synthetic_vis,
-                                     .network_only = o.network_only,
-                                     .gpu = o.device != device::Kind::cpu,
-                                     .in_transit = o.writer_ranks > 0});
+    prediction::require_predictable(prediction::job_kind_of(o));
     prediction::read_calibration(o.prediction.calibration);
   }
   return storage;

@@ -11,7 +11,9 @@
 #include "iotest/binning/binning.hpp"
 #include "iotest/common/array.hpp"
 #include "iotest/config/rec_set.hpp"
+#include "iotest/device/device.hpp"
 #include "iotest/report/report.hpp"
+#include "iotest/swiftly/direction.hpp"
 
 namespace iotest::prediction {
 
@@ -47,6 +49,16 @@ struct JobKind {
        in_transit = false;
 };
 void require_predictable(const JobKind& job);
+// A job's kind from the options plan and run take (PlanOptions, RunOptions).
+template <class Options>
+JobKind job_kind_of(const Options& o) {
+  return {.predict = o.direction == swiftly::Direction::predict,
+          .observation = o.observation.has_value(),
+          .synthetic = o.synthetic_vis,
+          .network_only = o.network_only,
+          .gpu = o.device != device::Kind::cpu,
+          .in_transit = o.writer_ranks > 0};
+}
 
 struct Cluster {
   index_t nodes = 1;
