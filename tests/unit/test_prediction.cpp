@@ -130,6 +130,8 @@ TEST(PredictionRate, TakesBitsBytesAndPrefixes) {
   EXPECT_DOUBLE_EQ(parse_rate("12.5GB", "--storage-rate"), 12.5e9);
   EXPECT_DOUBLE_EQ(parse_rate("1.2e9", "--storage-rate"), 1.2e9);
   EXPECT_DOUBLE_EQ(parse_rate("800k", "--storage-rate"), 8e5);
+  EXPECT_DOUBLE_EQ(parse_rate("12mbit", "--link-rate"), 1.5e6);  // tc's spelling
+  EXPECT_DOUBLE_EQ(parse_rate("1gbit", "--link-rate"), 1.25e8);
   for (const char* bad : {"", "fast", "10Xbit", "-5GB", "0", "1e400"}) {
     try {
       parse_rate(bad, "--link-rate");
@@ -155,7 +157,7 @@ nlohmann::json calibration_report() {
         {"network_only", false},
         {"per_rank",
          {{{"contributions", 90}, {"visibilities", 0}, {"subgrids", 0}},
-          {{"contributions", 0}, {"visibilities", 600}, {"subgrids", 12}},
+          {{"contributions", 0}, {"visibilities", 600}, {"subgrids", 12}, {"queue_wait_s", 0.5}},
           {{"contributions", 0}, {"visibilities", 400}, {"subgrids", 8}}}}}},
       {"timing",
        {{"stages",
@@ -175,7 +177,8 @@ nlohmann::json calibration_report() {
 TEST(PredictionCalibration, TakesEachRatePerThread) {
   const auto c = calibration_from(calibration_report(), "r.json");
   EXPECT_EQ(c.host, "node1");
-  EXPECT_DOUBLE_EQ(c.degrid_s_per_vis, 2.0 / 1000);
+  // Less the waits on the writers' queue.
+  EXPECT_DOUBLE_EQ(c.degrid_s_per_vis, 1.5 / 1000);
   EXPECT_DOUBLE_EQ(c.part_s, 1.0 / 20);
   EXPECT_DOUBLE_EQ(c.contribution_s, 0.9 / 90);
   EXPECT_DOUBLE_EQ(c.facet_s, 0.18 / 18);
@@ -205,6 +208,9 @@ TEST(PredictionCalibration, RefusesWhatCannotCalibrate) {
   auto nothing = calibration_report();
   nothing["timing"]["stages"]["degrid_task_s"] = 0.0;
   EXPECT_TRUE(refused(nothing));
+  auto held = calibration_report();  // all waits
+  held["pipeline"]["per_rank"][1]["queue_wait_s"] = 2.0;
+  EXPECT_TRUE(refused(held));
   auto no_work = calibration_report();
   for (auto& rank : no_work["pipeline"]["per_rank"]) rank["visibilities"] = 0;
   EXPECT_TRUE(refused(no_work));

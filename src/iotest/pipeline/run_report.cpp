@@ -163,6 +163,7 @@ report::RankStats from_wire(const Wire& w) {
   s.rank = w.rank;
   s.role = kRoleNames[w.role];
   s.host = w.host;
+  if (w.role == 1) s.queue_wait_s = w.queue_wait_s;
   return s;
 }
 

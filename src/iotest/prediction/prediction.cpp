@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -57,9 +58,10 @@ Calibration calibration_from(const json& r, const std::string& source) {
   // What the ranks did (a stonewalled run did less than its observation):
   // the streamers' visibilities and subgrid parts, the producers'
   // contributions.
-  double visibilities = 0, parts = 0, contributions = 0;
+  double visibilities = 0, parts = 0, contributions = 0, queue_wait = 0;
   for (const auto& rank : r["pipeline"].value("per_rank", json::array())) {
     visibilities += rank.value("visibilities", 0.0);
+    queue_wait += rank.value("queue_wait_s", 0.0);
     parts += rank.value("subgrids", 0.0);
     contributions += rank.value("contributions", 0.0);
   }
@@ -70,7 +72,15 @@ Calibration calibration_from(const json& r, const std::string& source) {
                      fmt::format("expected a run that degridded visibilities and computed "
                                  "contributions, got '{}' (its counts or stages are empty)",
                                  source));
-  c.degrid_s_per_vis = at("/timing/stages/degrid_task_s") / visibilities;
+  // A degrid task's seconds include those its thread waited on the
+  // writers' full queue: the storage's, not the degridding's.
+  const double degrid_s = at("/timing/stages/degrid_task_s") - queue_wait;
+  if (degrid_s <= 0)
+    throw UsageError("--calibration",
+                     fmt::format("expected a run whose degrid tasks computed, got '{}': their "
+                                 "time was all waits on the writers' queue",
+                                 source));
+  c.degrid_s_per_vis = degrid_s / visibilities;
   c.part_s = (at("/timing/stages/assembly_s") + at("/timing/stages/pieces_s") +
               at("/timing/stages/tower_s")) /
              parts;
@@ -318,19 +328,20 @@ index_t bound_moves_at(const std::vector<report::Prediction::AtNodes>& by_nodes)
 
 double parse_rate(const std::string& text, const std::string& option) {
   static const std::regex form(
-      R"(^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKMGTP]?)(bit|B)?(/s)?\s*$)");
+      R"(^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtTpP]?)(bit|B)?(/s)?\s*$)");
   std::smatch m;
   if (!std::regex_match(text, m, form))
     throw UsageError(option, fmt::format("expected a rate such as 100Gbit, 12.5GB or 1.2e9 "
                                          "(bytes a second), got '{}'",
                                          text));
-  const std::string prefix = m[2];
-  const double scale = prefix.empty()                   ? 1
-                       : prefix == "k" || prefix == "K" ? 1e3
-                       : prefix == "M"                  ? 1e6
-                       : prefix == "G"                  ? 1e9
-                       : prefix == "T"                  ? 1e12
-                                                        : 1e15;
+  // tc writes mbit and gbit: a prefix in either case (no one means milli).
+  const char prefix = static_cast<char>(std::toupper(m[2].str().empty() ? ' ' : m[2].str()[0]));
+  const double scale = prefix == 'K'   ? 1e3
+                       : prefix == 'M' ? 1e6
+                       : prefix == 'G' ? 1e9
+                       : prefix == 'T' ? 1e12
+                       : prefix == 'P' ? 1e15
+                                       : 1;
   const double value =
       std::strtod(m[1].str().c_str(), nullptr) * scale / (m[3] == "bit" ? 8.0 : 1.0);
   if (!(value > 0) || !std::isfinite(value))

@@ -175,6 +175,9 @@ struct Rates {
 // queue (back-pressure) or on a peer; idle: nothing to do. Plain numbers
 // (trivially copyable), so ranks send them to rank 0 as they are.
 struct RankStats : RankFigures {
+  // Streamer: its degridding threads' seconds on a full chunk queue, inside
+  // their degrid tasks (thread-seconds; stages.degrid_task_s includes them).
+  double queue_wait_s = 0;
   int rank = 0;
   std::string role;  // producer, streamer, assigner
   std::string host;

@@ -130,6 +130,7 @@ void for_each_rank_figure(const RankStats& k, F&& f) {
   f("sync_s", k.sync_s);
   f("open_s", k.open_s);
   f("peak_rss_bytes", k.peak_rss_bytes);
+  f("queue_wait_s", k.queue_wait_s);
 }
 // Its queue high-water marks: JSON queue_high_water.<name>, CSV <name>_queue_max.
 template <class F>
