@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <unordered_set>
@@ -100,7 +102,7 @@ int open_retrying(const std::string& path, int flags, mode_t mode = 0) {
 
 // All of `bytes` written to `fd`: a short write (a disk filling up) goes
 // on from where it stopped, and the error that ends it (ENOSPC) is thrown.
-void write_all(int fd, const Bytes& bytes, const std::string& path) {
+void write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
   const auto* p = reinterpret_cast<const char*>(bytes.data());
   std::size_t left = bytes.size();
   while (left > 0) {
@@ -138,7 +140,10 @@ class FolderStore final : public ZarrStore {
   ~FolderStore() override;
 
   const std::string& root() const override { return root_; }
-  void put(const std::string& key, Bytes bytes) override;
+  void put(const std::string& key, Bytes bytes) override {
+    put_copy(key, std::span<const std::byte>(bytes));
+  }
+  void put_copy(const std::string& key, std::span<const std::byte> bytes) override;
   void reserve(const std::string& key) override;
   void remove(const std::string& key) override;
   std::optional<Bytes> get(const std::string& key) override;
@@ -146,7 +151,8 @@ class FolderStore final : public ZarrStore {
   void flush() override;
   void remove_all(const std::string& prefix) noexcept override;
   std::string durability() const override {
-    return local_ ? "each file written back as it is written, then syncfs of its file system"
+    return local_ ? "each file written back as it is written (O_DIRECT where whole pages), then "
+                    "syncfs of its file system"
                   : "fsync of every file and folder";
   }
   // A put's bytes are in the page cache when it returns: none held here.
@@ -161,7 +167,8 @@ class FolderStore final : public ZarrStore {
   std::string path_of(const std::string& key) const { return root_ + "/" + key; }
   void make_root();
   void make_folders(const std::string& folder);
-  int write_file(const std::string& path, const Bytes& bytes);
+  int write_file(const std::string& path, std::span<const std::byte> bytes);
+  bool write_file_direct(const std::string& path, std::span<const std::byte> bytes);
   void hand_over(Written file);
   void sync_files();
   bool next_file(Written& file);
@@ -174,6 +181,9 @@ class FolderStore final : public ZarrStore {
   const int in_flight_;
   bool root_made_ = false;  // its entry in its parent is ours to sync
   bool local_ = false;      // a local file system: one syncfs makes every file durable
+  // Whole pages from a page-aligned buffer go past the page cache
+  // (O_DIRECT): on a local file system only, until one refuses it.
+  std::atomic<bool> direct_{false};
 
   // The folders (relative to the root, "" the root) known to exist, and
   // those with entries not yet synced: made, or given a file.
@@ -200,6 +210,7 @@ FolderStore::FolderStore(const std::string& folder, int in_flight)
   if (root_.empty()) throw std::invalid_argument("a zarr store needs a folder (got '')");
   make_root();
   local_ = syncfs_reaches_the_device(root_);
+  direct_ = local_;
   for (int i = 0; i < in_flight; ++i) syncers_.emplace_back([this] { sync_files(); });
 }
 
@@ -258,7 +269,7 @@ void FolderStore::make_folders(const std::string& folder) {
 // its write-back at close, in the writer's time: for a file made ahead
 // (empty) that was every chunk's, and one writer's stream 1.3-1.5x as
 // long. What a longer file held before is cut after the write instead.
-int FolderStore::write_file(const std::string& path, const Bytes& bytes) {
+int FolderStore::write_file(const std::string& path, std::span<const std::byte> bytes) {
   const int fd = open_retrying(path, O_WRONLY | O_CREAT, 0644);
   if (fd < 0) throw failed("creating", path, errno);
   try {
@@ -274,6 +285,43 @@ int FolderStore::write_file(const std::string& path, const Bytes& bytes) {
     throw;
   }
   return fd;
+}
+
+// `bytes` written with O_DIRECT where they are whole pages from a
+// page-aligned buffer, the file closed; false where not (the caller writes
+// it through the page cache), and from then on for a file system that
+// refuses O_DIRECT.
+bool FolderStore::write_file_direct(const std::string& path, std::span<const std::byte> bytes) {
+  constexpr std::uintptr_t kPage = 4096;
+  if (!direct_ || bytes.empty() || bytes.size() % kPage != 0 ||
+      reinterpret_cast<std::uintptr_t>(bytes.data()) % kPage != 0)
+    return false;
+  int fd = open_retrying(path, O_WRONLY | O_CREAT | O_DIRECT, 0644);
+  if (fd < 0 && errno == EINVAL) return direct_ = false;
+  if (fd < 0) throw failed("creating", path, errno);
+  try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw failed("looking at", path, errno);
+    // A file system that opens with O_DIRECT but refuses its writes.
+    const ssize_t first = ::write(fd, bytes.data(), bytes.size());
+    if (first < 0 && errno == EINVAL) {
+      ::close(fd);
+      return direct_ = false;  // the caller writes it whole through the page cache
+    }
+    if (first < 0 && errno != EINTR) throw failed("writing", path, errno);
+    write_all(fd, bytes.subspan(static_cast<std::size_t>(std::max<ssize_t>(0, first))), path);
+    if (st.st_size > static_cast<off_t>(bytes.size()) &&
+        ::ftruncate(fd, static_cast<off_t>(bytes.size())) != 0)
+      throw failed("truncating", path, errno);
+    const int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) throw failed("closing", path, errno);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(path.c_str());  // no key left half written
+    throw;
+  }
+  return true;
 }
 
 // An empty file, its folder's entry synced at the next flush.
@@ -297,7 +345,7 @@ void FolderStore::remove(const std::string& key) {
   unsynced_.insert(folder_of(key));
 }
 
-void FolderStore::put(const std::string& key, Bytes bytes) {
+void FolderStore::put_copy(const std::string& key, std::span<const std::byte> bytes) {
   const auto start = Clock::now();
   if (!safe_key(key, /*prefix=*/false))
     throw std::invalid_argument(fmt::format("{}: '{}' is not a zarr key", root_, key));
@@ -308,12 +356,16 @@ void FolderStore::put(const std::string& key, Bytes bytes) {
   const std::string path = path_of(key);
   const std::string folder = folder_of(key);
   make_folders(folder);
-  const int fd = write_file(path, bytes);
+  // Whole pages are written past the page cache and are on the device when
+  // write returns: no write-back to wait for, and no copy into the page
+  // cache, which took three quarters of one writer's time (issue 58).
+  const bool direct = write_file_direct(path, bytes);
+  const int fd = direct ? -1 : write_file(path, bytes);
   {
     std::lock_guard lock(folders_lock_);
     unsynced_.insert(folder);  // its new entry
   }
-  hand_over({fd, path});
+  if (!direct) hand_over({fd, path});
   std::lock_guard lock(lock_);
   ++stats_.keys_written;
   stats_.bytes_written += static_cast<std::int64_t>(bytes.size());

@@ -12,6 +12,8 @@
 #include <complex>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,19 @@ namespace iotest::storage {
 namespace {
 
 using Cell = std::complex<float>;
+
+// Page-aligned storage for a std::vector: what O_DIRECT writes from.
+template <class T>
+struct PageAligned {
+  using value_type = T;
+  static constexpr std::align_val_t kPage{4096};
+  PageAligned() = default;
+  template <class U>
+  explicit PageAligned(const PageAligned<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kPage)); }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, kPage); }
+  friend bool operator==(const PageAligned&, const PageAligned&) { return true; }
+};
 
 struct Msv4Options {
   int in_flight = 0;  // 0: in_flight_for's
@@ -159,10 +174,9 @@ class Msv4Backend final : public Backend {
 
   // Chunk `k`'s cells (iotest's order, a whole chunk) as VISIBILITY's chunk.
   void put_visibilities(const ChunkKey& k, const Cell* cells) {
-    const auto bytes = static_cast<std::size_t>(grid_.chunk_values()) * sizeof(Cell);
-    msv4::Bytes chunk(bytes);
-    std::memcpy(chunk.data(), cells, bytes);
-    store_->put(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of(k)), std::move(chunk));
+    const auto values = static_cast<std::size_t>(grid_.chunk_values());
+    store_->put_copy(msv4::chunk_key(key("VISIBILITY"), grid_.chunk_of(k)),
+                     std::as_bytes(std::span(cells, values)));
   }
 
   // A chunk written before, into cells_ and `flags` (a part that came late).
@@ -277,7 +291,9 @@ class Msv4Backend final : public Backend {
   std::string group_;  // this writer's MSv4: "vis_0"
   msv4::Msv4Grid grid_;
   msv4::Msv4Nodes nodes_;
-  std::vector<Cell> cells_;  // a chunk as VISIBILITY stores it, iotest's order
+  // A chunk as VISIBILITY stores it, iotest's order; page-aligned, so that
+  // a folder store writes it past the page cache (folder_store.cpp).
+  std::vector<Cell, PageAligned<Cell>> cells_;
   std::vector<bool> flags_;  // and its flags, for a part or an accumulation
 };
 
