@@ -53,8 +53,8 @@ Calibration calibration_from(const json& r, const std::string& source) {
   const auto at = [&](const char* where) { return number_at(r, json::json_pointer(where)); };
   Calibration c;
   c.source = source;
-  const auto hosts = r["environment"].value("hosts", json::array());
-  c.host = hosts.empty() ? "" : hosts[0].get<std::string>();
+  const auto hosts = r.value("environment", json::object()).value("hosts", json::array());
+  c.host = hosts.empty() || !hosts[0].is_string() ? "" : hosts[0].get<std::string>();
   // What the ranks did (a stonewalled run did less than its observation):
   // the streamers' visibilities and subgrid parts, the producers'
   // contributions.
@@ -105,7 +105,13 @@ void require_predictable(const JobKind& job) {
 }
 
 Calibration read_calibration(const std::string& path) {
-  return calibration_from(report::read_json(path, "--calibration"), path);
+  const auto report = report::read_json(path, "--calibration");
+  try {
+    return calibration_from(report, path);
+  } catch (const nlohmann::json::exception& e) {  // a figure of the wrong kind
+    throw UsageError("--calibration",
+                     fmt::format("expected an iotest run's report, got '{}': {}", path, e.what()));
+  }
 }
 
 namespace {
