@@ -22,9 +22,10 @@ namespace iotest::commands {
 namespace {
 
 // A job script's time limit from a predicted stream time: this many times
-// it for each run (docs/sizing.md, "Predicting the run": the model's
-// worst error on the virtual cluster was 15 %; a calibration from
-// another node type, or a busier file system, needs room).
+// it for each run (docs/sizing.md, "Predicting the run": the model is
+// held to 15 % on the virtual cluster, bench/predict.sh; a calibration
+// from a node less like the cluster's, or a busier file system, needs
+// more room).
 constexpr double kTimeLimitMargin = 1.5;
 
 // The nodes' ranks by role, consecutive nodes alike in one group. The run

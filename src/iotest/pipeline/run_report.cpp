@@ -527,7 +527,6 @@ void gather_outcome(const Context& ctx, const RankResult& mine, int role, Outcom
   out.peers = gather_peers(mine, comm);
 }
 
-// Rank 0: what the run measured, into the planned report.
 namespace {
 
 // --calibration: the model's prediction of this run on its own hosts (a
@@ -563,6 +562,7 @@ report::Prediction predicted_beside_measured(const Context& ctx, const Setup& st
 
 }  // namespace
 
+// Rank 0: what the run measured, into the planned report.
 void fill_report(const Context& ctx, const Setup& st, const Outcome& out, report::Report& r) {
   const auto& o = ctx.options;
   const auto& p = ctx.job.p;
