@@ -57,6 +57,8 @@ def test_plan_predicts_each_stage_and_the_bound_on_every_node_count(iotest, tmp_
     three = next(n for n in p["by_nodes"] if n["nodes"] == 3)
     assert three["stream_s"] == pytest.approx(p["stream_s"]) and three["bound"] == p["bound"]
     assert (three["producers"], three["streamers"]) == (1, 2)
+    # Two streamers: the chunks split between them written by each.
+    assert p["bytes_written"] > r["observation"]["visibility_bytes"]
     assert "predicted from " + calibration in proc.stdout
     assert re.search(r"stream \d+\.\d+ s, .* bound by " + p["bound"], proc.stdout)
 
@@ -77,15 +79,20 @@ def test_slow_links_make_the_network_the_bound(iotest, tmp_path, calibration):
 
 def test_a_run_gives_its_prediction_beside_what_it_measured(mpirun, tmp_path, calibration):
     report = tmp_path / "run.json"
-    mpirun(2, *JOB, "--facet-workers=1", "--threads=1", "--no-progress",
+    mpirun(3, *JOB, "--facet-workers=1", "--threads=1", "--no-progress",
            f"--calibration={calibration}", str(tmp_path / "vis%d.h5"), f"--report={report}",
            check=0)
     r = load(report)
     p = r["prediction"]
+    # The bytes the model counts are the bytes the two streamers' writers
+    # wrote: every chunk whole, once by each streamer holding part of it.
+    assert r["counts"]["bytes_written"] > r["observation"]["visibility_bytes"]
+    assert p["bytes_written"] == r["counts"]["bytes_written"]
     assert p["measured_stream_s"] == r["timing"]["stream_s"]
     assert p["measured_bound"] == r["pipeline"]["bound"]
     assert p["error"] == pytest.approx(p["stream_s"] / p["measured_stream_s"] - 1)
     assert p["cluster"]["nodes"] == 1 and p["by_nodes"] == []
+    assert [s["name"] for s in p["stages"]] == STAGES
     # The same job on the same node as its calibration: the same time, but
     # for this machine's jitter (2-3x on a busy VM; a real bound, not a
     # figure of the model's accuracy, which bench/predict.sh measures).

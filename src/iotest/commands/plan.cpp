@@ -379,17 +379,27 @@ void check_predictable(const PlanOptions& o) {
 }
 
 // The run on `nodes` nodes as plan would lay it out there (ranks per node
-// as given, else its default), predicted.
+// as given, else its default), predicted. Its chunk bytes: counted, with
+// `binner` (the visibilities' bytes times what that count found for the
+// plan's nodes, `rewrite`, without).
 report::Prediction predict_on(const PlanOptions& o, index_t nodes, const prediction::Calibration& c,
                               const job::Job& job, const binning::VisitCounts& counts,
-                              const report::Report& r, int cores, report::Advice* laid_out) {
+                              const report::Report& r, int cores, const binning::Binner* binner,
+                              double& rewrite, report::Advice* laid_out) {
   auto on = o;
   on.nodes = nodes;
   auto a = lay_out_roles(on, r.counts.facets, cores, 0);
   shape_on_nodes(on, a, cores, job);
   auto [producer_nodes, streamer_nodes] = prediction::nodes_dealt(a.producers, a.streamers, nodes);
+  const index_t bytes = bytes_to_write(o, r);
   auto w = prediction::work_of(job.p, counts, std::move(producer_nodes), std::move(streamer_nodes),
-                               r.memory.contribution_bytes, bytes_to_write(o, r));
+                               r.memory.contribution_bytes, bytes);
+  if (bytes > 0 && binner) {
+    prediction::count_chunk_bytes(*binner, job.p, o.storage.value_bytes, w);
+    rewrite = static_cast<double>(w.bytes_written) / static_cast<double>(bytes);
+  } else {
+    w.bytes_written = static_cast<index_t>(static_cast<double>(bytes) * rewrite);
+  }
   w.threads = a.threads;
   w.producer_threads = a.producer_threads;
   w.writers_per_streamer = o.writer_count;
@@ -400,22 +410,32 @@ report::Prediction predict_on(const PlanOptions& o, index_t nodes, const predict
 }
 
 // --calibration: the prediction on the plan's nodes, and a row for each
-// other count, doubling from 1 to four times the plan's (at least 8).
+// other count, doubling from 1 to four times the plan's (at least 8),
+// their chunks rewritten as much as on the plan's nodes.
 report::Prediction predict_plan(const PlanOptions& o, const job::Job& job,
                                 const binning::VisitCounts& counts, const report::Report& r,
                                 int cores) {
   check_predictable(o);
   const auto c = prediction::read_calibration(o.prediction.calibration);
-  auto p = predict_on(o, o.nodes, c, job, counts, r, cores, nullptr);
+  const binning::Binner binner(job.p, *job.obs, *job.geometry, job.split());
+  double rewrite = 1;
+  report::Advice laid_out;
+  auto p = predict_on(o, o.nodes, c, job, counts, r, cores, &binner, rewrite, &laid_out);
+  p.bytes_written = static_cast<index_t>(static_cast<double>(bytes_to_write(o, r)) * rewrite);
   std::vector<index_t> nodes;
   for (index_t n = 1; n <= std::max<index_t>(8, 4 * o.nodes); n *= 2) nodes.push_back(n);
   nodes.push_back(o.nodes);
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   for (const index_t n : nodes) {
+    if (n == o.nodes) {
+      p.by_nodes.push_back(
+          {n, laid_out.producers, laid_out.streamers, laid_out.threads, p.stream_s, p.bound});
+      continue;
+    }
     report::Advice a;
     try {
-      const auto q = predict_on(o, n, c, job, counts, r, cores, &a);
+      const auto q = predict_on(o, n, c, job, counts, r, cores, nullptr, rewrite, &a);
       p.by_nodes.push_back({n, a.producers, a.streamers, a.threads, q.stream_s, q.bound});
     } catch (const UsageError&) {
       // A count the roles do not fit (--ranks-per-node given): no row.

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <numeric>
 #include <regex>
+#include <utility>
 
 #include "iotest/common/errors.hpp"
 #include "iotest/pipeline/work.hpp"
@@ -232,11 +234,14 @@ Stage storage_stage(const Calibration& c, const Work& w, double storage) {
   std::vector<double> vis(w.streamer_nodes.size(), 0.0);
   for (const auto& part : w.parts)
     vis.at(static_cast<size_t>(part.streamer)) += static_cast<double>(part.visibilities);
+  // Each streamer's bytes as counted (count_chunk_bytes), else its share.
   const double per_vis = static_cast<double>(w.bytes_written) / static_cast<double>(w.visibilities);
+  std::vector<double> bytes = w.streamer_bytes;
+  if (bytes.size() != vis.size())
+    for (const double v : vis) bytes.push_back(v * per_vis);
   if (c.writer_bytes_per_s > 0)
     for (size_t i = 0; i < vis.size(); ++i) {
-      const double t =
-          vis[i] * per_vis / std::max(1, w.writers_per_streamer) / c.writer_bytes_per_s;
+      const double t = bytes[i] / std::max(1, w.writers_per_streamer) / c.writer_bytes_per_s;
       if (t > s.seconds) s.seconds = t, s.where = fmt::format("the writers of streamer {}", i);
     }
   if (storage > 0 && static_cast<double>(w.bytes_written) / storage > s.seconds)
@@ -289,6 +294,7 @@ report::Prediction predict(const Calibration& c, const Cluster& cluster, const W
   p.bound = longest->name;
   for (auto& s : p.stages) s.share = p.stream_s > 0 ? s.seconds / p.stream_s : 0;
   p.vis_per_s = p.stream_s > 0 ? static_cast<double>(w.visibilities) / p.stream_s : 0;
+  p.bytes_written = w.bytes_written;
   return p;
 }
 
@@ -308,6 +314,8 @@ Work work_of(const config::RecombinationParams& p, const binning::VisitCounts& c
   w.facets = p.facet_count();
   w.stacks = counts.stacks;
   w.visits = static_cast<index_t>(plan.visits.size());
+  for (const auto& v : plan.visits)
+    w.visit_parts.push_back({v.stack, v.subgrid, v.visibilities, v.first_part, v.parts});
   for (const auto& part : plan.parts) {
     w.parts.push_back({part.visibilities, part.streamer});
     w.visibilities += part.visibilities;
@@ -315,6 +323,71 @@ Work work_of(const config::RecombinationParams& p, const binning::VisitCounts& c
   w.contribution_bytes = contribution_bytes;
   w.bytes_written = bytes_written;
   return w;
+}
+
+namespace {
+
+// The streamers that write each frequency chunk of one row chunk.
+struct RowChunkWriters {
+  std::vector<std::vector<int>> of_chunk;  // per frequency chunk
+  void add(index_t freq_chunk, int streamer) {
+    auto& s = of_chunk[static_cast<size_t>(freq_chunk)];
+    if (std::find(s.begin(), s.end(), streamer) == s.end()) s.push_back(streamer);
+  }
+};
+
+}  // namespace
+
+void count_chunk_bytes(const binning::Binner& binner, const config::RecombinationParams& p,
+                       index_t value_bytes, Work& w) {
+  const auto& obs = binner.observation();
+  const index_t times = obs.time.steps, time_chunk = obs.time.chunk;
+  const index_t channels = obs.freq.steps, freq_chunk = obs.freq.chunk;
+  // A visit's index by (stack, subgrid), densely.
+  const index_t subgrids = p.subgrid_count();
+  std::vector<std::int64_t> visit_of(static_cast<size_t>(binner.stacks() * subgrids), -1);
+  for (size_t v = 0; v < w.visit_parts.size(); ++v)
+    visit_of[static_cast<size_t>((w.visit_parts[v].stack - binner.first_stack()) * subgrids +
+                                 w.visit_parts[v].subgrid)] = static_cast<std::int64_t>(v);
+  // Each visit's visibilities in the row chunks before this one (storage
+  // order: baseline, then time), which says which of its parts holds it.
+  std::vector<index_t> before(w.visit_parts.size(), 0), in_row(w.visit_parts.size(), 0);
+  std::vector<size_t> touched;
+  RowChunkWriters writers{std::vector<std::vector<int>>(static_cast<size_t>(obs.freq.chunks()))};
+  w.streamer_bytes.assign(w.streamer_nodes.size(), 0.0);
+  for (index_t b = 0; b < obs.baseline_count(); ++b) {
+    if (binner.leaves_out(b)) continue;
+    for (index_t t0 = 0; t0 < times; t0 += time_chunk) {
+      const index_t t1 = std::min(times, t0 + time_chunk);
+      binner.runs(b, t0, t1, [&](index_t subgrid, const binning::VisRun& run) {
+        const auto found = visit_of[static_cast<size_t>(
+            (run.w_stack - binner.first_stack()) * subgrids + subgrid)];
+        if (found < 0) return;
+        const auto v = static_cast<size_t>(found);
+        const auto& visit = w.visit_parts[v];
+        index_t part = 0;  // part i starts at i / parts of the visit's visibilities
+        while (part + 1 < visit.parts && before[v] >= visit.visibilities * (part + 1) / visit.parts)
+          ++part;
+        writers.add(run.chan_begin / freq_chunk,
+                    w.parts[static_cast<size_t>(visit.first_part + part)].streamer);
+        if (in_row[v] == 0) touched.push_back(v);
+        in_row[v] += run.count();
+      });
+      for (const auto v : touched) before[v] += std::exchange(in_row[v], 0);
+      touched.clear();
+      for (size_t f = 0; f < writers.of_chunk.size(); ++f) {
+        const index_t first = static_cast<index_t>(f) * freq_chunk;
+        const double bytes = static_cast<double>(
+            (t1 - t0) * (std::min(channels, first + freq_chunk) - first) * value_bytes);
+        for (const int streamer : writers.of_chunk[f])
+          w.streamer_bytes[static_cast<size_t>(streamer)] += bytes;
+        writers.of_chunk[f].clear();
+      }
+    }
+  }
+  double total = 0;
+  for (const double bytes : w.streamer_bytes) total += bytes;
+  w.bytes_written = static_cast<index_t>(total);
 }
 
 std::pair<std::vector<index_t>, std::vector<index_t>> nodes_dealt(index_t producers,

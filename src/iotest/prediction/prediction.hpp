@@ -78,9 +78,16 @@ struct Work {
     int streamer = 0;
   };
   std::vector<Part> parts;         // pipeline::plan_work's, assigned
+  struct Visit {                   // and its visits: parts [first_part, first_part + parts)
+    index_t stack = 0, subgrid = 0, visibilities = 0, first_part = 0, parts = 1;
+  };
+  std::vector<Visit> visit_parts;
   index_t contribution_bytes = 0;  // a facet's contribution to a subgrid, as sent
   index_t visibilities = 0;
   index_t bytes_written = 0;  // 0: a dry run
+  // Each streamer's chunk bytes (empty: its share of bytes_written by its
+  // visibilities).
+  std::vector<double> streamer_bytes;
 };
 
 // The work of a job's visits (binning's counts), split and assigned to
@@ -90,6 +97,16 @@ struct Work {
 Work work_of(const config::RecombinationParams& p, const binning::VisitCounts& counts,
              std::vector<index_t> producer_nodes, std::vector<index_t> streamer_nodes,
              index_t contribution_bytes, index_t bytes_written);
+
+// What each streamer's writers write, as the run's do: every chunk whole
+// (`value_bytes` a visibility), once by each streamer holding any of its
+// visibilities, a visit's part holding the row chunks from its share of
+// the visit's visibilities on (binning::VisitRuns' cut). A chunk whose
+// track crosses subgrids on several streamers is written by each: the
+// bytes beyond the observation's. One walk over every baseline's runs, as
+// counting the visits is; sets w.streamer_bytes and w.bytes_written.
+void count_chunk_bytes(const binning::Binner& binner, const config::RecombinationParams& p,
+                       index_t value_bytes, Work& w);
 
 // Ranks dealt over the nodes as the run places them (rank r on node r mod
 // nodes), roles in rank order: producers, then streamers.

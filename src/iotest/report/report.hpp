@@ -659,6 +659,10 @@ struct Prediction {
   std::vector<Stage> stages;
   double stream_s = 0, vis_per_s = 0;
   std::string bound;  // the stage of the most seconds
+  // The chunk bytes the run writes: every chunk whole, once by each
+  // streamer holding part of it (prediction::count_chunk_bytes; 0: a dry
+  // run).
+  index_t bytes_written = 0;
   struct AtNodes {    // the same job laid out on another node count
     index_t nodes = 0, producers = 0, streamers = 0;
     int threads = 0;

@@ -660,6 +660,7 @@ json to_json(const Prediction& p) {
             {"stream_s", p.stream_s},
             {"vis_per_s", p.vis_per_s},
             {"bound", p.bound},
+            {"bytes_written", p.bytes_written},
             {"by_nodes", by_nodes},
             {"bound_moves_at", p.bound_moves_at > 0 ? json(p.bound_moves_at) : json(nullptr)}};
   if (p.measured_stream_s) {
@@ -687,6 +688,9 @@ std::string render_text(const Prediction& p, const Report&) {
                    p.vis_per_s, p.bound);
   for (const auto& st : p.stages)
     if (st.name == p.bound && !st.where.empty()) s += " (" + st.where + ")";
+  if (p.bytes_written > 0)
+    s += fmt::format("; writes {} (each chunk whole, once by each streamer holding part of it)",
+                     bytes_text(p.bytes_written));
   s += "\n    each stage alone:";
   for (const auto& st : p.stages)
     s += fmt::format(" {} {:.2f} s ({:.0f} %){}", st.name, st.seconds, 100 * st.share,
