@@ -5,7 +5,9 @@
 // and `run` hand it the job's work and where each rank sits.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "iotest/binning/binning.hpp"
