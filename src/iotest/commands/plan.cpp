@@ -395,7 +395,7 @@ report::Prediction predict_on(const PlanOptions& o, index_t nodes, const predict
   auto w = prediction::work_of(job.p, counts, std::move(producer_nodes), std::move(streamer_nodes),
                                r.memory.contribution_bytes, bytes);
   if (bytes > 0 && binner) {
-    prediction::count_chunk_bytes(*binner, job.p, o.storage.value_bytes, w);
+    prediction::count_chunk_bytes(*binner, job.p, o.storage.value_bytes, w, omp_get_max_threads());
     rewrite = static_cast<double>(w.bytes_written) / static_cast<double>(bytes);
   } else {
     w.bytes_written = static_cast<index_t>(static_cast<double>(bytes) * rewrite);

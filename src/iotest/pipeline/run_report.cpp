@@ -546,7 +546,9 @@ report::Prediction predicted_beside_measured(const Context& ctx, const Setup& st
                             : r.observation->visibility_bytes * ctx.storage.value_bytes / 16;
   auto w = prediction::work_of(ctx.job.p, st.counts, std::move(producer_nodes),
                                std::move(streamer_nodes), r.memory.contribution_bytes, bytes);
-  if (bytes > 0) prediction::count_chunk_bytes(*ctx.binner, ctx.job.p, ctx.storage.value_bytes, w);
+  if (bytes > 0)
+    prediction::count_chunk_bytes(*ctx.binner, ctx.job.p, ctx.storage.value_bytes, w,
+                                  std::max(1, ctx.threads));
   w.threads = r.pipeline->threads;
   w.producer_threads = r.pipeline->producer_threads;
   w.writers_per_streamer = o.writer_count;

@@ -105,10 +105,12 @@ Work work_of(const config::RecombinationParams& p, const binning::VisitCounts& c
 // visibilities, a visit's part holding the row chunks from its share of
 // the visit's visibilities on (binning::VisitRuns' cut). A chunk whose
 // track crosses subgrids on several streamers is written by each: the
-// bytes beyond the observation's. One walk over every baseline's runs, as
-// counting the visits is; sets w.streamer_bytes and w.bytes_written.
+// bytes beyond the observation's. A walk over every baseline's runs on
+// `threads` threads, as counting the visits is (and that counting again,
+// but for the last range, to start each range); sets w.streamer_bytes and
+// w.bytes_written.
 void count_chunk_bytes(const binning::Binner& binner, const config::RecombinationParams& p,
-                       index_t value_bytes, Work& w);
+                       index_t value_bytes, Work& w, int threads);
 
 // Ranks dealt over the nodes as the run places them (rank r on node r mod
 // nodes), roles in rank order: producers, then streamers.
