@@ -77,9 +77,13 @@ def test_slow_links_make_the_network_the_bound(iotest, tmp_path, calibration):
     assert link["seconds"] >= sent / 12.5e3
 
 
-def test_a_run_gives_its_prediction_beside_what_it_measured(mpirun, tmp_path, calibration):
+# Two threads: the chunks counted over two ranges of baselines, each
+# started from the visits' counts before it.
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_run_gives_its_prediction_beside_what_it_measured(mpirun, tmp_path, calibration,
+                                                            threads):
     report = tmp_path / "run.json"
-    mpirun(3, *JOB, "--facet-workers=1", "--threads=1", "--no-progress",
+    mpirun(3, *JOB, "--facet-workers=1", f"--threads={threads}", "--no-progress",
            f"--calibration={calibration}", str(tmp_path / "vis%d.h5"), f"--report={report}",
            check=0)
     r = load(report)
