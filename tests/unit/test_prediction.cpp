@@ -15,11 +15,11 @@ namespace {
 Calibration rates() {
   Calibration c;
   c.source = "calibration.json";
-  c.degrid_s_per_vis = 1e-6;
-  c.part_s = 0.01;
-  c.contribution_s = 0.002;
-  c.facet_s = 0.05;
-  c.writer_bytes_per_s = 100e6;
+  c.rates.degrid_s_per_vis = 1e-6;
+  c.rates.part_s = 0.01;
+  c.rates.contribution_s = 0.002;
+  c.rates.facet_s = 0.05;
+  c.rates.writer_bytes_per_s = 100e6;
   return c;
 }
 
@@ -178,11 +178,11 @@ TEST(PredictionCalibration, TakesEachRatePerThread) {
   const auto c = calibration_from(calibration_report(), "r.json");
   EXPECT_EQ(c.host, "node1");
   // Less the waits on the writers' queue.
-  EXPECT_DOUBLE_EQ(c.degrid_s_per_vis, 1.5 / 1000);
-  EXPECT_DOUBLE_EQ(c.part_s, 1.0 / 20);
-  EXPECT_DOUBLE_EQ(c.contribution_s, 0.9 / 90);
-  EXPECT_DOUBLE_EQ(c.facet_s, 0.18 / 18);
-  EXPECT_DOUBLE_EQ(c.writer_bytes_per_s, 5e8);
+  EXPECT_DOUBLE_EQ(c.rates.degrid_s_per_vis, 1.5 / 1000);
+  EXPECT_DOUBLE_EQ(c.rates.part_s, 1.0 / 20);
+  EXPECT_DOUBLE_EQ(c.rates.contribution_s, 0.9 / 90);
+  EXPECT_DOUBLE_EQ(c.rates.facet_s, 0.18 / 18);
+  EXPECT_DOUBLE_EQ(c.rates.writer_bytes_per_s, 5e8);
 }
 
 TEST(PredictionCalibration, RefusesWhatCannotCalibrate) {

@@ -421,7 +421,6 @@ report::Prediction predict_plan(const PlanOptions& o, const job::Job& job,
   double rewrite = 1;
   report::Advice laid_out;
   auto p = predict_on(o, o.nodes, c, job, counts, r, cores, &binner, rewrite, &laid_out);
-  p.bytes_written = static_cast<index_t>(static_cast<double>(bytes_to_write(o, r)) * rewrite);
   std::vector<index_t> nodes;
   for (index_t n = 1; n <= std::max<index_t>(8, 4 * o.nodes); n *= 2) nodes.push_back(n);
   nodes.push_back(o.nodes);

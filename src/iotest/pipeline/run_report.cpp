@@ -541,12 +541,10 @@ report::Prediction predicted_beside_measured(const Context& ctx, const Setup& st
     if (w.role == 0) producer_nodes.push_back(node);
     if (w.role == 1) streamer_nodes.push_back(node);
   }
-  const index_t bytes = o.output.empty() || !r.observation
-                            ? 0
-                            : r.observation->visibility_bytes * ctx.storage.value_bytes / 16;
+  // Its chunk bytes counted as its writers write them (none: a dry run).
   auto w = prediction::work_of(ctx.job.p, st.counts, std::move(producer_nodes),
-                               std::move(streamer_nodes), r.memory.contribution_bytes, bytes);
-  if (bytes > 0)
+                               std::move(streamer_nodes), r.memory.contribution_bytes, 0);
+  if (!o.output.empty())
     prediction::count_chunk_bytes(*ctx.binner, ctx.job.p, ctx.storage.value_bytes, w,
                                   std::max(1, ctx.threads));
   w.threads = r.pipeline->threads;

@@ -83,14 +83,15 @@ Calibration calibration_from(const json& r, const std::string& source) {
                      fmt::format("expected a run whose degrid tasks computed, got '{}': their "
                                  "time was all waits on the writers' queue",
                                  source));
-  c.degrid_s_per_vis = degrid_s / visibilities;
-  c.part_s = (at("/timing/stages/assembly_s") + at("/timing/stages/pieces_s") +
-              at("/timing/stages/tower_s")) /
-             parts;
-  c.contribution_s =
+  c.rates.degrid_s_per_vis = degrid_s / visibilities;
+  c.rates.part_s = (at("/timing/stages/assembly_s") + at("/timing/stages/pieces_s") +
+                    at("/timing/stages/tower_s")) /
+                   parts;
+  c.rates.contribution_s =
       (at("/timing/stages/column_s") + at("/timing/stages/contribution_s")) / contributions;
-  c.facet_s = at("/timing/stages/facet_s") / std::max(1.0, facets * stacks);
-  if (at("/counts/bytes_written") > 0) c.writer_bytes_per_s = at("/transit/write_bytes_per_s");
+  c.rates.facet_s = at("/timing/stages/facet_s") / std::max(1.0, facets * stacks);
+  if (at("/counts/bytes_written") > 0)
+    c.rates.writer_bytes_per_s = at("/transit/write_bytes_per_s");
   return c;
 }
 
@@ -170,8 +171,8 @@ std::vector<double> producer_work(const Calibration& c, const Work& w) {
   std::vector<double> work;
   for (index_t p = 0; p < n; ++p)
     work.push_back(static_cast<double>(facets_of(p, n, w.facets)) *
-                   (static_cast<double>(w.visits) * c.contribution_s +
-                    static_cast<double>(w.stacks) * c.facet_s));
+                   (static_cast<double>(w.visits) * c.rates.contribution_s +
+                    static_cast<double>(w.stacks) * c.rates.facet_s));
   return work;
 }
 
@@ -179,7 +180,7 @@ std::vector<double> streamer_work(const Calibration& c, const Work& w) {
   std::vector<double> work(w.streamer_nodes.size(), 0.0);
   for (const auto& part : w.parts)
     work.at(static_cast<size_t>(part.streamer)) +=
-        c.part_s + static_cast<double>(part.visibilities) * c.degrid_s_per_vis;
+        c.rates.part_s + static_cast<double>(part.visibilities) * c.rates.degrid_s_per_vis;
   return work;
 }
 
@@ -219,8 +220,8 @@ Stage network_stage(const Work& w, double link) {
   Stage s{"network", 0, 0, ""};
   if (link <= 0) return s;
   for (index_t n = 0; n < nodes; ++n) {
-    for (const auto& [bytes, way] : {std::pair{sent, "out"}, {received, "in"}}) {
-      const double t = bytes[static_cast<size_t>(n)] / link;
+    for (const auto& [bytes, way] : {std::pair{&sent, "out"}, {&received, "in"}}) {
+      const double t = (*bytes)[static_cast<size_t>(n)] / link;
       if (t > s.seconds) s.seconds = t, s.where = fmt::format("node {}'s link {}", n, way);
     }
   }
@@ -240,9 +241,9 @@ Stage storage_stage(const Calibration& c, const Work& w, double storage) {
   std::vector<double> bytes = w.streamer_bytes;
   if (bytes.size() != vis.size())
     for (const double v : vis) bytes.push_back(v * per_vis);
-  if (c.writer_bytes_per_s > 0)
+  if (c.rates.writer_bytes_per_s > 0)
     for (size_t i = 0; i < vis.size(); ++i) {
-      const double t = bytes[i] / std::max(1, w.writers_per_streamer) / c.writer_bytes_per_s;
+      const double t = bytes[i] / std::max(1, w.writers_per_streamer) / c.rates.writer_bytes_per_s;
       if (t > s.seconds) s.seconds = t, s.where = fmt::format("the writers of streamer {}", i);
     }
   if (storage > 0 && static_cast<double>(w.bytes_written) / storage > s.seconds)
@@ -256,15 +257,8 @@ report::Prediction predict(const Calibration& c, const Cluster& cluster, const W
   report::Prediction p;
   p.calibration = c.source;
   p.calibration_host = c.host;
-  p.degrid_s_per_vis = c.degrid_s_per_vis;
-  p.part_s = c.part_s;
-  p.contribution_s = c.contribution_s;
-  p.facet_s = c.facet_s;
-  p.writer_bytes_per_s = c.writer_bytes_per_s;
-  p.nodes = cluster.nodes;
-  p.cores_per_node = cluster.cores_per_node;
-  p.link_bytes_per_s = cluster.link_bytes_per_s;
-  p.storage_bytes_per_s = cluster.storage_bytes_per_s;
+  p.rates = c.rates;
+  p.cluster = cluster;
 
   // Every rank's threads on its node's cores.
   NodeThreads threads(cluster.nodes);

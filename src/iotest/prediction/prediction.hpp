@@ -27,14 +27,11 @@ struct PredictionOptions {
   double link_bytes_per_s = 0, storage_bytes_per_s = 0;
 };
 
-// What a one-node run measured, per thread (report::Prediction's fields).
+// What a one-node run measured, per thread: the report's path, its host
+// and its rates.
 struct Calibration {
   std::string source, host;
-  double degrid_s_per_vis = 0;    // degrid tasks' thread-seconds over the visibilities
-  double part_s = 0;              // assembly, track pieces and tower, a subgrid part
-  double contribution_s = 0;      // facet columns and contributions, a facet's contribution
-  double facet_s = 0;             // a facet's preparation, a w-stack
-  double writer_bytes_per_s = 0;  // one writer inside writes and syncs (0: none written)
+  report::Prediction::Rates rates;
 };
 
 // The rates of a run's JSON report; anything else, or a run that cannot
@@ -62,12 +59,9 @@ JobKind job_kind_of(const Options& o) {
           .in_transit = o.writer_ranks > 0};
 }
 
-struct Cluster {
-  index_t nodes = 1;
-  int cores_per_node = 1;
-  double link_bytes_per_s = 0;     // a node's link, each way (0: not a bound)
-  double storage_bytes_per_s = 0;  // the storage, in all (0: not a bound)
-};
+// Nodes, cores a node, a node's link each way and the storage in all
+// (bytes a second; 0: not a bound).
+using Cluster = report::Prediction::Cluster;
 
 // A predict run as the model sees it. Ranks: the producers', then the
 // streamers' (pipeline::Roles), each on a node.

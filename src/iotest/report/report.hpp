@@ -639,17 +639,23 @@ struct Device {
 struct Prediction {
   std::string calibration;       // the report the rates came from
   std::string calibration_host;  // where it ran
-  // The rates taken from it: thread-seconds a visibility degridded, a
-  // subgrid part's assembly and tower, a facet's contribution to a subgrid
-  // and a facet's preparation; bytes a second of one writer (0: it wrote
-  // nothing).
-  double degrid_s_per_vis = 0, part_s = 0, contribution_s = 0, facet_s = 0;
-  double writer_bytes_per_s = 0;
+  // The rates taken from it, per thread (prediction::calibration_from).
+  struct Rates {
+    double degrid_s_per_vis = 0;    // degrid tasks' seconds over the visibilities
+    double part_s = 0;              // assembly, track pieces and tower, a subgrid part
+    double contribution_s = 0;      // facet columns and contributions, a facet's contribution
+    double facet_s = 0;             // a facet's preparation, a w-stack
+    double writer_bytes_per_s = 0;  // one writer inside writes and syncs (0: none written)
+  };
+  Rates rates;
   // The cluster: its nodes and their cores, a node's link (each way) and
   // what the storage takes in all (0: not given, not a bound).
-  index_t nodes = 1;
-  int cores_per_node = 1;
-  double link_bytes_per_s = 0, storage_bytes_per_s = 0;
+  struct Cluster {
+    index_t nodes = 1;
+    int cores_per_node = 1;
+    double link_bytes_per_s = 0, storage_bytes_per_s = 0;
+  };
+  Cluster cluster;
   struct Stage {
     std::string name;    // producers, network, degridding, storage
     double seconds = 0;  // its busiest rank's, node's or writer's, alone

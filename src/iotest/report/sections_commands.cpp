@@ -646,16 +646,16 @@ json to_json(const Prediction& p) {
   json j = {{"calibration", p.calibration},
             {"calibration_host", p.calibration_host},
             {"rates",
-             {{"degrid_s_per_vis", p.degrid_s_per_vis},
-              {"part_s", p.part_s},
-              {"contribution_s", p.contribution_s},
-              {"facet_s", p.facet_s},
-              {"writer_bytes_per_s", given(p.writer_bytes_per_s)}}},
+             {{"degrid_s_per_vis", p.rates.degrid_s_per_vis},
+              {"part_s", p.rates.part_s},
+              {"contribution_s", p.rates.contribution_s},
+              {"facet_s", p.rates.facet_s},
+              {"writer_bytes_per_s", given(p.rates.writer_bytes_per_s)}}},
             {"cluster",
-             {{"nodes", p.nodes},
-              {"cores_per_node", p.cores_per_node},
-              {"link_bytes_per_s", given(p.link_bytes_per_s)},
-              {"storage_bytes_per_s", given(p.storage_bytes_per_s)}}},
+             {{"nodes", p.cluster.nodes},
+              {"cores_per_node", p.cluster.cores_per_node},
+              {"link_bytes_per_s", given(p.cluster.link_bytes_per_s)},
+              {"storage_bytes_per_s", given(p.cluster.storage_bytes_per_s)}}},
             {"stages", stages},
             {"stream_s", p.stream_s},
             {"vis_per_s", p.vis_per_s},
@@ -682,8 +682,9 @@ std::string rate_or_none(double bytes_per_s) {
 std::string render_text(const Prediction& p, const Report&) {
   std::string s = fmt::format(
       "  predicted from {} ({}): {} node(s) of {} core(s), links {}, storage {}\n", p.calibration,
-      p.calibration_host.empty() ? "one node" : p.calibration_host, p.nodes, p.cores_per_node,
-      rate_or_none(p.link_bytes_per_s), rate_or_none(p.storage_bytes_per_s));
+      p.calibration_host.empty() ? "one node" : p.calibration_host, p.cluster.nodes,
+      p.cluster.cores_per_node, rate_or_none(p.cluster.link_bytes_per_s),
+      rate_or_none(p.cluster.storage_bytes_per_s));
   s += fmt::format("    stream {:.2f} s, {:.3g} visibilities/s, bound by {}", p.stream_s,
                    p.vis_per_s, p.bound);
   for (const auto& st : p.stages)

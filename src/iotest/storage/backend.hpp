@@ -101,6 +101,10 @@ std::uint32_t combine_part_crc32(const std::vector<std::uint32_t>& parts, index_
 // made or converted by the pusher, where the values are in cache, with
 // the CRC-32 of the stored bytes), sparing its own core the conversion.
 enum class StoredForm { as_given, single_conjugated };
+// A layout's "checksum_of" (ms, msv4): its CRC-32s are of a chunk's cells
+// as stored (single precision, conjugated), not of iotest's values in
+// double precision, as the other back-ends take them.
+inline constexpr const char* kChecksumOfStoredCells = "stored cells";
 // x rounded to single precision. Through a volatile float: GCC 12 at -O2
 // drops a double -> float -> double round trip in code that takes and
 // returns std::complex<double> (it gave back x unrounded).

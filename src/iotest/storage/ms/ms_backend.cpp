@@ -407,7 +407,7 @@ class MsBackend final : public Backend {
     doc["freq_step_hz"] = obs.freq.step();
     doc["time_chunk"] = l.time_chunk;
     doc["freq_chunk"] = l.freq_chunk;
-    doc["checksum_of"] = ms::kChecksumOfStoredCells;
+    doc["checksum_of"] = kChecksumOfStoredCells;
     doc["provenance"] = l.provenance ? provenance_json(*l.provenance) : nlohmann::json(nullptr);
     table_->set_keyword(ms::kLayoutKeyword, doc.dump());
   }

@@ -25,11 +25,10 @@ inline constexpr const char* kChunksTable = "IOTEST_CHUNKS";    // CHUNK, CRC32:
 inline constexpr const char* kPartsTable = "IOTEST_WRITTEN_PARTS";
 // ROW_CHUNK, FIRST_ROW: where each row chunk's rows are in the main table.
 inline constexpr const char* kRowChunksTable = "IOTEST_ROW_CHUNKS";
-// IOTEST_LAYOUT's "checksum_of": IOTEST_CHUNKS' CRC-32s are of a chunk's
-// cells as DATA stores them (complex float, conjugated, channels fastest).
+// IOTEST_LAYOUT's "checksum_of" (kChecksumOfStoredCells): IOTEST_CHUNKS'
+// CRC-32s are of a chunk's cells as DATA stores them (channels fastest).
 // Files without it (the first ms writer) took them of iotest's values in
 // double precision, as the other back-ends do.
-inline constexpr const char* kChecksumOfStoredCells = "stored cells";
 // The MS's visibilities are the conjugates of iotest's, against uvw of
 // the opposite sign (antenna 1 minus antenna 2), as pyuvdata writes
 // MeasurementSets: CASA's and WSClean's convention, which place the sky

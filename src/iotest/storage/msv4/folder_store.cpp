@@ -167,8 +167,8 @@ class FolderStore final : public ZarrStore {
   std::string path_of(const std::string& key) const { return root_ + "/" + key; }
   void make_root();
   void make_folders(const std::string& folder);
-  int write_file(const std::string& path, std::span<const std::byte> bytes);
-  bool write_file_direct(const std::string& path, std::span<const std::byte> bytes);
+  int write_file(const std::string& path, std::span<const std::byte> bytes, int flags);
+  bool direct_for(std::span<const std::byte> bytes) const;
   void hand_over(Written file);
   void sync_files();
   bool next_file(Written& file);
@@ -262,15 +262,18 @@ void FolderStore::make_folders(const std::string& folder) {
   }
 }
 
-// The file written whole: its descriptor, open for the fsync.
+// The file written whole, opened with `flags` besides (O_DIRECT): its
+// descriptor, open for the fsync; -1 where O_DIRECT was asked and the file
+// system refuses it (EINVAL at open: nothing written).
 //
 // Not opened with O_TRUNC: ext4 (auto_da_alloc, its default) takes a file
 // truncated to nothing and written as a file being replaced, and starts
 // its write-back at close, in the writer's time: for a file made ahead
 // (empty) that was every chunk's, and one writer's stream 1.3-1.5x as
 // long. What a longer file held before is cut after the write instead.
-int FolderStore::write_file(const std::string& path, std::span<const std::byte> bytes) {
-  const int fd = open_retrying(path, O_WRONLY | O_CREAT, 0644);
+int FolderStore::write_file(const std::string& path, std::span<const std::byte> bytes, int flags) {
+  const int fd = open_retrying(path, O_WRONLY | O_CREAT | flags, 0644);
+  if (fd < 0 && errno == EINVAL && (flags & O_DIRECT) != 0) return -1;
   if (fd < 0) throw failed("creating", path, errno);
   try {
     struct stat st {};
@@ -287,41 +290,12 @@ int FolderStore::write_file(const std::string& path, std::span<const std::byte> 
   return fd;
 }
 
-// `bytes` written with O_DIRECT where they are whole pages from a
-// page-aligned buffer, the file closed; false where not (the caller writes
-// it through the page cache), and from then on for a file system that
-// refuses O_DIRECT.
-bool FolderStore::write_file_direct(const std::string& path, std::span<const std::byte> bytes) {
+// Whether `bytes` can go past the page cache: whole pages from a
+// page-aligned buffer, on a file system that has not refused O_DIRECT.
+bool FolderStore::direct_for(std::span<const std::byte> bytes) const {
   constexpr std::uintptr_t kPage = 4096;
-  if (!direct_ || bytes.empty() || bytes.size() % kPage != 0 ||
-      reinterpret_cast<std::uintptr_t>(bytes.data()) % kPage != 0)
-    return false;
-  int fd = open_retrying(path, O_WRONLY | O_CREAT | O_DIRECT, 0644);
-  if (fd < 0 && errno == EINVAL) return direct_ = false;
-  if (fd < 0) throw failed("creating", path, errno);
-  try {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) throw failed("looking at", path, errno);
-    // A file system that opens with O_DIRECT but refuses its writes.
-    const ssize_t first = ::write(fd, bytes.data(), bytes.size());
-    if (first < 0 && errno == EINVAL) {
-      ::close(fd);
-      return direct_ = false;  // the caller writes it whole through the page cache
-    }
-    if (first < 0 && errno != EINTR) throw failed("writing", path, errno);
-    write_all(fd, bytes.subspan(static_cast<std::size_t>(std::max<ssize_t>(0, first))), path);
-    if (st.st_size > static_cast<off_t>(bytes.size()) &&
-        ::ftruncate(fd, static_cast<off_t>(bytes.size())) != 0)
-      throw failed("truncating", path, errno);
-    const int closed = ::close(fd);
-    fd = -1;
-    if (closed != 0) throw failed("closing", path, errno);
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(path.c_str());  // no key left half written
-    throw;
-  }
-  return true;
+  return direct_ && !bytes.empty() && bytes.size() % kPage == 0 &&
+         reinterpret_cast<std::uintptr_t>(bytes.data()) % kPage == 0;
 }
 
 // An empty file, its folder's entry synced at the next flush.
@@ -359,13 +333,22 @@ void FolderStore::put_copy(const std::string& key, std::span<const std::byte> by
   // Whole pages are written past the page cache and are on the device when
   // write returns: no write-back to wait for, and no copy into the page
   // cache, which took three quarters of one writer's time (issue 58).
-  const bool direct = write_file_direct(path, bytes);
-  const int fd = direct ? -1 : write_file(path, bytes);
+  const bool whole_pages = direct_for(bytes);
+  int fd = whole_pages ? write_file(path, bytes, O_DIRECT) : -1;
+  const bool direct = fd >= 0;
+  if (whole_pages && !direct) direct_ = false;  // refused: the page cache from now on
+  if (!direct) fd = write_file(path, bytes, 0);
   {
     std::lock_guard lock(folders_lock_);
     unsynced_.insert(folder);  // its new entry
   }
-  if (!direct) hand_over({fd, path});
+  if (!direct) {
+    hand_over({fd, path});
+  } else if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(path.c_str());
+    throw failed("closing", path, error);
+  }
   std::lock_guard lock(lock_);
   ++stats_.keys_written;
   stats_.bytes_written += static_cast<std::int64_t>(bytes.size());

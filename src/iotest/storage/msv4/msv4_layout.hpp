@@ -46,9 +46,6 @@ inline constexpr const char* kRootKey = "zarr.json";
 // pairs, then (w_stack, subgrid, row_chunk_begin, row_chunk_end) quads.
 inline constexpr const char* kChunksKey = "iotest/chunks";
 inline constexpr std::int64_t kChunksMagic = 0x3476534d74736f69;  // "iotstMSv4"
-// The layout's "checksum_of": the CRC-32s are of a chunk's cells as
-// VISIBILITY stores them (complex64, conjugated), as ms's are.
-inline constexpr const char* kChecksumOfStoredCells = "stored cells";
 // The MSv4 group attribute holding iotest's layout JSON.
 inline constexpr const char* kLayoutAttribute = "iotest";
 
